@@ -1,0 +1,116 @@
+// The Engine interface and the data that crosses it (DESIGN.md "Data flow"). The CPU
+// engine (cpu_engine.h) and the CUDA engine (gpu/) implement it; views, CLI and
+// comparison code only see ExtractionRequest and ExtractionResult.
+#pragma once
+
+#include "../array.h"
+#include "../plan/patch_plan.h"
+#include "../profile/profile.h"
+
+#include <atomic>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace spex {
+
+struct Image;
+struct GaussHermitePsf;
+
+// Frame MASK bits (desispec specmask).
+enum FrameMaskBits : uint32_t {
+  kSomeBadPix = 1u << 0,
+  kAllBadPix = 1u << 1,
+  kBad2DFit = 1u << 7,
+};
+
+struct ExtractionRequest {
+  const Image* image = nullptr;
+  const GaussHermitePsf* psf = nullptr;
+  WaveGrid wave;
+  int fiberMin = 0;
+  int nFiber = 0;
+  PatchParams params;
+  std::optional<std::vector<int>> patches; // indices into the plan; nullopt: all
+  bool model = false;                      // also build the CCD model image
+  int threads = 0;                         // CPU threads; 0: all cores
+};
+
+struct PatchDiagnostics {
+  int patch = -1;
+  double seconds = 0;     // wall time of the patch solve
+  double chi2 = 0;        // mean chi^2 per used pixel
+  bool regularized = false; // Cholesky failed, solved again with regularize = 1e-4
+  bool failed = false;      // failed even then; outputs zeroed
+  int lane = 0;
+};
+
+struct ExtractionResult {
+  std::string engine;
+  int fiberMin = 0;
+  int nfiber = 0;
+  int nwave = 0;
+  int ndiag = 0;
+  WaveGrid wave;
+  PatchParams params;
+  double psferr = 0.01;
+  Array2D<double> flux;            // [nfiber, nwave] electron / Angstrom
+  Array2D<double> ivar;            // [nfiber, nwave] per Angstrom^2
+  Array2D<uint32_t> mask;          // [nfiber, nwave] frame mask bits
+  Array3D<double> resolution;      // [nfiber, 2 ndiag + 1, nwave]
+  Array2D<double> chi2pix;         // [nfiber, nwave]
+  Array2D<double> pixmaskFraction; // [nfiber, nwave]
+  Array2D<double> deconvolved;     // [nfiber, nwave] f, photons per bin (not per A)
+  Array2D<uint8_t> covered;        // [nfiber, nwave] 1 where a chosen patch filled it
+  std::optional<Array2D<double>> model; // [npixY, npixX] when requested
+  std::vector<PatchDiagnostics> patches; // one per extracted patch
+  Profile profile;
+  int nonFinitePixels = 0;         // input pixels treated as masked (NaN, Inf, ivar<0)
+  bool cancelled = false;          // stopped early: only `covered` bins are filled
+
+  // Allocates every array for the plan's size with zeros.
+  void allocate(const PatchPlan& plan, int ndiag, bool withModel, int npixX, int npixY);
+};
+
+// What one finished patch contributes, copied out for live views: kept fibers x
+// kept bins, flux per Angstrom and ivar per Angstrom^2 (frame units).
+struct PatchOutput {
+  const Patch* patch = nullptr;
+  Array2D<double> flux; // [patch->nfiber, patch->nwave]
+  Array2D<double> ivar;
+  PatchDiagnostics diagnostics;
+};
+
+// Where engines report progress; called from worker threads, so implementations
+// must be thread-safe and quick (queue the data, do not draw).
+class ProgressSink {
+public:
+  virtual ~ProgressSink() = default;
+  virtual void patchDone(const PatchOutput& /*out*/, int /*done*/, int /*total*/) {}
+};
+
+class CancelToken {
+public:
+  void cancel() { m_flag.store(true); }
+  bool cancelled() const { return m_flag.load(std::memory_order_relaxed); }
+  void reset() { m_flag.store(false); }
+
+private:
+  std::atomic<bool> m_flag{false};
+};
+
+class Engine {
+public:
+  virtual ~Engine() = default;
+  virtual std::string name() const = 0; // "cpu", "cuda:0"
+  // Throws InputError for bad requests. When cancelled it stops starting patches and
+  // returns what finished, with `cancelled` set and `covered` marking the filled bins.
+  virtual ExtractionResult extract(const ExtractionRequest&, ProgressSink&, const CancelToken&) = 0;
+};
+
+// Applies the per-Angstrom conversion and the frame mask rules (EXTRACTION.md §5) to
+// a result whose flux/ivar are per bin; both engines call it once at the end.
+void finalizeFrame(ExtractionResult& result);
+
+} // namespace spex

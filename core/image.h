@@ -1,0 +1,56 @@
+// A CCD exposure as extraction sees it: pixels in electrons, inverse variance with
+// the extraction mask bits already applied (ivar = 0 where a bad bit is set), the
+// raw mask, the IMAGE header to pass on, and the FIBERMAP to pass through.
+#pragma once
+
+#include "array.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace spex {
+
+// One header card, kept verbatim so it can be copied into the frame header.
+struct FitsCard {
+  std::string key;
+  std::string value;   // as written in the card (strings keep their quotes)
+  std::string comment;
+};
+
+struct FitsHeader {
+  std::vector<FitsCard> cards;
+  const FitsCard* find(const std::string& key) const;
+  std::string getString(const std::string& key, const std::string& fallback = {}) const;
+  void set(const std::string& key, const std::string& value, const std::string& comment = {});
+};
+
+// FIBERMAP rows are passed through untouched: we keep where they live and which
+// FIBER each row holds, and the frame writer copies the rows it needs.
+struct FiberMap {
+  std::string sourceFile;      // file whose FIBERMAP HDU holds the rows; empty: none
+  std::vector<int32_t> fiber;  // FIBER column, one entry per row
+};
+
+// Preproc MASK bits that make a pixel unusable for extraction (EXTRACTION.md §1):
+// BAD|HOT|DEAD|SATURATED|COSMIC|PIXFLATZERO|PIXFLATLOW|HIGHVAR|BADAMP.
+constexpr int32_t kExtractionMaskBits = (1 << 0) | (1 << 1) | (1 << 2) | (1 << 3) | (1 << 4) |
+                                        (1 << 5) | (1 << 6) | (1 << 7) | (1 << 9);
+
+struct Image {
+  int ny = 0;  // rows (NAXIS2)
+  int nx = 0;  // columns (NAXIS1)
+  Array2D<double> pix;   // [ny, nx] electrons
+  Array2D<double> ivar;  // [ny, nx] masked: 0 where MASK has an extraction bit
+  Array2D<int32_t> mask; // [ny, nx] raw MASK
+  FitsHeader header;     // IMAGE HDU header (non-structural cards)
+  FiberMap fibermap;
+  std::string path;      // where it was read from, if anywhere
+  int nonFinitePixels = 0; // NaN/Inf pixels or bad ivar found on read, now masked
+
+  // Sets ivar to 0 wherever pix or ivar is not finite or ivar < 0, or mask has an
+  // extraction bit; counts the non-finite/negative cases in nonFinitePixels.
+  void sanitize();
+};
+
+} // namespace spex
