@@ -15,7 +15,7 @@ struct FrameComparison {
   long nbins = 0;                      // bins compared (both have ivar > 0)
   std::array<double, 6> fractionBelow{}; // per threshold
   double maxPull = 0;                  // max |fa - fb| / sqrt(va + vb)
-  int maxPullFiber = -1, maxPullBin = -1;
+  int maxPullFiber = -1, maxPullBin = -1; // fiber number (fiberMin + row), bin index
   double maxRelIvar = 0;               // max |ia - ib| / max(ia, ib)
   double maxResolution = 0;            // max |Ra - Rb|
   long maskDifferences = 0;            // bins whose MASK differs

@@ -10,6 +10,9 @@
 #include "../psf/gauss_hermite_psf.h"
 
 #include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
 
 namespace spex {
 
@@ -26,7 +29,19 @@ struct SyntheticPsfOptions {
 
 // 500 fibers in bundles with gaps, curved traces, sigmas and GH terms varying with
 // wavelength; returns an in-memory PSF (write it with writePsf).
+// Domains: traces over [waveMin - 5, waveMax + 5] (degree 5), PSF parameters over
+// [waveMin - 10, waveMax + 10] (degree legdeg), deliberately unequal. Fibers sit
+// 7.3 px apart inside a bundle, bundles are spread evenly over the CCD with ~36 px
+// margins (InputError if they do not fit with gaps of at least 2 pitches). Smaller
+// CCDs and fewer fibers are allowed, which keeps tests fast.
 GaussHermitePsf makeSyntheticPsf(const SyntheticPsfOptions& opt = {});
+
+// Least-squares Legendre series of f over [wmin, wmax] (ncoeff terms), from f at
+// max(3 ncoeff, 24) Chebyshev nodes: exact for polynomials of degree < ncoeff, and
+// close to the best uniform approximation otherwise. Coefficients in the
+// EXTRACTION.md §1 convention (u = 2 (w - wmin) / (wmax - wmin) - 1).
+std::vector<double> fitLegendre(const std::function<double(double)>& f, double wmin, double wmax,
+                                int ncoeff);
 
 struct SimulationOptions {
   WaveGrid wave = WaveGrid::fromRange(5760, 7620, 0.8);
@@ -38,7 +53,14 @@ struct SimulationOptions {
   bool defects = true;       // masked columns and cosmic-like pixels
   double emptyFiberFraction = 0.1;
   uint64_t seed = 42;
+  int threads = 0;           // spot workers; 0: up to 8 cores. Same image for any value.
 };
+
+// Preproc MASK bits the simulator sets (desispec ccdmask): all are extraction bits,
+// and every masked pixel also has IVAR 0.
+constexpr int32_t kSimMaskBad = 1 << 0;    // hot column segment
+constexpr int32_t kSimMaskDead = 1 << 2;   // dead column (IMAGE 0)
+constexpr int32_t kSimMaskCosmic = 1 << 4; // cosmic-ray hit or short track
 
 struct Simulation {
   Image image;               // ivar from the true model (pulls unit normal)
@@ -48,11 +70,40 @@ struct Simulation {
 
 // Renders spectra (continua, emission lines, sky lines shared by all fibers, some
 // empty fibers) through psf onto its CCD. Only the chosen fibers are lit.
+// - Fibers are PSF fiber indices (0 .. psf.nfiber - 1), as everywhere in core; the
+//   FIBERMAP's FIBER column is psf.fiberMin + index.
+// - Spectra are photon densities per Angstrom times dw (lines integrated over each bin),
+//   drawn from a stream per (seed, fiber): fiber 7 gets the same spectrum whether 25
+//   or 500 fibers are simulated, and for any grid.
+// - Every bin of opt.wave extended by edgePad bins each side is a delta at its
+//   wavelength (EXTRACTION.md §2/§4); pad bins outside the PSF domain are skipped. The
+//   grid itself must lie inside the PSF domain (InputError otherwise).
+// - The whole CCD carries read noise and IVAR = 1/(readNoise^2 + model) from the true
+//   model (0 where that variance is 0); unlit pixels are ordinary pixels, not masked.
+// - Defects (opt.defects): 2 or 3 columns through the lit fibers, one DEAD over the full
+//   height (IMAGE 0), the others BAD (hot by 150 e-) over part of it; tens of COSMIC
+//   hits and short tracks (1..8 px, 800..8000 e- each) inside the lit band. IVAR 0 on
+//   all of them.
 Simulation simulate(const GaussHermitePsf& psf, const SimulationOptions& opt = {});
 
 // Renders given photons per bin (phot[nFiber, nwave] on grid wave, fibers from fiberMin)
 // with no noise: the exact expected image. Used by the noiseless recovery tests.
+// threads as in SimulationOptions; the image is bitwise the same for any value.
 Array2D<double> renderPhotons(const GaussHermitePsf& psf, const WaveGrid& wave, int fiberMin,
-                              const Array2D<double>& phot);
+                              const Array2D<double>& phot, int threads = 0);
+
+// What the app opens when nothing else is given: makeSyntheticPsf({seed}) and a
+// simulated frame of fibers [0, nFiber) over 5760-7620 A, dw 0.8 (DESI's r grid), with
+// noise and defects, sim seed = seed.
+struct DemoData {
+  GaussHermitePsf psf;
+  Simulation sim;
+};
+DemoData makeDemo(int nFiber = 500, uint64_t seed = 1);
+
+// Writes dir/psf.fits, dir/preproc.fits and dir/truth.fits (creating dir) through
+// writePsf, writePreproc and writeTruth. Lives in its own file (simulation_files.cpp)
+// so programs that only simulate in memory do not pull in the FITS writers.
+void writeSimulation(const std::string& dir, const GaussHermitePsf& psf, const Simulation& sim);
 
 } // namespace spex

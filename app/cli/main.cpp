@@ -1,0 +1,66 @@
+// spexlab-cli: a drop-in for desi_extract_spectra plus simulate, bench and compare.
+#include "app/engine_factory.h"
+#include "commands.h"
+#include "core/errors.h"
+
+#include <cstdio>
+#include <exception>
+#include <string>
+#include <vector>
+
+namespace {
+
+void usage(std::FILE* out) {
+  std::fprintf(out,
+               "usage: spexlab-cli <command> [options]\n"
+               "\n"
+               "commands:\n"
+               "  extract   extract spectra from a preproc image (desi_extract_spectra options)\n"
+               "            -i preproc.fits -p psf.fits -o frame.fits [-m model.fits]\n"
+               "            [-w wmin,wmax,dw] [-s specmin] [-n nspec] [-r regularize]\n"
+               "            [--bundlesize 25] [--nsubbundles 5] [--nwavestep 50] [--psferr X]\n"
+               "            [--pixpad-frac 0.8] [--wavepad-frac 0.2] [--decorrelate-fibers]\n"
+               "            [--engine cpu|cuda|auto] [--gpus 0,1] [--threads N]\n"
+               "            [--profile trace.json] [--quiet]\n"
+               "  simulate  write a synthetic PSF, a simulated preproc image and its truth\n"
+               "            -o DIR [--psf psf.fits] [-s 0] [-n 500] [-w 5760,7620,0.8]\n"
+               "            [--seed 42] [--no-noise] [--no-defects]\n"
+               "  bench     time an extraction and print a per-phase table\n"
+               "            [-i preproc.fits -p psf.fits | --psf psf.fits | (synthetic)]\n"
+               "            [-s -n -w] [--engine] [--threads N] [--repeat 1] [--json]\n"
+               "  compare   agreement statistics of two frames: a.fits b.fits [--json]\n"
+               "            [--max-sigma X: exit 3 if any bin differs by more than X sigma]\n"
+               "  version   versions and GPUs found\n");
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty() || args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+    usage(args.empty() ? stderr : stdout);
+    return args.empty() ? 2 : 0;
+  }
+  const std::string cmd = args[0];
+  args.erase(args.begin());
+  try {
+    if (cmd == "extract") return spex::cli::cmdExtract(args);
+    if (cmd == "simulate") return spex::cli::cmdSimulate(args);
+    if (cmd == "bench") return spex::cli::cmdBench(args);
+    if (cmd == "compare") return spex::cli::cmdCompare(args);
+    if (cmd == "version" || cmd == "--version") {
+      std::printf("spexlab-cli %s\nCUDA engine: %s\nGPUs: %s\n", SPEXLAB_VERSION,
+                  spex::cudaBuilt() ? "built" : "not built", spex::describeGpus().c_str());
+      return 0;
+    }
+    std::fprintf(stderr, "spexlab-cli: unknown command '%s'\n\n", cmd.c_str());
+    usage(stderr);
+    return 2;
+  } catch (const spex::SpexError& e) {
+    std::fprintf(stderr, "spexlab-cli %s: error: %s\n", cmd.c_str(), e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "spexlab-cli %s: unexpected error: %s\n", cmd.c_str(), e.what());
+    return 1;
+  }
+}

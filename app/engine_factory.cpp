@@ -1,0 +1,59 @@
+#include "engine_factory.h"
+
+#include "core/errors.h"
+#include "core/extract/cpu_engine.h"
+
+#ifdef SPEXLAB_HAVE_CUDA
+#include "gpu/cuda_engine.h"
+#endif
+
+namespace spex {
+
+bool cudaBuilt() {
+#ifdef SPEXLAB_HAVE_CUDA
+  return true;
+#else
+  return false;
+#endif
+}
+
+std::string describeGpus() {
+#ifdef SPEXLAB_HAVE_CUDA
+  std::string why;
+  if (!cudaAvailable(&why)) return "none (" + why + ")";
+  std::string out;
+  for (const GpuInfo& g : listGpus()) {
+    if (!out.empty()) out += "; ";
+    out += "cuda:" + std::to_string(g.device) + " " + g.name;
+  }
+  return out;
+#else
+  return "none (built without CUDA)";
+#endif
+}
+
+EngineChoice makeEngine(const std::string& kind, const std::vector<int>& gpus) {
+  EngineChoice c;
+  if (kind == "cpu") {
+    c.engine = std::make_unique<CpuEngine>();
+    return c;
+  }
+  if (kind != "cuda" && kind != "auto")
+    throw InputError("unknown engine '" + kind + "' (expected cpu, cuda or auto)");
+#ifdef SPEXLAB_HAVE_CUDA
+  std::string why;
+  if (cudaAvailable(&why)) {
+    c.engine = makeCudaEngine(gpus);
+    return c;
+  }
+#else
+  (void)gpus;
+  const std::string why = "this build has no CUDA engine";
+#endif
+  if (kind == "cuda") throw GpuError("--engine cuda: no usable GPU: " + why);
+  c.engine = std::make_unique<CpuEngine>();
+  c.note = "no usable GPU (" + why + "); using the CPU engine";
+  return c;
+}
+
+} // namespace spex

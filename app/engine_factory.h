@@ -1,0 +1,27 @@
+// Engine selection shared by spexlab-cli and the workbench: "cpu", "cuda" or "auto".
+// Without a CUDA build, GPU or driver, "auto" falls back to the CPU engine and says
+// why in one line; "cuda" fails with that reason.
+#pragma once
+
+#include "core/extract/engine.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace spex {
+
+struct EngineChoice {
+  std::unique_ptr<Engine> engine;
+  std::string note; // one line for the user when auto fell back, else empty
+};
+
+// gpus: device ordinals to use (empty: all visible). Throws InputError for an unknown
+// kind and GpuError when "cuda" cannot be had.
+EngineChoice makeEngine(const std::string& kind, const std::vector<int>& gpus = {});
+
+// "none: <reason>" or the GPUs found, for Help -> About and `spexlab-cli --version`.
+std::string describeGpus();
+bool cudaBuilt();
+
+} // namespace spex

@@ -1,0 +1,86 @@
+#include "engine.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+namespace spex {
+
+void ExtractionResult::allocate(const PatchPlan& plan, int nd, bool withModel, int npixX,
+                                int npixY) {
+  fiberMin = plan.fiberMin;
+  nfiber = plan.nFiber;
+  nwave = plan.wave.n;
+  ndiag = nd;
+  wave = plan.wave;
+  params = plan.params;
+  flux = Array2D<double>(nfiber, nwave);
+  ivar = Array2D<double>(nfiber, nwave);
+  mask = Array2D<uint32_t>(nfiber, nwave);
+  resolution = Array3D<double>(nfiber, 2 * nd + 1, nwave);
+  chi2pix = Array2D<double>(nfiber, nwave);
+  pixmaskFraction = Array2D<double>(nfiber, nwave);
+  deconvolved = Array2D<double>(nfiber, nwave);
+  covered = Array2D<uint8_t>(nfiber, nwave);
+  if (withModel)
+    model = Array2D<double>(npixY, npixX);
+  else
+    model.reset();
+}
+
+namespace {
+double median(std::vector<double>& v) {
+  if (v.empty()) return 0.0;
+  const std::size_t m = v.size() / 2;
+  std::nth_element(v.begin(), v.begin() + m, v.end());
+  if (v.size() % 2) return v[m];
+  const double hi = v[m];
+  const double lo = *std::max_element(v.begin(), v.begin() + m);
+  return 0.5 * (lo + hi);
+}
+} // namespace
+
+void finalizeFrame(ExtractionResult& r) {
+  const double dw = r.wave.dw;
+  // Per Angstrom (EXTRACTION.md §5): flux /= dw, ivar *= dw^2. Anything non-finite
+  // (a failed patch) becomes flux 0, ivar 0 so no NaN reaches a frame.
+  for (int f = 0; f < r.nfiber; ++f)
+    for (int w = 0; w < r.nwave; ++w) {
+      if (!r.covered(f, w)) continue;
+      double& fl = r.flux(f, w);
+      double& iv = r.ivar(f, w);
+      fl /= dw;
+      iv *= dw * dw;
+      if (!std::isfinite(fl) || !std::isfinite(iv) || iv < 0) {
+        fl = 0;
+        iv = 0;
+      }
+      if (!std::isfinite(r.chi2pix(f, w))) r.chi2pix(f, w) = 0;
+      const double pm = r.pixmaskFraction(f, w);
+      uint32_t m = 0;
+      if (pm > 0.5) m |= kSomeBadPix;
+      if (pm >= 1.0 - 1e-9) m |= kAllBadPix; // spot sums carry rounding of ~1e-15
+      r.mask(f, w) = m;
+    }
+  // BAD2DFIT: chi2pix above 5x the median over fibers at that wavelength and above 5x
+  // the median over wavelengths of that fiber (medians over covered bins).
+  std::vector<double> medW(r.nwave, 0.0), medF(r.nfiber, 0.0), tmp;
+  for (int w = 0; w < r.nwave; ++w) {
+    tmp.clear();
+    for (int f = 0; f < r.nfiber; ++f)
+      if (r.covered(f, w)) tmp.push_back(r.chi2pix(f, w));
+    medW[w] = median(tmp);
+  }
+  for (int f = 0; f < r.nfiber; ++f) {
+    tmp.clear();
+    for (int w = 0; w < r.nwave; ++w)
+      if (r.covered(f, w)) tmp.push_back(r.chi2pix(f, w));
+    medF[f] = median(tmp);
+  }
+  for (int f = 0; f < r.nfiber; ++f)
+    for (int w = 0; w < r.nwave; ++w)
+      if (r.covered(f, w) && r.chi2pix(f, w) > 5 * medW[w] && r.chi2pix(f, w) > 5 * medF[f])
+        r.mask(f, w) |= kBad2DFit;
+}
+
+} // namespace spex

@@ -1,0 +1,333 @@
+#include "patch_solver.h"
+
+#include "../image.h"
+#include "lapack.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace spex {
+
+void PatchSolver::spots(const Patch& p, const PatchPlan& plan, const GaussHermitePsf& psf) {
+  const int nfib = p.nfiberPad, nw = p.nwavePad;
+  m_spots.resize(std::size_t(nfib) * nw);
+  for (int s = 0; s < nfib; ++s)
+    for (int k = 0; k < nw; ++k)
+      psf.spotInto(p.fiberPad0 + s, plan.waveAt(p.wavePad0 + k), m_spots[std::size_t(s) * nw + k]);
+}
+
+void PatchSolver::normalEquations(const Patch& p, const Image& image, PatchSolution& out) {
+  const int n = p.nunknown();
+  const int nx = m_spots[0].nx, ny = m_spots[0].ny, ns = nx * ny;
+  const PixelBox& box = p.box;
+  m_ws.assign(std::size_t(n) * ns, 0.0);
+  m_y.assign(n, 0.0);
+  m_fw.assign(n, 0.0);
+  out.pixmask.assign(n, 0.0);
+
+  // Per spot: W*S over its stamp (zero off the box), y = A^T W p, fluxweight =
+  // column sums of W A, and pixmask_fraction = sum of S over masked or lost pixels.
+  for (int a = 0; a < n; ++a) {
+    const Spot& sp = m_spots[a];
+    double* ws = m_ws.data() + std::size_t(a) * ns;
+    double y = 0, fw = 0, pm = 0;
+    for (int iy = 0; iy < ny; ++iy) {
+      const int Y = sp.yc + iy;
+      const bool rowIn = Y >= box.y0 && Y < box.y1;
+      const double* ivarRow = rowIn ? image.ivar.row(Y) : nullptr;
+      const double* pixRow = rowIn ? image.pix.row(Y) : nullptr;
+      for (int ix = 0; ix < nx; ++ix) {
+        const double s = sp.v[iy * nx + ix];
+        const int X = sp.xc + ix;
+        if (!rowIn || X < box.x0 || X >= box.x1) {
+          pm += s;
+          continue;
+        }
+        const double w = ivarRow[X];
+        if (w == 0.0) {
+          pm += s;
+          continue;
+        }
+        const double v = w * s;
+        ws[iy * nx + ix] = v;
+        fw += v;
+        y += v * pixRow[X];
+      }
+    }
+    m_y[a] = y;
+    m_fw[a] = fw;
+    out.pixmask[a] = pm;
+  }
+
+  // C^-1 = A^T W A from stamp overlaps only (A is never formed): lower triangle,
+  // column-major, entry (b, a) for b >= a.
+  m_icov0.assign(std::size_t(n) * n, 0.0);
+  for (int a = 0; a < n; ++a) {
+    const Spot& sa = m_spots[a];
+    const double* wsa = m_ws.data() + std::size_t(a) * ns;
+    double* col = m_icov0.data() + std::size_t(a) * n;
+    for (int b = a; b < n; ++b) {
+      const Spot& sb = m_spots[b];
+      const int dx = sb.xc - sa.xc, dy = sb.yc - sa.yc;
+      if (dx >= nx || -dx >= nx || dy >= ny || -dy >= ny) continue;
+      const int ix0 = std::max(0, dx), ix1 = std::min(nx, nx + dx);
+      const int iy0 = std::max(0, dy), iy1 = std::min(ny, ny + dy);
+      double sum = 0;
+      for (int iy = iy0; iy < iy1; ++iy) {
+        const double* wr = wsa + iy * nx;
+        const double* br = sb.v.data() + (iy - dy) * nx - dx;
+        for (int ix = ix0; ix < ix1; ++ix) sum += wr[ix] * br[ix];
+      }
+      col[b] = sum;
+    }
+  }
+}
+
+bool PatchSolver::factorAndSolve(int n, double regularize, PatchSolution& out) {
+  // Weak prior (EXTRACTION.md §4.2): unconstrained bins are pulled to 0.
+  double maxfw = 0;
+  for (double v : m_fw) maxfw = std::max(maxfw, v);
+  const double minweight = 1e-4 * maxfw;
+  m_icov = m_icov0;
+  for (int a = 0; a < n; ++a) {
+    const double fw = m_fw[a];
+    const double add = fw <= minweight ? (minweight - fw) * (minweight - fw) : regularize * regularize;
+    m_icov[std::size_t(a) * n + a] += add + 1e-15;
+  }
+  m_q = m_icov; // keep C^-1 with its prior for the noise mode
+  if (lapack::potrf(n, m_icov.data(), n) != 0) return false;
+  out.f = m_y;
+  if (lapack::potrs(n, 1, m_icov.data(), n, out.f.data(), n) != 0) return false;
+  for (double v : out.f)
+    if (!std::isfinite(v)) return false;
+  return true;
+}
+
+void PatchSolver::applyQ(const double* q, int ldq, int fiber, int nw, PatchSolution& out) {
+  // B&S eqs 17-19 for one fiber block: s_i = sum_j Q_ij, R = Q / s row-wise,
+  // ivar = s^2, flux = R f; RESOLUTION[k, j] = R[j - ndiag + k, j].
+  const int c0 = fiber * nw, nd = out.ndiag, nk = 2 * nd + 1;
+  double* res = out.resolution.data() + std::size_t(fiber) * nk * nw;
+  m_work.resize(std::max<std::size_t>(m_work.size(), nw));
+  double* s = m_work.data();
+  for (int i = 0; i < nw; ++i) {
+    double sum = 0;
+    for (int j = 0; j < nw; ++j) sum += q[i + std::size_t(j) * ldq];
+    s[i] = sum;
+  }
+  for (int i = 0; i < nw; ++i) {
+    double fl = 0;
+    const double inv = s[i] != 0 ? 1.0 / s[i] : 0.0;
+    for (int j = 0; j < nw; ++j) fl += q[i + std::size_t(j) * ldq] * inv * out.f[c0 + j];
+    out.flux[c0 + i] = fl;
+    out.ivar[c0 + i] = s[i] * s[i];
+  }
+  for (int k = 0; k < nk; ++k)
+    for (int j = 0; j < nw; ++j) {
+      const int i = j - nd + k;
+      res[std::size_t(k) * nw + j] =
+          (i >= 0 && i < nw && s[i] != 0) ? q[i + std::size_t(j) * ldq] / s[i] : 0.0;
+    }
+}
+
+void PatchSolver::decorrelateSignal(int nfib, int nw, PatchSolution& out) {
+  const int n = nfib * nw;
+  // The fiber blocks of C = (L L^T)^-1 = X^T X with X = L^-1 lower triangular: block s
+  // needs rows c0.. of X's block columns only. A Cholesky-based inverse instead of
+  // the peers' full eigen-decomposition of C^-1.
+  lapack::trtri(n, m_icov.data(), n);
+  m_cs.resize(std::size_t(nw) * nw);
+  m_eig.resize(nw);
+  std::vector<double>& t = m_modelBox; // scratch nw x nw
+  t.resize(std::size_t(nw) * nw);
+  std::vector<double> q(std::size_t(nw) * nw);
+  for (int s = 0; s < nfib; ++s) {
+    const int c0 = s * nw;
+    const double* xs = m_icov.data() + c0 + std::size_t(c0) * n;
+    lapack::syrkT(nw, n - c0, 1.0, xs, n, 0.0, m_cs.data(), nw);
+    lapack::syevd(nw, m_cs.data(), nw, m_eig.data(), m_work, m_iwork);
+    // Q_s = C_s^-1/2 = V diag(w^-1/2) V^T, eigenvalues clipped at 1e-14 of the largest.
+    const double floor = 1e-14 * m_eig[nw - 1];
+    for (int i = 0; i < nw; ++i) {
+      const double w = std::max(m_eig[i], floor);
+      const double sc = w > 0 ? 1.0 / std::sqrt(w) : 0.0;
+      for (int r = 0; r < nw; ++r) t[r + std::size_t(i) * nw] = m_cs[r + std::size_t(i) * nw] * sc;
+    }
+    lapack::gemmNT(nw, nw, nw, t.data(), nw, m_cs.data(), nw, q.data(), nw);
+    applyQ(q.data(), nw, s, nw, out);
+  }
+}
+
+void PatchSolver::decorrelateNoise(int nfib, int nw, PatchSolution& out) {
+  // Q = (C^-1)^1/2 over the whole patch; s sums whole rows (across fibers), flux = R f
+  // over all fibers, and RESOLUTION takes each fiber's diagonal block of R.
+  const int n = nfib * nw;
+  std::vector<double>& a = m_q; // C^-1 with prior, saved by factorAndSolve
+  m_eig.resize(n);
+  lapack::syevd(n, a.data(), n, m_eig.data(), m_work, m_iwork);
+  const double floor = 1e-14 * m_eig[n - 1];
+  std::vector<double> t(std::size_t(n) * n), q(std::size_t(n) * n);
+  for (int i = 0; i < n; ++i) {
+    const double sc = std::sqrt(std::max(m_eig[i], floor));
+    for (int r = 0; r < n; ++r) t[r + std::size_t(i) * n] = a[r + std::size_t(i) * n] * sc;
+  }
+  lapack::gemmNT(n, n, n, t.data(), n, a.data(), n, q.data(), n);
+  std::vector<double> s(n, 0.0);
+  for (int j = 0; j < n; ++j)
+    for (int i = 0; i < n; ++i) s[i] += q[i + std::size_t(j) * n];
+  for (int i = 0; i < n; ++i) {
+    const double inv = s[i] != 0 ? 1.0 / s[i] : 0.0;
+    double fl = 0;
+    for (int j = 0; j < n; ++j) fl += q[i + std::size_t(j) * n] * out.f[j];
+    out.flux[i] = fl * inv;
+    out.ivar[i] = s[i] * s[i];
+  }
+  const int nd = out.ndiag, nk = 2 * nd + 1;
+  for (int f = 0; f < nfib; ++f) {
+    const int c0 = f * nw;
+    double* res = out.resolution.data() + std::size_t(f) * nk * nw;
+    for (int k = 0; k < nk; ++k)
+      for (int j = 0; j < nw; ++j) {
+        const int i = j - nd + k;
+        res[std::size_t(k) * nw + j] =
+            (i >= 0 && i < nw && s[c0 + i] != 0)
+                ? q[(c0 + i) + std::size_t(c0 + j) * n] / s[c0 + i]
+                : 0.0;
+      }
+  }
+}
+
+void PatchSolver::chi2pix(const Patch& p, const Image& image, const PatchSolveOptions& opt,
+                          PatchSolution& out) {
+  const int n = p.nunknown();
+  const int nx = m_spots[0].nx, ny = m_spots[0].ny;
+  const PixelBox& box = p.box;
+  const int bw = box.width(), bh = box.height();
+  // Model m = A f over the box from every padded spot (EXTRACTION.md §4.8).
+  std::vector<double> m(std::size_t(bw) * bh, 0.0);
+  auto addSpot = [&](std::vector<double>& img, int a, double scale) {
+    const Spot& sp = m_spots[a];
+    for (int iy = 0; iy < ny; ++iy) {
+      const int Y = sp.yc + iy - box.y0;
+      if (Y < 0 || Y >= bh) continue;
+      for (int ix = 0; ix < nx; ++ix) {
+        const int X = sp.xc + ix - box.x0;
+        if (X < 0 || X >= bw) continue;
+        img[std::size_t(Y) * bw + X] += scale * sp.v[iy * nx + ix];
+      }
+    }
+  };
+  for (int a = 0; a < n; ++a)
+    if (out.f[a] != 0.0) addSpot(m, a, out.f[a]);
+
+  // chi^2 per pixel with the PSF error added to the variance; pixels with ivar = 0 or
+  // a non-positive model are left out (their ivar_tot is 0).
+  std::vector<double> chi2(std::size_t(bw) * bh, 0.0);
+  std::vector<unsigned char> used(std::size_t(bw) * bh, 0);
+  double total = 0;
+  int count = 0;
+  for (int y = 0; y < bh; ++y) {
+    const double* iv = image.ivar.row(box.y0 + y) + box.x0;
+    const double* px = image.pix.row(box.y0 + y) + box.x0;
+    for (int x = 0; x < bw; ++x) {
+      const std::size_t i = std::size_t(y) * bw + x;
+      const double mv = m[i];
+      if (iv[x] > 0 && mv > 0) {
+        const double pe = opt.psferr * mv;
+        const double ivt = 1.0 / (1.0 / iv[x] + pe * pe);
+        const double d = px[x] - mv;
+        chi2[i] = d * d * ivt;
+        used[i] = 1;
+        total += chi2[i];
+        ++count;
+      }
+    }
+  }
+  out.chi2 = count ? total / count : 0.0;
+  out.npixUsed = count;
+  out.chi2pix.assign(n, 0.0);
+  for (int a = 0; a < n; ++a) {
+    const Spot& sp = m_spots[a];
+    double num = 0, den = 0;
+    for (int iy = 0; iy < ny; ++iy) {
+      const int Y = sp.yc + iy - box.y0;
+      if (Y < 0 || Y >= bh) continue;
+      for (int ix = 0; ix < nx; ++ix) {
+        const int X = sp.xc + ix - box.x0;
+        if (X < 0 || X >= bw) continue;
+        const std::size_t i = std::size_t(Y) * bw + X;
+        if (!used[i]) continue;
+        const double s = sp.v[iy * nx + ix];
+        num += s * chi2[i];
+        den += s;
+      }
+    }
+    out.chi2pix[a] = den > 0 ? num / den : 0.0;
+  }
+
+  // Model tile of the kept fibers and bins only, f not R f (EXTRACTION.md §4.9):
+  // every (fiber, bin) is the core of exactly one patch, so tiles add seamlessly.
+  if (opt.model) {
+    out.model.assign(std::size_t(bw) * bh, 0.0);
+    const int nw = p.nwavePad;
+    for (int s = p.keptFiberOffset(); s < p.keptFiberOffset() + p.nfiber; ++s)
+      for (int k = p.keptWaveOffset(); k < p.keptWaveOffset() + p.nwave; ++k) {
+        const int a = s * nw + k;
+        if (out.f[a] != 0.0) addSpot(out.model, a, out.f[a]);
+      }
+  } else {
+    out.model.clear();
+  }
+}
+
+void PatchSolver::solve(const Patch& p, const PatchPlan& plan, const Image& image,
+                        const GaussHermitePsf& psf, const PatchSolveOptions& opt,
+                        PatchSolution& out, ProfileRecorder* rec) {
+  const int nfib = p.nfiberPad, nw = p.nwavePad, n = nfib * nw;
+  out.nfib = nfib;
+  out.nwave = nw;
+  out.ndiag = opt.ndiag;
+  out.regularized = false;
+  out.failed = false;
+  out.flux.assign(n, 0.0);
+  out.ivar.assign(n, 0.0);
+  out.resolution.assign(std::size_t(nfib) * (2 * opt.ndiag + 1) * nw, 0.0);
+  {
+    ScopedRange r(rec, "spots", p.index);
+    spots(p, plan, psf);
+  }
+  {
+    ScopedRange r(rec, "normal equations", p.index);
+    normalEquations(p, image, out);
+  }
+  bool ok;
+  {
+    ScopedRange r(rec, "solve", p.index);
+    ok = factorAndSolve(n, opt.regularize, out);
+    if (!ok) {
+      // EXTRACTION.md §4.3: retry once with regularize = 1e-4, and flag the patch.
+      out.regularized = true;
+      ok = factorAndSolve(n, 1e-4, out);
+    }
+  }
+  if (!ok) {
+    out.failed = true;
+    out.f.assign(n, 0.0);
+    out.chi2pix.assign(n, 0.0);
+    out.model.clear();
+    return;
+  }
+  {
+    ScopedRange r(rec, "decorrelate", p.index);
+    if (opt.mode == Decorrelation::Signal)
+      decorrelateSignal(nfib, nw, out);
+    else
+      decorrelateNoise(nfib, nw, out);
+  }
+  {
+    ScopedRange r(rec, "chi2pix", p.index);
+    chi2pix(p, image, opt, out);
+  }
+}
+
+} // namespace spex

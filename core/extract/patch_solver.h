@@ -1,0 +1,70 @@
+// PatchSolver: the weighted least-squares extraction of one patch (EXTRACTION.md §4,
+// B&S 2010 eqs 4-19) on the CPU. One solver per worker thread; it owns its scratch
+// buffers so a frame's thousands of patches allocate nothing after the first.
+#pragma once
+
+#include "../plan/patch_plan.h"
+#include "../profile/profile.h"
+#include "../psf/gauss_hermite_psf.h"
+
+#include <vector>
+
+namespace spex {
+
+struct Image;
+
+struct PatchSolveOptions {
+  double psferr = 0.01;
+  double regularize = 0.0;
+  Decorrelation mode = Decorrelation::Signal;
+  int ndiag = 5;           // resolution half-width (HSIZEY)
+  bool model = false;      // build the model tile of the kept bins
+};
+
+// Results over the padded unknowns (nfiberPad x nwavePad, fiber-major), in per-bin
+// units (photons); the engine keeps the core and converts to per Angstrom.
+struct PatchSolution {
+  int nfib = 0, nwave = 0, ndiag = 0;
+  std::vector<double> f;         // deconvolved flux, C^-1 f = y
+  std::vector<double> flux;      // R f
+  std::vector<double> ivar;      // s^2
+  std::vector<double> pixmask;   // pixmask_fraction
+  std::vector<double> chi2pix;
+  std::vector<double> resolution; // [nfib][2 ndiag + 1][nwave] dia layout
+  std::vector<double> model;     // box-sized [height][width] model of the kept bins
+  double chi2 = 0;               // mean chi^2 per used pixel
+  int npixUsed = 0;
+  bool regularized = false;
+  bool failed = false;
+};
+
+class PatchSolver {
+public:
+  // Solves patch p of plan on image through psf. Never throws for numerical
+  // trouble: a failed Cholesky is retried with regularize = 1e-4 (flag
+  // `regularized`), and a second failure zeroes the patch (flag `failed`).
+  void solve(const Patch& p, const PatchPlan& plan, const Image& image, const GaussHermitePsf& psf,
+             const PatchSolveOptions& opt, PatchSolution& out, ProfileRecorder* rec = nullptr);
+
+private:
+  // Padded spots, fiber-major: spot a = fiber index * nwave + bin.
+  std::vector<Spot> m_spots;
+  std::vector<double> m_ws;      // W * S per spot over its stamp (0 outside the box)
+  std::vector<double> m_icov;    // n x n, column-major, lower triangle used
+  std::vector<double> m_icov0;   // copy with the prior, for the retry and noise mode
+  std::vector<double> m_y, m_fw;
+  std::vector<double> m_cs, m_eig, m_q, m_work;
+  std::vector<int> m_iwork;
+  std::vector<double> m_modelBox; // model over the box from all padded spots
+
+  void spots(const Patch& p, const PatchPlan& plan, const GaussHermitePsf& psf);
+  void normalEquations(const Patch& p, const Image& image, PatchSolution& out);
+  bool factorAndSolve(int n, double regularize, PatchSolution& out);
+  void decorrelateSignal(int nfib, int nw, PatchSolution& out);
+  void decorrelateNoise(int nfib, int nw, PatchSolution& out);
+  void chi2pix(const Patch& p, const Image& image, const PatchSolveOptions& opt, PatchSolution& out);
+  // Q -> R, ivar, flux and resolution diagonals for one fiber block.
+  void applyQ(const double* q, int ldq, int fiber, int nw, PatchSolution& out);
+};
+
+} // namespace spex

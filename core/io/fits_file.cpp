@@ -1,0 +1,950 @@
+#include "fits_file.h"
+
+#include "../errors.h"
+
+#include <fitsio.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fcntl.h>
+#include <limits>
+#include <type_traits>
+#include <unistd.h>
+
+namespace spex {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+fitsfile* F(void* p) { return static_cast<fitsfile*>(p); }
+
+// CFITSIO keeps a stack of detailed messages beside the status code; both go into
+// the error so the user sees e.g. "tried to move past end of file" and why.
+std::string cfitsioMessage(int status) {
+  char text[FLEN_STATUS] = {};
+  fits_get_errstatus(status, text);
+  std::string msg = "CFITSIO status " + std::to_string(status) + " (" + text + ")";
+  char line[FLEN_ERRMSG] = {};
+  std::string detail;
+  int n = 0;
+  while (fits_read_errmsg(line)) {
+    if (++n > 4) continue; // drain the rest, keep the first few
+    std::string s = line;
+    while (!s.empty() && (s.back() == ' ' || s.back() == '\n')) s.pop_back();
+    if (s.empty()) continue;
+    detail += detail.empty() ? s : "; " + s;
+  }
+  if (!detail.empty()) msg += ": " + detail;
+  return msg;
+}
+
+template <class T>
+constexpr int fitsType() {
+  if constexpr (std::is_same_v<T, double>) return TDOUBLE;
+  else if constexpr (std::is_same_v<T, float>) return TFLOAT;
+  else if constexpr (std::is_same_v<T, int32_t>) return TINT;
+  else if constexpr (std::is_same_v<T, uint32_t>) return TUINT;
+  else if constexpr (std::is_same_v<T, int64_t>) return TLONGLONG;
+  else if constexpr (std::is_same_v<T, uint8_t>) return TBYTE;
+  else static_assert(sizeof(T) == 0, "unsupported pixel type");
+}
+
+int bitpixOf(FitsPixel p) {
+  switch (p) {
+  case FitsPixel::UInt8: return BYTE_IMG;
+  case FitsPixel::Int32: return LONG_IMG;
+  case FitsPixel::UInt32: return ULONG_IMG;
+  case FitsPixel::Int64: return LONGLONG_IMG;
+  case FitsPixel::Float32: return FLOAT_IMG;
+  case FitsPixel::Float64: return DOUBLE_IMG;
+  }
+  return DOUBLE_IMG;
+}
+
+bool endsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+bool startsWithDigitsAfter(const std::string& key, const char* prefix) {
+  const std::size_t n = std::strlen(prefix);
+  if (key.size() <= n || key.compare(0, n, prefix) != 0) return false;
+  return std::all_of(key.begin() + long(n), key.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+std::string shapeText(const std::vector<long>& shape) {
+  if (shape.empty()) return "no data (NAXIS = 0)";
+  std::string s;
+  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? " x " : "") + std::to_string(shape[i]);
+  return s;
+}
+
+// A FITS string value with its quotes, quotes inside doubled (FITS standard 4.2.1).
+std::string quoteFits(const std::string& v) {
+  std::string q = "'";
+  for (char c : v) q += (c == '\'') ? std::string("''") : std::string(1, c);
+  return q + "'";
+}
+
+std::string unquoteFits(const std::string& v) {
+  if (v.size() < 2 || v.front() != '\'' || v.back() != '\'') return v;
+  std::string out;
+  for (std::size_t i = 1; i + 1 < v.size(); ++i) {
+    out += v[i];
+    if (v[i] == '\'' && i + 2 < v.size() && v[i + 1] == '\'') ++i;
+  }
+  while (!out.empty() && out.back() == ' ') out.pop_back();
+  return out;
+}
+
+} // namespace
+
+// ---- lifetime ----------------------------------------------------------------------
+
+FitsFile::FitsFile(void* f, std::string path, std::string display)
+    : m_fptr(f), m_path(std::move(path)), m_display(std::move(display)) {}
+
+FitsFile::FitsFile(FitsFile&& o) noexcept
+    : m_fptr(o.m_fptr), m_path(std::move(o.m_path)), m_display(std::move(o.m_display)),
+      m_hdu(std::move(o.m_hdu)) {
+  o.m_fptr = nullptr;
+}
+
+FitsFile& FitsFile::operator=(FitsFile&& o) noexcept {
+  if (this != &o) {
+    if (m_fptr) {
+      int status = 0;
+      fits_close_file(F(m_fptr), &status);
+    }
+    m_fptr = o.m_fptr;
+    o.m_fptr = nullptr;
+    m_path = std::move(o.m_path);
+    m_display = std::move(o.m_display);
+    m_hdu = std::move(o.m_hdu);
+  }
+  return *this;
+}
+
+FitsFile::~FitsFile() {
+  if (m_fptr) {
+    int status = 0;
+    fits_close_file(F(m_fptr), &status);
+    if (status) fits_clear_errmsg();
+  }
+}
+
+FitsFile FitsFile::openRead(const std::string& path) {
+  std::error_code ec;
+  const auto st = fs::status(path, ec);
+  if (!fs::exists(st)) throw FitsError(path, "", "", "file does not exist");
+  if (fs::is_directory(st)) throw FitsError(path, "", "", "is a directory, not a FITS file");
+  if (!fs::is_regular_file(st)) throw FitsError(path, "", "", "is not a regular file");
+  if (fs::file_size(path, ec) == 0) throw FitsError(path, "", "", "file is empty (0 bytes)");
+  if (::access(path.c_str(), R_OK) != 0)
+    throw FitsError(path, "", "", std::string("file is not readable: ") + std::strerror(errno));
+
+  // fits_open_diskfile: no extended-filename parsing (a '[' in a path is a
+  // character, not a filter), still reads gzip-compressed files transparently.
+  fitsfile* f = nullptr;
+  int status = 0;
+  if (fits_open_diskfile(&f, path.c_str(), READONLY, &status)) {
+    if (f) {
+      int s2 = 0;
+      fits_close_file(f, &s2);
+    }
+    throw FitsError(path, "", "", "cannot open as FITS: " + cfitsioMessage(status));
+  }
+  FitsFile ff(f, path, path);
+  ff.refreshHduName();
+  return ff;
+}
+
+FitsFile FitsFile::create(const std::string& path, const std::string& displayName) {
+  const std::string display = displayName.empty() ? path : displayName;
+  fitsfile* f = nullptr;
+  int status = 0;
+  // A name ending in .gz makes CFITSIO build the file in memory and gzip it on
+  // close; everything else goes straight to disk without filename parsing.
+  if (endsWith(path, ".gz"))
+    fits_create_file(&f, path.c_str(), &status);
+  else
+    fits_create_diskfile(&f, path.c_str(), &status);
+  if (status)
+    throw FitsError(display, "", "", "cannot create '" + path + "': " + cfitsioMessage(status));
+  FitsFile ff(f, path, display);
+  ff.m_hdu = "primary";
+  return ff;
+}
+
+void FitsFile::close() {
+  if (!m_fptr) return;
+  int status = 0;
+  fits_close_file(F(m_fptr), &status);
+  m_fptr = nullptr;
+  if (status)
+    throw FitsError(m_display, "", "", "cannot write/close the file: " + cfitsioMessage(status));
+}
+
+// ---- errors --------------------------------------------------------------------------
+
+void FitsFile::fail(const std::string& key, const std::string& what, int status) {
+  std::string msg = what;
+  if (status) msg += ": " + cfitsioMessage(status);
+  throw FitsError(m_display, m_hdu, key, msg);
+}
+
+void FitsFile::check(int status, const std::string& key, const std::string& what) {
+  if (status) fail(key, what, status);
+}
+
+// ---- HDUs ----------------------------------------------------------------------------
+
+void FitsFile::refreshHduName() {
+  int num = 0;
+  fits_get_hdu_num(F(m_fptr), &num);
+  char value[FLEN_VALUE] = {};
+  int status = 0;
+  if (fits_read_key(F(m_fptr), TSTRING, "EXTNAME", value, nullptr, &status) == 0 && value[0]) {
+    m_hdu = value;
+    while (!m_hdu.empty() && m_hdu.back() == ' ') m_hdu.pop_back();
+    return;
+  }
+  fits_clear_errmsg();
+  m_hdu = num <= 1 ? "primary" : "HDU " + std::to_string(num - 1);
+}
+
+int FitsFile::hduCount() {
+  int n = 0, status = 0;
+  fits_get_num_hdus(F(m_fptr), &n, &status);
+  check(status, "", "cannot count HDUs");
+  return n;
+}
+
+bool FitsFile::tryMoveTo(const std::string& extname) {
+  int status = 0;
+  std::vector<char> name(extname.begin(), extname.end());
+  name.push_back('\0');
+  if (fits_movnam_hdu(F(m_fptr), ANY_HDU, name.data(), 0, &status)) {
+    if (status == BAD_HDU_NUM) {
+      fits_clear_errmsg();
+      // CFITSIO may have stopped on another HDU while searching.
+      refreshHduName();
+      return false;
+    }
+    const std::string msg = cfitsioMessage(status);
+    throw FitsError(m_display, extname, "", "cannot reach HDU: " + msg);
+  }
+  refreshHduName();
+  return true;
+}
+
+void FitsFile::moveTo(const std::string& extname) {
+  if (!tryMoveTo(extname))
+    throw FitsError(m_display, extname, "", "no HDU named '" + extname + "' in the file");
+}
+
+void FitsFile::moveToIndex(int index) {
+  int status = 0, type = 0;
+  if (fits_movabs_hdu(F(m_fptr), index + 1, &type, &status)) {
+    const std::string msg = cfitsioMessage(status);
+    throw FitsError(m_display, "HDU " + std::to_string(index), "", "cannot reach HDU: " + msg);
+  }
+  refreshHduName();
+}
+
+int FitsFile::currentIndex() {
+  int num = 0;
+  fits_get_hdu_num(F(m_fptr), &num);
+  return num - 1;
+}
+
+bool FitsFile::currentIsImage() {
+  int type = 0, status = 0;
+  fits_get_hdu_type(F(m_fptr), &type, &status);
+  check(status, "", "cannot read the HDU type");
+  return type == IMAGE_HDU;
+}
+
+bool FitsFile::currentIsTable() {
+  int type = 0, status = 0;
+  fits_get_hdu_type(F(m_fptr), &type, &status);
+  check(status, "", "cannot read the HDU type");
+  return type == BINARY_TBL || type == ASCII_TBL;
+}
+
+void FitsFile::requireImage(const char* what) {
+  if (!currentIsImage()) fail("", std::string("is a table, expected an image (") + what + ")");
+}
+
+void FitsFile::requireTable(const char* what) {
+  if (!currentIsTable()) fail("", std::string("is an image, expected a table (") + what + ")");
+}
+
+// ---- keys ----------------------------------------------------------------------------
+
+bool FitsFile::hasKey(const std::string& key) {
+  char card[FLEN_CARD] = {};
+  int status = 0;
+  if (fits_read_card(F(m_fptr), key.c_str(), card, &status) == 0) return true;
+  if (status == KEY_NO_EXIST) {
+    fits_clear_errmsg();
+    return false;
+  }
+  fail(key, "cannot read key", status);
+}
+
+std::optional<std::string> FitsFile::readStringOpt(const std::string& key) {
+  char* value = nullptr;
+  int status = 0;
+  // Handles the CONTINUE long-string convention as well as plain values.
+  fits_read_key_longstr(F(m_fptr), key.c_str(), &value, nullptr, &status);
+  if (status == KEY_NO_EXIST) {
+    fits_clear_errmsg();
+    return std::nullopt;
+  }
+  if (status) {
+    if (value) fits_free_memory(value, &status);
+    fail(key, "cannot read key", status);
+  }
+  std::string s = value ? value : "";
+  int s2 = 0;
+  if (value) fits_free_memory(value, &s2);
+  while (!s.empty() && s.back() == ' ') s.pop_back();
+  return s;
+}
+
+std::string FitsFile::readString(const std::string& key) {
+  auto v = readStringOpt(key);
+  if (!v) fail(key, "required key is missing");
+  return *v;
+}
+
+std::optional<long long> FitsFile::readLongOpt(const std::string& key) {
+  LONGLONG v = 0;
+  int status = 0;
+  fits_read_key(F(m_fptr), TLONGLONG, key.c_str(), &v, nullptr, &status);
+  if (status == KEY_NO_EXIST) {
+    fits_clear_errmsg();
+    return std::nullopt;
+  }
+  if (status == VALUE_UNDEFINED) fail(key, "key has no value", status);
+  if (status == BAD_C2I || status == BAD_C2D || status == BAD_INTKEY)
+    fail(key, "value is not an integer", status);
+  check(status, key, "cannot read key");
+  return v;
+}
+
+long long FitsFile::readLong(const std::string& key) {
+  auto v = readLongOpt(key);
+  if (!v) fail(key, "required key is missing");
+  return *v;
+}
+
+std::optional<int> FitsFile::readIntOpt(const std::string& key, int minValue) {
+  auto v = readLongOpt(key);
+  if (!v) return std::nullopt;
+  if (*v < minValue || *v > std::numeric_limits<int>::max())
+    fail(key, "value " + std::to_string(*v) + " is out of range (must be >= " +
+                  std::to_string(minValue) + ")");
+  return int(*v);
+}
+
+int FitsFile::readInt(const std::string& key, int minValue) {
+  auto v = readIntOpt(key, minValue);
+  if (!v) fail(key, "required key is missing");
+  return *v;
+}
+
+std::optional<double> FitsFile::readDoubleOpt(const std::string& key) {
+  double v = 0;
+  int status = 0;
+  fits_read_key(F(m_fptr), TDOUBLE, key.c_str(), &v, nullptr, &status);
+  if (status == KEY_NO_EXIST) {
+    fits_clear_errmsg();
+    return std::nullopt;
+  }
+  if (status == VALUE_UNDEFINED) fail(key, "key has no value", status);
+  if (status == BAD_C2D || status == BAD_DOUBLEKEY) fail(key, "value is not a number", status);
+  check(status, key, "cannot read key");
+  if (!std::isfinite(v)) fail(key, "value is not finite");
+  return v;
+}
+
+double FitsFile::readDouble(const std::string& key) {
+  auto v = readDoubleOpt(key);
+  if (!v) fail(key, "required key is missing");
+  return *v;
+}
+
+std::optional<bool> FitsFile::readBoolOpt(const std::string& key) {
+  int v = 0;
+  int status = 0;
+  fits_read_key(F(m_fptr), TLOGICAL, key.c_str(), &v, nullptr, &status);
+  if (status == KEY_NO_EXIST) {
+    fits_clear_errmsg();
+    return std::nullopt;
+  }
+  check(status, key, "value is not a logical (T/F)");
+  return v != 0;
+}
+
+bool FitsFile::readBool(const std::string& key) {
+  auto v = readBoolOpt(key);
+  if (!v) fail(key, "required key is missing");
+  return *v;
+}
+
+void FitsFile::writeCard(const std::string& key, const std::string& value,
+                         const std::string& comment) {
+  char card[FLEN_CARD] = {};
+  std::vector<char> val(value.begin(), value.end());
+  val.push_back('\0');
+  int status = 0;
+  fits_make_key(key.c_str(), val.data(), comment.c_str(), card, &status);
+  fits_update_card(F(m_fptr), key.c_str(), card, &status);
+  check(status, key, "cannot write key");
+}
+
+void FitsFile::writeString(const std::string& key, const std::string& value,
+                           const std::string& comment) {
+  int status = 0;
+  // Longer than one card can hold: the CONTINUE convention (LONGSTRN).
+  if (value.size() > 68)
+    fits_update_key_longstr(F(m_fptr), key.c_str(), value.c_str(), comment.c_str(), &status);
+  else
+    fits_update_key_str(F(m_fptr), key.c_str(), value.c_str(), comment.c_str(), &status);
+  check(status, key, "cannot write key");
+}
+
+void FitsFile::writeLong(const std::string& key, long long value, const std::string& comment) {
+  LONGLONG v = value;
+  int status = 0;
+  fits_update_key(F(m_fptr), TLONGLONG, key.c_str(), &v, comment.c_str(), &status);
+  check(status, key, "cannot write key");
+}
+
+void FitsFile::writeDouble(const std::string& key, double value, const std::string& comment) {
+  if (!std::isfinite(value)) fail(key, "cannot write a non-finite value to a header key");
+  // Shortest representation that reads back to the same double (CFITSIO's own
+  // formatting keeps 15 digits, which is not exact).
+  char buf[64] = {};
+  auto res = std::to_chars(buf, buf + sizeof(buf) - 3, value);
+  std::string s(buf, res.ptr);
+  for (char& c : s)
+    if (c == 'e') c = 'E';
+  if (s.find_first_of(".E") == std::string::npos) s += ".0";
+  writeCard(key, s, comment);
+}
+
+void FitsFile::writeBool(const std::string& key, bool value, const std::string& comment) {
+  int v = value ? 1 : 0;
+  int status = 0;
+  fits_update_key(F(m_fptr), TLOGICAL, key.c_str(), &v, comment.c_str(), &status);
+  check(status, key, "cannot write key");
+}
+
+void FitsFile::deleteKey(const std::string& key) {
+  int status = 0;
+  fits_delete_key(F(m_fptr), key.c_str(), &status);
+  if (status == KEY_NO_EXIST) {
+    fits_clear_errmsg();
+    return;
+  }
+  check(status, key, "cannot delete key");
+}
+
+bool FitsFile::isStructuralKey(const std::string& key) {
+  static const char* fixed[] = {
+      "SIMPLE", "BITPIX", "NAXIS", "EXTEND", "XTENSION", "PCOUNT", "GCOUNT", "TFIELDS",
+      "THEAP", "BSCALE", "BZERO", "BLANK", "EXTNAME", "EXTVER", "EXTLEVEL", "HDUNAME",
+      "CHECKSUM", "DATASUM", "END", "GROUPS", "CONTINUE",
+      // tile-compressed images (CFITSIO shows them as images, but the header holds these)
+      "ZIMAGE", "ZBITPIX", "ZNAXIS", "ZCMPTYPE", "ZQUANTIZ", "ZDITHER0", "ZSIMPLE", "ZEXTEND",
+      "ZTENSION", "ZPCOUNT", "ZGCOUNT", "ZBLOCKED", "ZHECKSUM", "ZDATASUM", "ZBLANK", "ZSCALE",
+      "ZZERO", "ZMASKCMP", "ZTHEAP"};
+  for (const char* k : fixed)
+    if (key == k) return true;
+  static const char* indexed[] = {"NAXIS", "TTYPE", "TFORM", "TUNIT", "TDIM",  "TNULL",
+                                  "TSCAL", "TZERO", "TDISP", "TBCOL", "TDMIN", "TDMAX",
+                                  "TLMIN", "TLMAX", "ZNAXIS", "ZTILE", "ZNAME", "ZVAL",
+                                  "ZFORM", "ZCTYP"};
+  for (const char* p : indexed)
+    if (startsWithDigitsAfter(key, p)) return true;
+  return false;
+}
+
+FitsHeader FitsFile::readHeader() {
+  FitsHeader h;
+  int nkeys = 0, status = 0;
+  fits_get_hdrspace(F(m_fptr), &nkeys, nullptr, &status);
+  check(status, "", "cannot read the header");
+  for (int k = 1; k <= nkeys; ++k) {
+    char name[FLEN_KEYWORD] = {}, value[FLEN_VALUE] = {}, comment[FLEN_COMMENT] = {};
+    fits_read_keyn(F(m_fptr), k, name, value, comment, &status);
+    check(status, "", "cannot read header card " + std::to_string(k));
+    const std::string key = name;
+    if (key.empty() || isStructuralKey(key)) continue;
+    std::string v = value;
+    if (key != "COMMENT" && key != "HISTORY" && v.size() >= 3 && v.front() == '\'' &&
+        endsWith(v, "&'")) {
+      // A long string continued on CONTINUE cards: keep it whole.
+      if (auto whole = readStringOpt(key)) v = quoteFits(*whole);
+    }
+    h.cards.push_back({key, v, comment});
+  }
+  return h;
+}
+
+void FitsFile::writeHeader(const FitsHeader& header) {
+  for (const FitsCard& c : header.cards) {
+    if (c.key.empty() || isStructuralKey(c.key)) continue;
+    int status = 0;
+    if (c.key == "COMMENT") {
+      fits_write_comment(F(m_fptr), c.comment.c_str(), &status);
+      check(status, c.key, "cannot write card");
+    } else if (c.key == "HISTORY") {
+      fits_write_history(F(m_fptr), c.comment.c_str(), &status);
+      check(status, c.key, "cannot write card");
+    } else if (c.value.size() > 70 && c.value.front() == '\'') {
+      writeString(c.key, unquoteFits(c.value), c.comment);
+    } else {
+      writeCard(c.key, c.value, c.comment);
+    }
+  }
+}
+
+// ---- images --------------------------------------------------------------------------
+
+std::vector<long> FitsFile::imageShape() {
+  requireImage("reading its shape");
+  int naxis = 0, status = 0;
+  fits_get_img_dim(F(m_fptr), &naxis, &status);
+  check(status, "NAXIS", "cannot read the image dimensions");
+  std::vector<LONGLONG> naxes(std::max(naxis, 1), 0);
+  if (naxis > 0) fits_get_img_sizell(F(m_fptr), naxis, naxes.data(), &status);
+  check(status, "NAXIS", "cannot read the image size");
+  std::vector<long> shape;
+  for (int i = naxis - 1; i >= 0; --i) shape.push_back(long(naxes[i]));
+  return shape;
+}
+
+template <class T>
+void FitsFile::readPixels(long long n, T* out) {
+  if (n == 0) return;
+  int status = 0, anynul = 0;
+  fits_read_img(F(m_fptr), fitsType<T>(), 1, n, nullptr, out, &anynul, &status);
+  if (status == NUM_OVERFLOW) fail("", "pixel values do not fit the type they are read as", status);
+  check(status, "", "cannot read the image data (file truncated or corrupt?)");
+}
+
+template <class T>
+Array2D<T> FitsFile::readImage2D(int rows, int cols) {
+  const std::vector<long> shape = imageShape();
+  if (shape.size() != 2) fail("NAXIS", "expected a 2D image, found " + shapeText(shape));
+  if ((rows >= 0 && shape[0] != rows) || (cols >= 0 && shape[1] != cols))
+    fail("", "image is " + shapeText(shape) + " (rows x columns), expected " +
+                 (rows >= 0 ? std::to_string(rows) : "any") + " x " +
+                 (cols >= 0 ? std::to_string(cols) : "any"));
+  Array2D<T> a(static_cast<int>(shape[0]), static_cast<int>(shape[1]));
+  readPixels(static_cast<long long>(a.size()), a.data.data());
+  return a;
+}
+
+template <class T>
+Array3D<T> FitsFile::readImage3D(int n0, int n1, int n2) {
+  const std::vector<long> shape = imageShape();
+  if (shape.size() != 3) fail("NAXIS", "expected a 3D image, found " + shapeText(shape));
+  if ((n0 >= 0 && shape[0] != n0) || (n1 >= 0 && shape[1] != n1) || (n2 >= 0 && shape[2] != n2))
+    fail("", "image is " + shapeText(shape) + " (NAXIS3 x NAXIS2 x NAXIS1), expected " +
+                 std::to_string(n0) + " x " + std::to_string(n1) + " x " + std::to_string(n2) +
+                 " (-1: any)");
+  Array3D<T> a(static_cast<int>(shape[0]), static_cast<int>(shape[1]), static_cast<int>(shape[2]));
+  readPixels(static_cast<long long>(a.size()), a.data.data());
+  return a;
+}
+
+std::vector<double> FitsFile::readImage1D(long n) {
+  const std::vector<long> shape = imageShape();
+  const bool ok = shape.size() == 1 || (shape.size() == 2 && shape[0] == 1);
+  if (!ok) fail("NAXIS", "expected a 1D image, found " + shapeText(shape));
+  const long len = shape.back();
+  if (n >= 0 && len != n)
+    fail("NAXIS1", "image has " + std::to_string(len) + " values, expected " + std::to_string(n));
+  std::vector<double> v(std::size_t(len), 0.0);
+  readPixels(len, v.data());
+  return v;
+}
+
+template <class T>
+void FitsFile::writeImage(const std::string& extname, FitsPixel pixel,
+                          const std::vector<long>& shape, const T* data) {
+  std::vector<LONGLONG> naxes(shape.rbegin(), shape.rend()); // FITS order: fastest first
+  LONGLONG n = 1;
+  for (LONGLONG a : naxes) n *= a;
+  int status = 0;
+  const std::string where = extname.empty() ? std::string("new image") : extname;
+  fits_create_imgll(F(m_fptr), bitpixOf(pixel), int(naxes.size()), naxes.data(), &status);
+  if (status) throw FitsError(m_display, where, "", "cannot create image: " + cfitsioMessage(status));
+  refreshHduName();
+  if (!extname.empty()) {
+    writeString("EXTNAME", extname);
+    m_hdu = extname;
+  }
+  if (n > 0) fits_write_img(F(m_fptr), fitsType<T>(), 1, n, const_cast<T*>(data), &status);
+  if (status == NUM_OVERFLOW)
+    fail("", "values do not fit the image's pixel type (BITPIX " +
+                 std::to_string(bitpixOf(pixel)) + ")", status);
+  check(status, "", "cannot write image data");
+}
+
+// ---- tables --------------------------------------------------------------------------
+
+long FitsFile::numRows() {
+  requireTable("counting rows");
+  LONGLONG n = 0;
+  int status = 0;
+  fits_get_num_rowsll(F(m_fptr), &n, &status);
+  check(status, "NAXIS2", "cannot read the number of rows");
+  return long(n);
+}
+
+bool FitsFile::hasColumn(const std::string& name) {
+  requireTable("looking up a column");
+  std::vector<char> templ(name.begin(), name.end());
+  templ.push_back('\0');
+  int col = 0, status = 0;
+  fits_get_colnum(F(m_fptr), CASEINSEN, templ.data(), &col, &status);
+  if (status == 0) return true;
+  fits_clear_errmsg();
+  return false;
+}
+
+int FitsFile::columnNumber(const std::string& name) {
+  requireTable("looking up a column");
+  std::vector<char> templ(name.begin(), name.end());
+  templ.push_back('\0');
+  int col = 0, status = 0;
+  fits_get_colnum(F(m_fptr), CASEINSEN, templ.data(), &col, &status);
+  if (status == COL_NOT_FOUND) {
+    fits_clear_errmsg();
+    fail(name, "no column named '" + name + "'");
+  }
+  if (status == COL_NOT_UNIQUE) {
+    fits_clear_errmsg();
+    fail(name, "more than one column matches '" + name + "'");
+  }
+  check(status, name, "cannot look up column");
+  return col;
+}
+
+std::vector<long> FitsFile::columnCellShape(const std::string& name) {
+  const int col = columnNumber(name);
+  int naxis = 0, status = 0;
+  LONGLONG naxes[9] = {};
+  fits_read_tdimll(F(m_fptr), col, 9, &naxis, naxes, &status);
+  check(status, "TDIM" + std::to_string(col), "cannot read the cell shape of column " + name);
+  std::vector<long> shape;
+  for (int i = std::min(naxis, 9) - 1; i >= 0; --i) shape.push_back(long(naxes[i]));
+  return shape;
+}
+
+namespace {
+template <class T>
+std::vector<T> readScalarColumn(FitsFile& ff, void* fptr, const std::string& name, int col) {
+  int typecode = 0, status = 0;
+  LONGLONG repeat = 0, width = 0;
+  fits_get_eqcoltypell(F(fptr), col, &typecode, &repeat, &width, &status);
+  if (status) ff.fail(name, "cannot read the column type", status);
+  if (typecode == TSTRING) ff.fail(name, "is a string column, expected numbers");
+  if (typecode < 0) ff.fail(name, "is a variable-length column, expected one value per row");
+  if (repeat != 1)
+    ff.fail(name, "has " + std::to_string(repeat) + " values per row, expected one");
+  const long n = ff.numRows();
+  std::vector<T> v(std::size_t(n), T{});
+  if (n == 0) return v;
+  int anynul = 0;
+  fits_read_col(F(fptr), fitsType<T>(), col, 1, 1, n, nullptr, v.data(), &anynul, &status);
+  if (status == NUM_OVERFLOW) ff.fail(name, "values do not fit the type they are read as", status);
+  if (status) ff.fail(name, "cannot read column data (file truncated or corrupt?)", status);
+  return v;
+}
+} // namespace
+
+std::vector<int32_t> FitsFile::readColumnInt(const std::string& name) {
+  return readScalarColumn<int32_t>(*this, m_fptr, name, columnNumber(name));
+}
+
+std::vector<int64_t> FitsFile::readColumnLong(const std::string& name) {
+  return readScalarColumn<int64_t>(*this, m_fptr, name, columnNumber(name));
+}
+
+std::vector<double> FitsFile::readColumnDouble(const std::string& name) {
+  return readScalarColumn<double>(*this, m_fptr, name, columnNumber(name));
+}
+
+std::vector<std::string> FitsFile::readColumnString(const std::string& name) {
+  const int col = columnNumber(name);
+  int typecode = 0, status = 0;
+  LONGLONG repeat = 0, width = 0;
+  fits_get_eqcoltypell(F(m_fptr), col, &typecode, &repeat, &width, &status);
+  check(status, name, "cannot read the column type");
+  if (typecode != TSTRING) fail(name, "is not a fixed-length string column");
+  const long n = numRows();
+  const std::size_t w = std::size_t(std::max<LONGLONG>(repeat, 1)) + 1;
+  std::vector<char> buf(std::size_t(n) * w, '\0');
+  std::vector<char*> ptrs(static_cast<std::size_t>(n));
+  for (long i = 0; i < n; ++i) ptrs[std::size_t(i)] = buf.data() + std::size_t(i) * w;
+  std::vector<std::string> out;
+  if (n == 0) return out;
+  int anynul = 0;
+  char nul[] = "";
+  fits_read_col_str(F(m_fptr), col, 1, 1, n, nul, ptrs.data(), &anynul, &status);
+  check(status, name, "cannot read column data (file truncated or corrupt?)");
+  out.reserve(std::size_t(n));
+  for (char* p : ptrs) {
+    std::string s = p;
+    while (!s.empty() && s.back() == ' ') s.pop_back();
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+Array2D<double> FitsFile::readCellDouble(const std::string& name, long row, int rows, int cols) {
+  const int col = columnNumber(name);
+  int typecode = 0, status = 0;
+  LONGLONG repeat = 0, width = 0;
+  fits_get_eqcoltypell(F(m_fptr), col, &typecode, &repeat, &width, &status);
+  check(status, name, "cannot read the column type");
+  if (typecode == TSTRING || typecode < 0) fail(name, "is not a fixed-size numeric column");
+  std::vector<long> shape = columnCellShape(name);
+  if (shape.size() == 1) shape.insert(shape.begin(), 1L);
+  if (shape.size() != 2) fail(name, "cells are " + shapeText(shape) + ", expected 2D (TDIM)");
+  if (shape[0] * shape[1] != repeat)
+    fail(name, "TDIM " + shapeText(shape) + " does not match the " + std::to_string(repeat) +
+                   " values per cell");
+  if ((rows >= 0 && shape[0] != rows) || (cols >= 0 && shape[1] != cols))
+    fail(name, "cells are " + shapeText(shape) + ", expected " +
+                   (rows >= 0 ? std::to_string(rows) : "any") + " x " +
+                   (cols >= 0 ? std::to_string(cols) : "any"));
+  const long n = numRows();
+  if (row < 0 || row >= n)
+    fail(name, "row " + std::to_string(row) + " is outside the table's " + std::to_string(n) +
+                   " rows");
+  Array2D<double> a(static_cast<int>(shape[0]), static_cast<int>(shape[1]));
+  int anynul = 0;
+  fits_read_col(F(m_fptr), TDOUBLE, col, row + 1, 1, LONGLONG(a.size()), nullptr, a.data.data(),
+                &anynul, &status);
+  check(status, name, "cannot read row " + std::to_string(row) + " (file truncated or corrupt?)");
+  return a;
+}
+
+void FitsFile::createTable(const std::string& extname, const std::vector<FitsColumn>& columns,
+                           long nrows) {
+  std::vector<std::vector<char>> store;
+  auto cstr = [&](const std::string& s) {
+    store.emplace_back(s.begin(), s.end());
+    store.back().push_back('\0');
+  };
+  store.reserve(columns.size() * 3 + 1);
+  for (const auto& c : columns) {
+    cstr(c.name);
+    cstr(c.form);
+    cstr(c.unit);
+  }
+  std::vector<char*> ttype, tform, tunit;
+  for (std::size_t i = 0; i < columns.size(); ++i) {
+    ttype.push_back(store[3 * i].data());
+    tform.push_back(store[3 * i + 1].data());
+    tunit.push_back(store[3 * i + 2].data());
+  }
+  int status = 0;
+  fits_create_tbl(F(m_fptr), BINARY_TBL, nrows, int(columns.size()), ttype.data(), tform.data(),
+                  tunit.data(), extname.c_str(), &status);
+  if (status) throw FitsError(m_display, extname, "", "cannot create table: " + cfitsioMessage(status));
+  m_hdu = extname;
+  for (std::size_t i = 0; i < columns.size(); ++i) {
+    const auto& d = columns[i].dims;
+    if (d.empty()) continue;
+    std::vector<LONGLONG> naxes(d.rbegin(), d.rend());
+    fits_write_tdimll(F(m_fptr), int(i) + 1, int(naxes.size()), naxes.data(), &status);
+    check(status, columns[i].name, "cannot write TDIM");
+  }
+}
+
+namespace {
+template <class T>
+void writeNumericColumn(FitsFile& ff, void* fptr, int col, const std::string& name,
+                        const std::vector<T>& v, long firstRow) {
+  if (v.empty()) return;
+  int status = 0;
+  fits_write_col(F(fptr), fitsType<T>(), col, firstRow + 1, 1, LONGLONG(v.size()),
+                 const_cast<T*>(v.data()), &status);
+  if (status) ff.fail(name, "cannot write column data", status);
+}
+} // namespace
+
+void FitsFile::writeColumn(const std::string& name, const std::vector<int32_t>& v, long firstRow) {
+  writeNumericColumn(*this, m_fptr, columnNumber(name), name, v, firstRow);
+}
+
+void FitsFile::writeColumn(const std::string& name, const std::vector<int64_t>& v, long firstRow) {
+  writeNumericColumn(*this, m_fptr, columnNumber(name), name, v, firstRow);
+}
+
+void FitsFile::writeColumn(const std::string& name, const std::vector<double>& v, long firstRow) {
+  writeNumericColumn(*this, m_fptr, columnNumber(name), name, v, firstRow);
+}
+
+void FitsFile::writeColumn(const std::string& name, const std::vector<std::string>& v,
+                           long firstRow) {
+  const int col = columnNumber(name);
+  if (v.empty()) return;
+  std::vector<char*> ptrs;
+  for (const auto& s : v) ptrs.push_back(const_cast<char*>(s.c_str()));
+  int status = 0;
+  fits_write_col_str(F(m_fptr), col, firstRow + 1, 1, LONGLONG(v.size()), ptrs.data(), &status);
+  check(status, name, "cannot write column data");
+}
+
+void FitsFile::writeCell(const std::string& name, long row, const double* values, long n) {
+  const int col = columnNumber(name);
+  int status = 0;
+  fits_write_col(F(m_fptr), TDOUBLE, col, row + 1, 1, n, const_cast<double*>(values), &status);
+  check(status, name, "cannot write row " + std::to_string(row));
+}
+
+void FitsFile::deleteRows(std::vector<long> rows) {
+  requireTable("deleting rows");
+  if (rows.empty()) return;
+  std::sort(rows.begin(), rows.end());
+  rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+  for (long& r : rows) r += 1; // CFITSIO rows are 1-based
+  int status = 0;
+  fits_delete_rowlist(F(m_fptr), rows.data(), long(rows.size()), &status);
+  check(status, "", "cannot delete table rows");
+}
+
+void FitsFile::permuteRows(const std::vector<long>& order) {
+  const long n = numRows();
+  if (long(order.size()) != n)
+    fail("", "row order has " + std::to_string(order.size()) + " entries for " +
+                 std::to_string(n) + " rows");
+  bool identity = true;
+  for (long i = 0; i < n; ++i) identity = identity && order[std::size_t(i)] == i;
+  if (identity) return;
+  const long long width = readLong("NAXIS1");
+  // Raw row bytes move as a whole; variable-length descriptors keep pointing at the
+  // same heap data, so every column type survives.
+  std::vector<unsigned char> in(std::size_t(n * width)), out(in.size());
+  int status = 0;
+  fits_read_tblbytes(F(m_fptr), 1, 1, LONGLONG(in.size()), in.data(), &status);
+  check(status, "", "cannot read table rows");
+  for (long i = 0; i < n; ++i) {
+    const long src = order[std::size_t(i)];
+    if (src < 0 || src >= n) fail("", "row order names row " + std::to_string(src));
+    std::memcpy(out.data() + std::size_t(i * width), in.data() + std::size_t(src * width),
+                std::size_t(width));
+  }
+  fits_write_tblbytes(F(m_fptr), 1, 1, LONGLONG(out.size()), out.data(), &status);
+  check(status, "", "cannot write table rows");
+}
+
+void FitsFile::copyHduFrom(FitsFile& src) {
+  int status = 0;
+  fits_copy_hdu(F(src.m_fptr), F(m_fptr), 0, &status);
+  if (status)
+    throw FitsError(m_display, src.m_hdu, "",
+                    "cannot copy HDU '" + src.m_hdu + "' from '" + src.m_display +
+                        "': " + cfitsioMessage(status));
+  refreshHduName();
+}
+
+// ---- explicit instantiations -----------------------------------------------------------
+
+template Array2D<double> FitsFile::readImage2D<double>(int, int);
+template Array2D<float> FitsFile::readImage2D<float>(int, int);
+template Array2D<int32_t> FitsFile::readImage2D<int32_t>(int, int);
+template Array2D<uint32_t> FitsFile::readImage2D<uint32_t>(int, int);
+template Array2D<int64_t> FitsFile::readImage2D<int64_t>(int, int);
+template Array2D<uint8_t> FitsFile::readImage2D<uint8_t>(int, int);
+template Array3D<double> FitsFile::readImage3D<double>(int, int, int);
+template Array3D<float> FitsFile::readImage3D<float>(int, int, int);
+template void FitsFile::writeImage<double>(const std::string&, FitsPixel, const std::vector<long>&,
+                                           const double*);
+template void FitsFile::writeImage<float>(const std::string&, FitsPixel, const std::vector<long>&,
+                                          const float*);
+template void FitsFile::writeImage<int32_t>(const std::string&, FitsPixel,
+                                            const std::vector<long>&, const int32_t*);
+template void FitsFile::writeImage<uint32_t>(const std::string&, FitsPixel,
+                                             const std::vector<long>&, const uint32_t*);
+template void FitsFile::writeImage<int64_t>(const std::string&, FitsPixel,
+                                            const std::vector<long>&, const int64_t*);
+template void FitsFile::writeImage<uint8_t>(const std::string&, FitsPixel,
+                                            const std::vector<long>&, const uint8_t*);
+
+// ---- AtomicOutput ----------------------------------------------------------------------
+
+AtomicOutput::AtomicOutput(const std::string& finalPath) : m_final(finalPath) {
+  if (finalPath.empty()) throw FitsError(finalPath, "", "", "no output path given");
+  fs::path dir = fs::path(finalPath).parent_path();
+  if (dir.empty()) dir = ".";
+  std::error_code ec;
+  const auto st = fs::status(dir, ec);
+  if (!fs::exists(st))
+    throw FitsError(finalPath, "", "", "output directory '" + dir.string() + "' does not exist");
+  if (!fs::is_directory(st))
+    throw FitsError(finalPath, "", "", "output directory '" + dir.string() + "' is not a directory");
+  if (::access(dir.c_str(), W_OK | X_OK) != 0)
+    throw FitsError(finalPath, "", "",
+                    "output directory '" + dir.string() + "' is not writable: " +
+                        std::strerror(errno));
+  if (fs::is_directory(fs::status(finalPath, ec)))
+    throw FitsError(finalPath, "", "", "output path is a directory");
+
+  static std::atomic<int> counter{0};
+  const bool gz = endsWith(finalPath, ".gz");
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    // CFITSIO gzips on close only when the name's one ".gz" is at its end, so a
+    // compressed output's temporary name is "x.fits.tmp-<pid>-<n>.gz".
+    const std::string stem = gz ? finalPath.substr(0, finalPath.size() - 3) : finalPath;
+    std::string t = stem + ".tmp-" + std::to_string(::getpid()) + "-" +
+                    std::to_string(counter.fetch_add(1) + 1);
+    if (gz) t += ".gz";
+    if (!fs::exists(t, ec)) {
+      m_temp = t;
+      break;
+    }
+  }
+  if (m_temp.empty()) throw FitsError(finalPath, "", "", "cannot choose a temporary file name");
+  m_file = FitsFile::create(m_temp, finalPath);
+}
+
+AtomicOutput::~AtomicOutput() {
+  if (m_committed) return;
+  m_file = FitsFile(); // closes, ignoring errors
+  std::error_code ec;
+  fs::remove(m_temp, ec);
+}
+
+void AtomicOutput::commit() {
+  if (m_committed) return;
+  m_file.close(); // throws if CFITSIO cannot flush; the destructor then cleans up
+  // Data on disk before the name points at it, so a crash cannot leave a short file
+  // under the final name.
+  const int fd = ::open(m_temp.c_str(), O_RDONLY);
+  if (fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
+  if (std::rename(m_temp.c_str(), m_final.c_str()) != 0)
+    throw FitsError(m_final, "", "",
+                    "cannot rename temporary file '" + m_temp + "': " + std::strerror(errno));
+  m_committed = true;
+}
+
+} // namespace spex

@@ -1,0 +1,271 @@
+// Frame files in desispec's layout (EXTRACTION.md §5, desispec.io.read_frame):
+// FLUX (primary), IVAR, MASK, WAVELENGTH, RESOLUTION, FIBERMAP, CHI2PIX; plus model
+// images and simulation truth files.
+#include "frame_io.h"
+
+#include "../errors.h"
+#include "fits_file.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+namespace spex {
+
+namespace {
+
+std::string dims(int a, int b) { return std::to_string(a) + " x " + std::to_string(b); }
+
+void checkShape(const char* what, int rows, int cols, int nfiber, int nwave) {
+  if (rows != nfiber || cols != nwave)
+    throw InputError(std::string("writeFrame: ") + what + " is " + dims(rows, cols) +
+                     ", expected " + dims(nfiber, nwave));
+}
+
+template <class T>
+Array2D<float> toFloat(const Array2D<T>& a) {
+  Array2D<float> f(a.rows, a.cols);
+  for (std::size_t i = 0; i < a.size(); ++i) f.data[i] = static_cast<float>(a.data[i]);
+  return f;
+}
+
+// The extraction parameters in the frame header, 8-character keys.
+void writeParams(FitsFile& f, const ExtractionResult& r) {
+  const PatchParams& p = r.params;
+  f.writeLong("BUNDLSIZ", p.bundlesize, "fibers per bundle");
+  f.writeLong("NSUBBUND", p.nsubbundles, "sub-bundles per bundle");
+  f.writeLong("NWAVSTEP", p.nwavestep, "wavelength bins per patch");
+  f.writeLong("WAVEPAD", p.wavepad(), "bins of wavelength padding per side");
+  f.writeDouble("WAVEPADF", p.wavepadFrac, "wavepad = 10 + int(10 * WAVEPADF)");
+  f.writeDouble("PIXPADFR", p.pixpadFrac, "fraction of pixel padding kept");
+  f.writeDouble("REGULARZ", p.regularize, "regularization");
+  if (std::isfinite(r.psferr)) f.writeDouble("PSFERR", r.psferr, "fractional PSF error in chi2pix");
+  f.writeString("DECORR", p.mode == Decorrelation::Noise ? "NOISE" : "SIGNAL",
+                "decorrelation (SIGNAL: per fiber, NOISE: whole patch)");
+}
+
+void readParams(FitsFile& f, ExtractionResult& r) {
+  PatchParams& p = r.params;
+  p.bundlesize = f.readIntOpt("BUNDLSIZ", 1).value_or(p.bundlesize);
+  p.nsubbundles = f.readIntOpt("NSUBBUND", 1).value_or(p.nsubbundles);
+  p.nwavestep = f.readIntOpt("NWAVSTEP", 1).value_or(p.nwavestep);
+  p.wavepadFrac = f.readDoubleOpt("WAVEPADF").value_or(p.wavepadFrac);
+  p.pixpadFrac = f.readDoubleOpt("PIXPADFR").value_or(p.pixpadFrac);
+  p.regularize = f.readDoubleOpt("REGULARZ").value_or(p.regularize);
+  if (auto e = f.readDoubleOpt("PSFERR")) {
+    r.psferr = *e;
+    p.psferr = *e;
+  }
+  if (auto d = f.readStringOpt("DECORR")) {
+    if (*d == "NOISE") p.mode = Decorrelation::Noise;
+    else if (*d == "SIGNAL") p.mode = Decorrelation::Signal;
+    else f.fail("DECORR", "unknown decorrelation '" + *d + "' (SIGNAL or NOISE)");
+  }
+}
+
+// Keeps the FIBERMAP rows of fibers [f0, f1), sorted by FIBER.
+void trimFibermap(FitsFile& f, int f0, int f1) {
+  const std::vector<int32_t> fiber = f.readColumnInt("FIBER");
+  std::vector<long> drop;
+  std::vector<int32_t> kept;
+  for (std::size_t i = 0; i < fiber.size(); ++i) {
+    if (fiber[i] >= f0 && fiber[i] < f1) kept.push_back(fiber[i]);
+    else drop.push_back(long(i));
+  }
+  f.deleteRows(drop);
+  std::vector<long> order(kept.size());
+  std::iota(order.begin(), order.end(), 0L);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](long a, long b) { return kept[std::size_t(a)] < kept[std::size_t(b)]; });
+  f.permuteRows(order);
+}
+
+} // namespace
+
+void writeFrame(const std::string& path, const ExtractionResult& r, const Image& image,
+                const FrameMeta& meta) {
+  const int nf = r.nfiber, nw = r.nwave;
+  if (nf < 1 || nw < 1) throw InputError("writeFrame: empty result (" + dims(nf, nw) + ")");
+  if (r.wave.size() != nw)
+    throw InputError("writeFrame: wavelength grid has " + std::to_string(r.wave.size()) +
+                     " bins, result has " + std::to_string(nw));
+  checkShape("FLUX", r.flux.rows, r.flux.cols, nf, nw);
+  checkShape("IVAR", r.ivar.rows, r.ivar.cols, nf, nw);
+  checkShape("MASK", r.mask.rows, r.mask.cols, nf, nw);
+  if (!r.chi2pix.empty()) checkShape("CHI2PIX", r.chi2pix.rows, r.chi2pix.cols, nf, nw);
+  const int nd = 2 * r.ndiag + 1;
+  if (r.ndiag < 0 || r.resolution.n0 != nf || r.resolution.n1 != nd || r.resolution.n2 != nw)
+    throw InputError("writeFrame: RESOLUTION is " + std::to_string(r.resolution.n0) + " x " +
+                     std::to_string(r.resolution.n1) + " x " + std::to_string(r.resolution.n2) +
+                     ", expected " + std::to_string(nf) + " x " + std::to_string(nd) + " x " +
+                     std::to_string(nw));
+
+  AtomicOutput out(path);
+  FitsFile& f = out.file();
+
+  // FLUX: the input IMAGE header, then what this extraction adds (§5).
+  f.writeImage("FLUX", FitsPixel::Float32, toFloat(r.flux));
+  f.writeHeader(image.header);
+  f.writeString("BUNIT", "electron/Angstrom");
+  f.writeDouble("WAVEMIN", r.wave.wmin, "first wavelength [Angstrom]");
+  f.writeDouble("WAVEMAX", r.wave.wmax, "requested last wavelength [Angstrom]");
+  f.writeDouble("WAVESTEP", r.wave.dw, "wavelength step [Angstrom]");
+  f.writeLong("SPECMIN", r.fiberMin, "first spectrum");
+  f.writeLong("SPECMAX", r.fiberMin + nf - 1, "last spectrum (included)");
+  f.writeLong("NSPEC", nf, "number of spectra");
+  f.writeLong("NWAVE", nw, "number of wavelengths");
+  if (!meta.inputImage.empty()) f.writeString("IN_IMG", meta.inputImage, "input image");
+  if (!meta.inputPsf.empty()) f.writeString("IN_PSF", meta.inputPsf, "input PSF");
+  if (!meta.camera.empty()) f.writeString("CAMERA", meta.camera, "camera");
+  if (!r.engine.empty()) f.writeString("ENGINE", r.engine, "SpexLab extraction engine");
+  writeParams(f, r);
+
+  f.writeImage("IVAR", FitsPixel::Float32, toFloat(r.ivar));
+  f.writeString("BUNIT", "Angstrom2/electron2");
+  f.writeImage("MASK", FitsPixel::UInt32, r.mask);
+
+  std::vector<double> wave(static_cast<std::size_t>(nw));
+  for (int i = 0; i < nw; ++i) wave[std::size_t(i)] = r.wave.at(i);
+  f.writeImage("WAVELENGTH", FitsPixel::Float64, wave);
+  f.writeString("BUNIT", "Angstrom");
+
+  // [nfiber, 2 ndiag + 1, nwave]: NAXIS1 = nwave, NAXIS2 = 2 ndiag + 1, NAXIS3 = nfiber.
+  {
+    std::vector<float> res(r.resolution.size());
+    for (std::size_t i = 0; i < res.size(); ++i) res[i] = static_cast<float>(r.resolution.data[i]);
+    f.writeImage("RESOLUTION", FitsPixel::Float32, {long(nf), long(nd), long(nw)}, res.data());
+  }
+
+  // FIBERMAP: the input's rows of the extracted fibers, copied column for column.
+  const int f0 = r.fiberMin, f1 = r.fiberMin + nf;
+  if (!image.fibermap.sourceFile.empty()) {
+    FitsFile src = FitsFile::openRead(image.fibermap.sourceFile);
+    src.moveTo("FIBERMAP");
+    f.copyHduFrom(src);
+    trimFibermap(f, f0, f1);
+  } else {
+    f.createTable("FIBERMAP", {{"FIBER", "J", "", {}}}, nf);
+    std::vector<int32_t> fib(static_cast<std::size_t>(nf));
+    std::iota(fib.begin(), fib.end(), f0);
+    f.writeColumn("FIBER", fib);
+  }
+
+  if (r.chi2pix.empty())
+    f.writeImage("CHI2PIX", FitsPixel::Float32, Array2D<float>(nf, nw, 0.0f));
+  else
+    f.writeImage("CHI2PIX", FitsPixel::Float32, toFloat(r.chi2pix));
+  out.commit();
+}
+
+ExtractionResult readFrame(const std::string& path) {
+  FitsFile f = FitsFile::openRead(path);
+  ExtractionResult r;
+  r.engine = "file";
+
+  if (!f.tryMoveTo("FLUX")) f.moveToIndex(0);
+  r.flux = f.readImage2D<double>();
+  r.nfiber = r.flux.rows;
+  r.nwave = r.flux.cols;
+  if (r.nfiber < 1 || r.nwave < 1) f.fail("NAXIS", "FLUX is empty");
+  const std::optional<int> specmin = f.readIntOpt("SPECMIN", 0);
+  if (auto n = f.readIntOpt("NSPEC"); n && *n != r.nfiber)
+    f.fail("NSPEC", "NSPEC " + std::to_string(*n) + " but FLUX has " + std::to_string(r.nfiber) +
+                        " rows");
+  const std::optional<double> waveStep = f.readDoubleOpt("WAVESTEP");
+  const std::optional<double> waveMax = f.readDoubleOpt("WAVEMAX");
+  if (auto e = f.readStringOpt("ENGINE")) r.engine = *e;
+  readParams(f, r);
+
+  f.moveTo("IVAR");
+  r.ivar = f.readImage2D<double>(r.nfiber, r.nwave);
+  // desispec writes uint32 (BZERO 2^31), gpu_specter int64: both read as uint32.
+  f.moveTo("MASK");
+  r.mask = f.readImage2D<uint32_t>(r.nfiber, r.nwave);
+
+  if (!f.tryMoveTo("WAVELENGTH") && !f.tryMoveTo("WAVE"))
+    throw FitsError(path, "WAVELENGTH", "", "no HDU named 'WAVELENGTH' (or 'WAVE') in the file");
+  const std::vector<double> w = f.readImage1D(r.nwave);
+  for (double x : w)
+    if (!std::isfinite(x)) f.fail("", "wavelengths contain NaN or Inf");
+  double dw = waveStep.value_or(0.8);
+  if (r.nwave > 1) {
+    const double fit = (w.back() - w.front()) / (r.nwave - 1);
+    if (!(fit > 0)) f.fail("", "wavelengths are not increasing");
+    // A step from WAVESTEP is exact; the fit from the end points can be 1 ulp off.
+    if (!waveStep || std::abs(*waveStep - fit) > 1e-9 * fit) dw = fit;
+    for (int i = 0; i < r.nwave; ++i)
+      if (std::abs(w[std::size_t(i)] - (w.front() + i * dw)) > 1e-3 * dw)
+        f.fail("", "wavelength grid is not uniform: bin " + std::to_string(i) + " is at " +
+                       std::to_string(w[std::size_t(i)]) + ", expected " +
+                       std::to_string(w.front() + i * dw) + " (step " + std::to_string(dw) + ")");
+  }
+  r.wave.wmin = w.front();
+  r.wave.dw = dw;
+  r.wave.n = r.nwave;
+  r.wave.wmax = w.back();
+  if (waveMax && *waveMax >= w.back() - 1e-6 * dw && *waveMax < w.back() + dw) r.wave.wmax = *waveMax;
+
+  f.moveTo("RESOLUTION");
+  r.resolution = f.readImage3D<double>(r.nfiber, -1, r.nwave);
+  if (r.resolution.n1 % 2 != 1)
+    f.fail("NAXIS2", "RESOLUTION has " + std::to_string(r.resolution.n1) +
+                         " diagonals, expected an odd number (2 ndiag + 1)");
+  r.ndiag = (r.resolution.n1 - 1) / 2;
+
+  if (f.tryMoveTo("CHI2PIX"))
+    r.chi2pix = f.readImage2D<double>(r.nfiber, r.nwave);
+  else
+    r.chi2pix = Array2D<double>(r.nfiber, r.nwave, 0.0);
+
+  std::optional<int> fibermapMin;
+  if (f.tryMoveTo("FIBERMAP")) {
+    const std::vector<int32_t> fiber = f.readColumnInt("FIBER");
+    if (!fiber.empty()) fibermapMin = *std::min_element(fiber.begin(), fiber.end());
+  }
+  r.fiberMin = specmin ? *specmin : fibermapMin.value_or(0);
+
+  r.covered = Array2D<uint8_t>(r.nfiber, r.nwave, 1);
+  return r;
+}
+
+void writeModel(const std::string& path, const Array2D<double>& model, const Image& image) {
+  AtomicOutput out(path);
+  FitsFile& f = out.file();
+  f.writeImage("MODEL", FitsPixel::Float32, toFloat(model));
+  f.writeHeader(image.header);
+  out.commit();
+}
+
+Array2D<double> readModel(const std::string& path) {
+  FitsFile f = FitsFile::openRead(path);
+  if (!f.tryMoveTo("MODEL")) f.moveToIndex(0);
+  return f.readImage2D<double>();
+}
+
+void writeTruth(const std::string& path, const Truth& truth) {
+  if (truth.wave.size() != std::size_t(truth.phot.cols))
+    throw InputError("writeTruth: " + std::to_string(truth.wave.size()) + " wavelengths for " +
+                     std::to_string(truth.phot.cols) + " PHOT columns");
+  AtomicOutput out(path);
+  FitsFile& f = out.file();
+  f.writeImage("PHOT", FitsPixel::Float64, truth.phot);
+  f.writeString("BUNIT", "electron", "photons per wavelength bin");
+  f.writeLong("FIBERMIN", truth.fiberMin, "fiber of the first row");
+  f.writeImage("WAVELENGTH", FitsPixel::Float64, truth.wave);
+  f.writeString("BUNIT", "Angstrom");
+  out.commit();
+}
+
+Truth readTruth(const std::string& path) {
+  FitsFile f = FitsFile::openRead(path);
+  Truth t;
+  if (!f.tryMoveTo("PHOT")) f.moveToIndex(0);
+  t.phot = f.readImage2D<double>();
+  t.fiberMin = f.readIntOpt("FIBERMIN", 0).value_or(0);
+  if (!f.tryMoveTo("WAVELENGTH")) f.moveToIndex(1);
+  t.wave = f.readImage1D(t.phot.cols);
+  return t;
+}
+
+} // namespace spex

@@ -1,0 +1,84 @@
+// Preproc files (EXTRACTION.md §1): IMAGE, IVAR, MASK of one shape, FIBERMAP passed
+// through. Plain or gzip-compressed (CFITSIO decompresses .fits.gz on open).
+#include "preproc_io.h"
+
+#include "../errors.h"
+#include "fits_file.h"
+
+namespace spex {
+
+Image readPreproc(const std::string& path) {
+  FitsFile f = FitsFile::openRead(path);
+  Image img;
+  img.path = path;
+
+  // IMAGE is named in real files; a nameless primary image is accepted too, as
+  // some tools write one.
+  if (!f.tryMoveTo("IMAGE")) {
+    f.moveToIndex(0);
+    if (!f.currentIsImage() || f.imageShape().size() != 2)
+      throw FitsError(path, "IMAGE", "", "no HDU named 'IMAGE' and no 2D primary image");
+  }
+  img.pix = f.readImage2D<double>();
+  img.ny = img.pix.rows;
+  img.nx = img.pix.cols;
+  if (img.ny < 1 || img.nx < 1) f.fail("NAXIS", "IMAGE is empty");
+  img.header = f.readHeader();
+
+  f.moveTo("IVAR");
+  img.ivar = f.readImage2D<double>(img.ny, img.nx);
+  // MASK may be stored as any BITPIX (some tools write float masks); values are
+  // converted to int32.
+  f.moveTo("MASK");
+  img.mask = f.readImage2D<int32_t>(img.ny, img.nx);
+
+  if (f.tryMoveTo("FIBERMAP")) {
+    if (!f.currentIsTable()) f.fail("", "FIBERMAP is an image, expected a table");
+    img.fibermap.sourceFile = path;
+    img.fibermap.fiber = f.readColumnInt("FIBER");
+  }
+
+  // EXTRACTION.md §1: IVAR = 0 wherever MASK has an extraction bit; NaN/Inf pixels
+  // and negative ivar are masked too (counted, not fatal).
+  img.sanitize();
+  return img;
+}
+
+void writePreproc(const std::string& path, const Image& image, const FiberMapTable& fm) {
+  const auto same = [&](int r, int c) { return r == image.ny && c == image.nx; };
+  if (!same(image.pix.rows, image.pix.cols) || !same(image.ivar.rows, image.ivar.cols) ||
+      !same(image.mask.rows, image.mask.cols))
+    throw InputError("writePreproc: IMAGE, IVAR and MASK must all be " + std::to_string(image.ny) +
+                     " x " + std::to_string(image.nx));
+  const std::size_t n = fm.rows();
+  if (fm.targetid.size() != n || fm.objtype.size() != n || fm.fiberstatus.size() != n ||
+      fm.targetRa.size() != n || fm.targetDec.size() != n)
+    throw InputError("writePreproc: FIBERMAP columns have different lengths");
+
+  AtomicOutput out(path);
+  FitsFile& f = out.file();
+  f.writeImage("IMAGE", FitsPixel::Float32, image.pix);
+  f.writeHeader(image.header);
+  f.writeImage("IVAR", FitsPixel::Float32, image.ivar);
+  f.writeImage("MASK", FitsPixel::Int32, image.mask);
+
+  std::size_t width = 3;
+  for (const auto& s : fm.objtype) width = std::max(width, s.size());
+  f.createTable("FIBERMAP",
+                {{"FIBER", "J", "", {}},
+                 {"TARGETID", "K", "", {}},
+                 {"OBJTYPE", std::to_string(width) + "A", "", {}},
+                 {"FIBERSTATUS", "J", "", {}},
+                 {"TARGET_RA", "D", "deg", {}},
+                 {"TARGET_DEC", "D", "deg", {}}},
+                long(n));
+  f.writeColumn("FIBER", fm.fiber);
+  f.writeColumn("TARGETID", fm.targetid);
+  f.writeColumn("OBJTYPE", fm.objtype);
+  f.writeColumn("FIBERSTATUS", fm.fiberstatus);
+  f.writeColumn("TARGET_RA", fm.targetRa);
+  f.writeColumn("TARGET_DEC", fm.targetDec);
+  out.commit();
+}
+
+} // namespace spex

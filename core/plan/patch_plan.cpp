@@ -1,0 +1,175 @@
+#include "patch_plan.h"
+
+#include "../errors.h"
+#include "../psf/gauss_hermite_psf.h"
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <sstream>
+
+namespace spex {
+
+WaveGrid WaveGrid::fromRange(double wmin, double wmax, double dw) {
+  std::ostringstream why;
+  if (!std::isfinite(wmin) || !std::isfinite(wmax) || !std::isfinite(dw))
+    why << "wavelength range must be finite numbers";
+  else if (dw <= 0)
+    why << "wavelength step must be positive, got " << dw;
+  else if (wmax < wmin)
+    why << "wavelength range is reversed: " << wmin << " > " << wmax;
+  if (!why.str().empty()) throw InputError(why.str());
+  WaveGrid g;
+  g.wmin = wmin;
+  g.wmax = wmax;
+  g.dw = dw;
+  // numpy: len(arange(wmin, wmax + dw/2, dw)) = ceil((wmax + dw/2 - wmin) / dw).
+  g.n = int(std::ceil((wmax + 0.5 * dw - wmin) / dw));
+  if (g.n <= 0) throw InputError("wavelength range is empty");
+  if (g.n > 1000000) throw InputError("wavelength grid too large (more than 1e6 bins)");
+  return g;
+}
+
+void PatchParams::validate() const {
+  std::ostringstream why;
+  if (bundlesize < 1) why << "bundlesize must be >= 1, got " << bundlesize;
+  else if (nsubbundles < 1 || nsubbundles > bundlesize)
+    why << "nsubbundles must be in 1.." << bundlesize << ", got " << nsubbundles;
+  else if (nwavestep < 1) why << "nwavestep must be >= 1, got " << nwavestep;
+  else if (!(wavepadFrac >= 0) || wavepadFrac > 100)
+    why << "wavepad fraction must be in 0..100, got " << wavepadFrac;
+  else if (!(pixpadFrac >= 0 && pixpadFrac <= 1))
+    why << "pixpad fraction must be in 0..1, got " << pixpadFrac;
+  else if (!(regularize >= 0) || !std::isfinite(regularize))
+    why << "regularize must be >= 0, got " << regularize;
+  else if (!std::isnan(psferr) && !(psferr >= 0 && std::isfinite(psferr)))
+    why << "psferr must be >= 0, got " << psferr;
+  if (!why.str().empty()) throw InputError(why.str());
+}
+
+namespace {
+
+// Start of sub-bundle k when a bundle of n fibers is split in m parts whose sizes
+// differ by at most one, larger first (numpy array_split).
+int splitStart(int n, int m, int k) {
+  const int q = n / m, r = n % m;
+  return k * q + std::min(k, r);
+}
+
+struct Extent {
+  int xmin = INT_MAX, xmax = INT_MIN, ymin = INT_MAX, ymax = INT_MIN;
+};
+
+// Pixel extent ([min, max) in x and y) of the spots of fibers [f0, f0+nf) at grid
+// bins [k0, k0+nk) — gpu_specter's get_xyrange.
+Extent spotExtent(const GaussHermitePsf& psf, const WaveGrid& g, int f0, int nf, int k0, int nk) {
+  Extent e;
+  const int nx = psf.spotNx(), ny = psf.spotNy();
+  for (int f = f0; f < f0 + nf; ++f)
+    for (int k = k0; k < k0 + nk; ++k) {
+      int xc, yc;
+      psf.corner(f, g.at(k), xc, yc);
+      e.xmin = std::min(e.xmin, xc);
+      e.xmax = std::max(e.xmax, xc + nx);
+      e.ymin = std::min(e.ymin, yc);
+      e.ymax = std::max(e.ymax, yc + ny);
+    }
+  return e;
+}
+
+} // namespace
+
+PatchPlan makePatchPlan(const GaussHermitePsf& psf, const WaveGrid& wave, int fiberMin, int nFiber,
+                        const PatchParams& params) {
+  params.validate();
+  if (nFiber < 1) throw InputError("fiber range is empty (nspec = " + std::to_string(nFiber) + ")");
+  if (fiberMin < 0 || fiberMin + nFiber > psf.nfiber)
+    throw InputError("fibers " + std::to_string(fiberMin) + ".." +
+                     std::to_string(fiberMin + nFiber - 1) + " outside the PSF's 0.." +
+                     std::to_string(psf.nfiber - 1));
+  if (wave.n < 1) throw InputError("wavelength grid is empty");
+  // arange(wmin, wmax + dw/2, dw) may end up to half a step past wmax; allow that
+  // much past the domain (Legendre series are smooth there).
+  const double slack = 0.5 * wave.dw;
+  if (wave.wmin < psf.waveMin() - 1e-9 || wave.last() > psf.waveMax() + slack) {
+    std::ostringstream os;
+    os << "wavelengths " << wave.wmin << ".." << wave.last() << " A outside the PSF's domain "
+       << psf.waveMin() << ".." << psf.waveMax() << " A";
+    throw InputError(os.str());
+  }
+
+  PatchPlan plan;
+  plan.wave = wave;
+  plan.fiberMin = fiberMin;
+  plan.nFiber = nFiber;
+  plan.params = params;
+  plan.wavepad = params.wavepad();
+  plan.npixX = psf.npixX;
+  plan.npixY = psf.npixY;
+
+  const int bs = params.bundlesize;
+  const int wp = plan.wavepad;
+  const int step = params.nwavestep;
+  const int fiberEnd = fiberMin + nFiber;
+  for (int b = fiberMin / bs; b * bs < fiberEnd; ++b) {
+    const int bStart = b * bs;
+    const int bEnd = std::min((b + 1) * bs, psf.nfiber); // padding stays in the bundle
+    const int bSize = std::min(bs, psf.nfiber - bStart);
+    const int nsub = std::min(params.nsubbundles, bSize);
+    for (int sb = 0; sb < nsub; ++sb) {
+      const int s0 = bStart + splitStart(bSize, nsub, sb);
+      const int s1 = bStart + splitStart(bSize, nsub, sb + 1);
+      const int f0 = std::max(s0, fiberMin), f1 = std::min(s1, fiberEnd);
+      if (f1 <= f0) continue;
+      // One extra fiber each side, inside the same bundle (EXTRACTION.md §3).
+      const int p0 = std::max(f0 - 1, bStart), p1 = std::min(f1 + 1, bEnd);
+      for (int iw = 0; iw < wave.n; iw += step) {
+        Patch p;
+        p.index = int(plan.patches.size());
+        p.bundle = b;
+        p.subbundle = sb;
+        p.fiber0 = f0;
+        p.nfiber = f1 - f0;
+        p.fiberPad0 = p0;
+        p.nfiberPad = p1 - p0;
+        p.wave0 = iw;
+        p.nwave = std::min(step, wave.n - iw);
+        p.wavePad0 = iw - wp;
+        p.nwavePad = step + 2 * wp;
+        // x spans all padded spots; y spans the core window (nwavestep bins, also for
+        // the last partial patch) plus pixpadFrac of the rows the padding would add.
+        const Extent pad = spotExtent(psf, wave, p0, p1 - p0, p.wavePad0, p.nwavePad);
+        const Extent core = spotExtent(psf, wave, p0, p1 - p0, iw, step);
+        const int ylo = pad.ymin + int((core.ymin - pad.ymin) * (1.0 - params.pixpadFrac));
+        const int yhi = pad.ymax - int((pad.ymax - core.ymax) * (1.0 - params.pixpadFrac));
+        PixelBox box{pad.xmin, pad.xmax, ylo, yhi};
+        p.clipped = box.x0 < 0 || box.y0 < 0 || box.x1 > psf.npixX || box.y1 > psf.npixY;
+        box.x0 = std::clamp(box.x0, 0, psf.npixX);
+        box.x1 = std::clamp(box.x1, 0, psf.npixX);
+        box.y0 = std::clamp(box.y0, 0, psf.npixY);
+        box.y1 = std::clamp(box.y1, 0, psf.npixY);
+        p.box = box;
+        plan.patches.push_back(p);
+      }
+    }
+  }
+  return plan;
+}
+
+std::vector<int> PatchPlan::patchesInRegion(int f0, int f1, int w0, int w1) const {
+  std::vector<int> out;
+  for (const Patch& p : patches)
+    if (p.fiber0 < f1 && p.fiber0 + p.nfiber > f0 && p.wave0 < w1 && p.wave0 + p.nwave > w0)
+      out.push_back(p.index);
+  return out;
+}
+
+int PatchPlan::patchAt(int fiber, int bin) const {
+  for (const Patch& p : patches)
+    if (fiber >= p.fiber0 && fiber < p.fiber0 + p.nfiber && bin >= p.wave0 &&
+        bin < p.wave0 + p.nwave)
+      return p.index;
+  return -1;
+}
+
+} // namespace spex

@@ -1,0 +1,243 @@
+#include "profile.h"
+
+#include "../errors.h"
+#include "json.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cmath>
+#include <functional>
+#include <sstream>
+#include <thread>
+
+#ifdef SPEXLAB_HAVE_NVTX
+#include <nvtx3/nvToolsExt.h>
+#endif
+
+namespace spex {
+
+namespace {
+thread_local int t_depth = 0;
+}
+
+bool nvtxCompiledIn() {
+#ifdef SPEXLAB_HAVE_NVTX
+  return true;
+#else
+  return false;
+#endif
+}
+
+int Profile::laneIndex(const std::string& name) {
+  for (std::size_t i = 0; i < lanes.size(); ++i)
+    if (lanes[i] == name) return int(i);
+  lanes.push_back(name);
+  return int(lanes.size()) - 1;
+}
+
+std::vector<PhaseStats> Profile::phaseStats(int64_t t0, int64_t t1) const {
+  if (t1 < 0) t1 = std::max<int64_t>(wallNs, 1);
+  std::vector<PhaseStats> out;
+  auto find = [&](const std::string& n) -> PhaseStats& {
+    for (auto& s : out)
+      if (s.name == n) return s;
+    out.push_back({});
+    out.back().name = n;
+    return out.back();
+  };
+  for (const ProfileRange& r : ranges) {
+    if (r.endNs <= t0 || r.startNs >= t1) continue;
+    // Clip to the window so statistics of a selected time range add up.
+    const double d = double(std::min(r.endNs, t1) - std::max(r.startNs, t0)) * 1e-9;
+    PhaseStats& s = find(r.name);
+    if (s.count == 0) {
+      s.minS = d;
+      s.maxS = d;
+    }
+    s.count++;
+    s.totalS += d;
+    s.minS = std::min(s.minS, d);
+    s.maxS = std::max(s.maxS, d);
+  }
+  const double window = double(t1 - t0) * 1e-9;
+  for (auto& s : out) {
+    s.meanS = s.count ? s.totalS / s.count : 0;
+    s.share = window > 0 ? s.totalS / window : 0;
+  }
+  std::sort(out.begin(), out.end(),
+            [](const PhaseStats& a, const PhaseStats& b) { return a.totalS > b.totalS; });
+  return out;
+}
+
+std::string Profile::toChromeTrace() const {
+  // One "X" event per range (ts/dur in microseconds, tid = lane, args.patch) and "M"
+  // events naming the lanes, as DESIGN.md says. Nanoseconds are kept exactly in
+  // args.ts_ns/dur_ns so an import gives back the same numbers.
+  std::ostringstream os;
+  os << "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"wall_ns\":" << wallNs
+     << "},\"traceEvents\":[";
+  bool first = true;
+  auto sep = [&] {
+    if (!first) os << ",\n";
+    first = false;
+  };
+  for (std::size_t i = 0; i < lanes.size(); ++i) {
+    sep();
+    os << "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":1,\"tid\":" << i
+       << ",\"args\":{\"name\":" << json::quote(lanes[i]) << "}}";
+  }
+  char buf[64];
+  for (const ProfileRange& r : ranges) {
+    sep();
+    os << "{\"ph\":\"X\",\"name\":" << json::quote(r.name) << ",\"pid\":1,\"tid\":" << r.lane;
+    std::snprintf(buf, sizeof buf, "%.3f", r.startNs * 1e-3);
+    os << ",\"ts\":" << buf;
+    std::snprintf(buf, sizeof buf, "%.3f", r.durationNs() * 1e-3);
+    os << ",\"dur\":" << buf << ",\"args\":{\"patch\":" << r.patch << ",\"depth\":" << r.depth
+       << ",\"ts_ns\":" << r.startNs << ",\"dur_ns\":" << r.durationNs() << "}}";
+  }
+  os << "]}\n";
+  return os.str();
+}
+
+Profile Profile::fromChromeTrace(const std::string& text) {
+  json::Value root;
+  try {
+    root = json::parse(text);
+  } catch (const std::exception& e) {
+    throw SpexError(std::string("not a Chrome trace: ") + e.what());
+  }
+  const json::Value* events = root.isArray() ? &root : root.get("traceEvents");
+  if (!events || !events->isArray()) throw SpexError("Chrome trace has no traceEvents array");
+  Profile p;
+  if (const json::Value* od = root.get("otherData"))
+    if (const json::Value* w = od->get("wall_ns")) p.wallNs = int64_t(w->number());
+  // Lanes are keyed by (pid, tid); names from "M" thread_name events.
+  std::map<std::pair<int64_t, int64_t>, int> laneOf;
+  auto lane = [&](int64_t pid, int64_t tid) {
+    auto key = std::make_pair(pid, tid);
+    auto it = laneOf.find(key);
+    if (it != laneOf.end()) return it->second;
+    const int idx = p.laneIndex(pid == 1 ? "lane " + std::to_string(tid)
+                                         : "pid " + std::to_string(pid) + " tid " +
+                                               std::to_string(tid));
+    laneOf[key] = idx;
+    return idx;
+  };
+  for (const json::Value& e : events->array()) {
+    const json::Value* ph = e.get("ph");
+    if (!ph || !ph->isString()) continue;
+    const int64_t pid = e.get("pid") ? int64_t(e.get("pid")->number()) : 0;
+    const int64_t tid = e.get("tid") ? int64_t(e.get("tid")->number()) : 0;
+    if (ph->string() == "M") {
+      const json::Value* name = e.get("name");
+      const json::Value* args = e.get("args");
+      if (name && name->isString() && name->string() == "thread_name" && args && args->get("name"))
+        p.lanes[lane(pid, tid)] = args->get("name")->string();
+      continue;
+    }
+    if (ph->string() != "X") continue;
+    ProfileRange r;
+    r.name = e.get("name") && e.get("name")->isString() ? e.get("name")->string() : "?";
+    r.lane = lane(pid, tid);
+    const json::Value* args = e.get("args");
+    const json::Value* tsNs = args ? args->get("ts_ns") : nullptr;
+    const json::Value* durNs = args ? args->get("dur_ns") : nullptr;
+    if (tsNs && durNs) {
+      r.startNs = int64_t(tsNs->number());
+      r.endNs = r.startNs + int64_t(durNs->number());
+    } else {
+      r.startNs = int64_t(std::llround((e.get("ts") ? e.get("ts")->number() : 0) * 1e3));
+      r.endNs = r.startNs + int64_t(std::llround((e.get("dur") ? e.get("dur")->number() : 0) * 1e3));
+    }
+    if (args && args->get("patch")) r.patch = int(args->get("patch")->number());
+    if (args && args->get("depth")) r.depth = int(args->get("depth")->number());
+    p.ranges.push_back(std::move(r));
+  }
+  if (p.wallNs == 0)
+    for (const auto& r : p.ranges) p.wallNs = std::max(p.wallNs, r.endNs);
+  return p;
+}
+
+void Profile::append(const Profile& other, int64_t offsetNs) {
+  std::vector<int> map(other.lanes.size());
+  for (std::size_t i = 0; i < other.lanes.size(); ++i) map[i] = laneIndex(other.lanes[i]);
+  for (ProfileRange r : other.ranges) {
+    r.startNs += offsetNs;
+    r.endNs += offsetNs;
+    r.lane = (r.lane >= 0 && std::size_t(r.lane) < map.size()) ? map[r.lane] : laneIndex("?");
+    ranges.push_back(std::move(r));
+  }
+  wallNs = std::max(wallNs, other.wallNs + offsetNs);
+}
+
+ProfileRecorder::ProfileRecorder() : m_origin(std::chrono::steady_clock::now()) {}
+
+int64_t ProfileRecorder::nowNs() const {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() -
+                                                              m_origin)
+      .count();
+}
+
+int ProfileRecorder::currentLane() {
+  const std::size_t id = std::hash<std::thread::id>{}(std::this_thread::get_id());
+  std::lock_guard lock(m_mutex);
+  auto it = m_threadLanes.find(id);
+  if (it != m_threadLanes.end()) return it->second;
+  const std::string name = m_threadCount == 0 ? "main" : "cpu thread " + std::to_string(m_threadCount);
+  ++m_threadCount;
+  const int lane = m_profile.laneIndex(name);
+  m_threadLanes[id] = lane;
+  return lane;
+}
+
+void ProfileRecorder::setThreadLaneName(const std::string& name) {
+  const std::size_t id = std::hash<std::thread::id>{}(std::this_thread::get_id());
+  std::lock_guard lock(m_mutex);
+  ++m_threadCount;
+  m_threadLanes[id] = m_profile.laneIndex(name);
+}
+
+int ProfileRecorder::lane(const std::string& name) {
+  std::lock_guard lock(m_mutex);
+  return m_profile.laneIndex(name);
+}
+
+void ProfileRecorder::add(ProfileRange r) {
+  std::lock_guard lock(m_mutex);
+  m_profile.ranges.push_back(std::move(r));
+}
+
+Profile ProfileRecorder::finish() {
+  std::lock_guard lock(m_mutex);
+  m_profile.wallNs = nowNs();
+  std::stable_sort(m_profile.ranges.begin(), m_profile.ranges.end(),
+                   [](const ProfileRange& a, const ProfileRange& b) { return a.startNs < b.startNs; });
+  return m_profile;
+}
+
+ScopedRange::ScopedRange(ProfileRecorder* rec, const char* name, int patch)
+    : m_rec(rec), m_name(name), m_patch(patch), m_start(rec ? rec->nowNs() : 0) {
+#ifdef SPEXLAB_HAVE_NVTX
+  nvtxRangePushA(name);
+#endif
+  ++t_depth;
+}
+
+ScopedRange::~ScopedRange() {
+  --t_depth;
+#ifdef SPEXLAB_HAVE_NVTX
+  nvtxRangePop();
+#endif
+  if (!m_rec) return;
+  ProfileRange r;
+  r.name = m_name;
+  r.startNs = m_start;
+  r.endNs = m_rec->nowNs();
+  r.lane = m_rec->currentLane();
+  r.depth = t_depth;
+  r.patch = m_patch;
+  m_rec->add(std::move(r));
+}
+
+} // namespace spex

@@ -1,0 +1,270 @@
+// The CPU engine on the real r0 PSF: exact recovery of noiseless photons, unit pulls
+// on a noisy bundle, resolution normalisation, masks, subsets and the model image.
+#include "core/extract/cpu_engine.h"
+#include "core/image.h"
+#include "core/io/psf_io.h"
+#include "core/sim/simulator.h"
+#include "test_data.h"
+
+#include <QTest>
+#include <cmath>
+#include <numeric>
+
+using namespace spex;
+
+namespace {
+
+struct Stats {
+  double mean = 0, std = 0;
+  long n = 0;
+};
+
+// (R t)_i from the RESOLUTION diagonals: RES[k, j] = R[j - nd + k, j].
+double convolved(const ExtractionResult& r, const Array2D<double>& phot, int f, int i) {
+  double s = 0;
+  for (int k = 0; k <= 2 * r.ndiag; ++k) {
+    const int j = i + r.ndiag - k;
+    if (j >= 0 && j < r.nwave) s += r.resolution(f, k, j) * phot(f, j);
+  }
+  return s;
+}
+
+Stats pulls(const ExtractionResult& r, const Array2D<double>& phot, int edge) {
+  double s = 0, s2 = 0;
+  long n = 0;
+  for (int f = 0; f < r.nfiber; ++f)
+    for (int i = edge; i < r.nwave - edge; ++i) {
+      if (r.ivar(f, i) <= 0 || r.mask(f, i)) continue;
+      const double p = (r.flux(f, i) - convolved(r, phot, f, i) / r.wave.dw) * std::sqrt(r.ivar(f, i));
+      s += p;
+      s2 += p * p;
+      ++n;
+    }
+  Stats st;
+  st.n = n;
+  st.mean = s / n;
+  st.std = std::sqrt(s2 / n - st.mean * st.mean);
+  return st;
+}
+
+class NullProgress : public ProgressSink {};
+
+} // namespace
+
+class TestCpuEngine : public QObject {
+  Q_OBJECT
+  GaussHermitePsf psf;
+
+  ExtractionResult run(const Image& img, const WaveGrid& g, int f0, int nf, PatchParams pp = {},
+                       std::optional<std::vector<int>> patches = std::nullopt, bool model = false) {
+    ExtractionRequest req;
+    req.image = &img;
+    req.psf = &psf;
+    req.wave = g;
+    req.fiberMin = f0;
+    req.nFiber = nf;
+    req.params = pp;
+    req.patches = std::move(patches);
+    req.model = model;
+    req.threads = 2;
+    NullProgress np;
+    CancelToken ct;
+    return CpuEngine().extract(req, np, ct);
+  }
+
+private slots:
+  void initTestCase() {
+    SPEX_REQUIRE_DATA(path, "psf-r0-00067784.fits");
+    psf = readPsf(path);
+  }
+
+  void noiselessRecoversPhotons() {
+    // Exact recovery needs every pixel a patch fits to hold only light it models. So:
+    // only fibers 5..9 (one sub-bundle, whose padding fibers 4 and 10 are dark) are lit;
+    // pixpad_frac is 0; and only bins 12..37 of every 50-bin patch are lit, so neither
+    // the padding bins (whose spots the box cuts, and which the weak prior pulls to 0
+    // when only a sliver remains) nor bins beyond the padding hold light. Then
+    // C^-1 f = y has the photons as its solution, up to rounding (EXTRACTION.md §7).
+    const WaveGrid g = WaveGrid::fromRange(6000, 6500, 0.8);
+    Array2D<double> phot(25, g.n, 0.0);
+    for (int f = 5; f < 10; ++f)
+      for (int i = 0; i < g.n; ++i)
+        if (i % 50 >= 12 && i % 50 < 38)
+          phot(f, i) = 100 + 30 * f + 50 * std::sin(0.05 * i + f) + (i % 97 == 20 ? 2000 : 0);
+    Image img;
+    img.ny = psf.npixY;
+    img.nx = psf.npixX;
+    img.pix = renderPhotons(psf, g, 0, phot);
+    img.ivar = Array2D<double>(img.ny, img.nx);
+    for (std::size_t i = 0; i < img.pix.size(); ++i) img.ivar.data[i] = 1.0 / (9.0 + img.pix.data[i]);
+    PatchParams pp;
+    pp.pixpadFrac = 0.0;
+    const ExtractionResult r = run(img, g, 0, 25, pp);
+    double worst = 0, worstFlux = 0;
+    int wf = 0, wi = 0;
+    for (int f = 5; f < 10; ++f)
+      for (int i = 0; i < g.n; ++i) {
+        // Relative to the fiber's typical level, so dark bins must come out as ~0.
+        const double e = std::abs(r.deconvolved(f, i) - phot(f, i)) / (100 + 30 * f);
+        if (e > worst) {
+          worst = e;
+          wf = f;
+          wi = i;
+        }
+        // flux = R f with f = photons. RESOLUTION keeps only R's band (rows lose
+        // ~1e-3 beyond it, see resolutionRowsSumToOne), hence the looser bound.
+        if (i >= r.ndiag && i < g.n - r.ndiag)
+          worstFlux = std::max(worstFlux, std::abs(r.flux(f, i) * g.dw - convolved(r, phot, f, i)) /
+                                              (100 + 30 * f));
+      }
+    qInfo("max relative |f - photons| = %.3g (fiber %d bin %d), |flux - R photons| = %.3g", worst,
+          wf, wi, worstFlux);
+    QVERIFY2(worst < 1e-8, qPrintable(QString::number(worst)));
+    QVERIFY2(worstFlux < 5e-3, qPrintable(QString::number(worstFlux)));
+  }
+
+  void noisyBundlePullsAreUnitNormal() {
+    SimulationOptions so;
+    so.wave = WaveGrid::fromRange(5760, 7620, 0.8);
+    so.fiberMin = 0;
+    so.nFiber = 25;
+    so.seed = 7;
+    const Simulation sim = simulate(psf, so);
+    const ExtractionResult r = run(sim.image, so.wave, 0, 25);
+    for (double v : r.flux.data) QVERIFY(std::isfinite(v));
+    for (double v : r.ivar.data) QVERIFY(std::isfinite(v) && v >= 0);
+    const Stats st = pulls(r, sim.truth.phot, 6);
+    qInfo("pulls over %ld bins: mean %.4f std %.4f", st.n, st.mean, st.std);
+    QVERIFY(st.n > 25 * 2000);
+    QVERIFY2(std::abs(st.mean) < 0.02, qPrintable(QString::number(st.mean)));
+    QVERIFY2(std::abs(st.std - 1) < 0.03, qPrintable(QString::number(st.std)));
+    // Profile: the top range spans the run, patches nest their phases.
+    bool sawExtract = false;
+    for (const ProfileRange& pr : r.profile.ranges)
+      if (pr.name == "extract") {
+        sawExtract = true;
+        QVERIFY(pr.durationNs() > 0.95 * r.profile.wallNs);
+      }
+    QVERIFY(sawExtract);
+    QCOMPARE(int(r.patches.size()), 5 * 47);
+  }
+
+  void resolutionRowsSumToOne() {
+    SimulationOptions so;
+    so.wave = WaveGrid::fromRange(6500, 6700, 0.8);
+    so.fiberMin = 50;
+    so.nFiber = 25;
+    const Simulation sim = simulate(psf, so);
+    const ExtractionResult r = run(sim.image, so.wave, 50, 25);
+    // Row i of R: sum_k RES[k, i + nd - k]. The band holds all but ~1e-4 of each row.
+    double worst = 0;
+    for (int f = 0; f < r.nfiber; ++f)
+      for (int i = r.ndiag; i < r.nwave - r.ndiag; ++i) {
+        double s = 0;
+        for (int k = 0; k <= 2 * r.ndiag; ++k) s += r.resolution(f, k, i + r.ndiag - k);
+        worst = std::max(worst, std::abs(s - 1));
+      }
+    qInfo("max |row sum - 1| of the banded R: %.3g", worst);
+    QVERIFY2(worst < 1e-3, qPrintable(QString::number(worst)));
+  }
+
+  void maskedPixelsRaisePixmaskAndMask() {
+    SimulationOptions so;
+    so.wave = WaveGrid::fromRange(6200, 6400, 0.8);
+    so.fiberMin = 0;
+    so.nFiber = 25;
+    so.defects = false;
+    Simulation sim = simulate(psf, so);
+    // Mask a block of rows over fiber 12 entirely (all bins there lose every pixel) and
+    // one column through fiber 3's trace centre (a fraction of each spot).
+    const int f = 12;
+    const double w0 = 6300;
+    const int yc = int(std::lround(psf.y(f, w0))), xc = int(std::lround(psf.x(f, w0)));
+    for (int y = yc - 20; y <= yc + 20; ++y)
+      for (int x = xc - 12; x <= xc + 12; ++x) sim.image.ivar(y, x) = 0;
+    const int col = int(std::lround(psf.x(3, 6250)));
+    for (int y = 0; y < sim.image.ny; ++y) sim.image.ivar(y, col) = 0;
+    const ExtractionResult r = run(sim.image, so.wave, 0, 25);
+    const int bin = int(std::lround((w0 - so.wave.wmin) / so.wave.dw));
+    QVERIFY(r.pixmaskFraction(f, bin) > 0.999);
+    QVERIFY(r.mask(f, bin) & kAllBadPix);
+    QVERIFY(r.mask(f, bin) & kSomeBadPix);
+    const int bin3 = int(std::lround((6250 - so.wave.wmin) / so.wave.dw));
+    QVERIFY(r.pixmaskFraction(3, bin3) > 0.2 && r.pixmaskFraction(3, bin3) < 1);
+    QVERIFY(r.pixmaskFraction(20, bin3) < 1e-12);
+    QCOMPARE(r.mask(20, bin3), 0u);
+    for (double v : r.flux.data) QVERIFY(std::isfinite(v));
+  }
+
+  void subsetMatchesWholeFrameAndModelIsSeamless() {
+    SimulationOptions so;
+    so.wave = WaveGrid::fromRange(6000, 6300, 0.8);
+    so.fiberMin = 25;
+    so.nFiber = 25;
+    const Simulation sim = simulate(psf, so);
+    const ExtractionResult whole = run(sim.image, so.wave, 25, 25, {}, std::nullopt, true);
+    const PatchPlan plan = makePatchPlan(psf, so.wave, 25, 25, PatchParams{});
+    const std::vector<int> pick = plan.patchesInRegion(30, 35, 60, 120);
+    const ExtractionResult part = run(sim.image, so.wave, 25, 25, {}, pick);
+    long coveredBins = 0;
+    for (int f = 0; f < 25; ++f)
+      for (int i = 0; i < so.wave.n; ++i) {
+        if (!part.covered(f, i)) {
+          QCOMPARE(part.flux(f, i), 0.0);
+          continue;
+        }
+        ++coveredBins;
+        QCOMPARE(part.flux(f, i), whole.flux(f, i));
+        QCOMPARE(part.ivar(f, i), whole.ivar(f, i));
+      }
+    QCOMPARE(coveredBins, long(pick.size()) * 5 * 50);
+    // The model image of the whole frame fits the data: chi^2 per pixel ~ 1 around the
+    // traces (a model built from R f, or overwritten patches, would be far off).
+    const Array2D<double>& m = *whole.model;
+    double chi2 = 0;
+    long n = 0;
+    for (int f = 27; f < 48; f += 5)
+      for (double w = 6050; w < 6250; w += 3.1) {
+        const int x = int(std::lround(psf.x(f, w))), y = int(std::lround(psf.y(f, w)));
+        const double iv = sim.image.ivar(y, x);
+        if (iv <= 0) continue;
+        const double d = sim.image.pix(y, x) - m(y, x);
+        chi2 += d * d * iv;
+        ++n;
+      }
+    qInfo("model chi2/pixel at trace centres: %.3f over %ld pixels", chi2 / n, n);
+    QVERIFY(chi2 / n < 1.5 && chi2 / n > 0.5);
+  }
+
+  void cancelReturnsPartialResult() {
+    SimulationOptions so;
+    so.wave = WaveGrid::fromRange(6000, 7000, 0.8);
+    so.fiberMin = 0;
+    so.nFiber = 25;
+    const Simulation sim = simulate(psf, so);
+    struct CancelAfter : ProgressSink {
+      CancelToken* t;
+      std::atomic<int> n{0};
+      void patchDone(const PatchOutput&, int, int) override {
+        if (++n == 5) t->cancel();
+      }
+    } sink;
+    CancelToken ct;
+    sink.t = &ct;
+    ExtractionRequest req;
+    req.image = &sim.image;
+    req.psf = &psf;
+    req.wave = so.wave;
+    req.fiberMin = 0;
+    req.nFiber = 25;
+    req.threads = 1;
+    const ExtractionResult r = CpuEngine().extract(req, sink, ct);
+    QVERIFY(r.cancelled);
+    QCOMPARE(int(r.patches.size()), 5);
+    const long covered = std::accumulate(r.covered.data.begin(), r.covered.data.end(), 0L);
+    QCOMPARE(covered, 5L * 5 * 50);
+  }
+};
+
+QTEST_GUILESS_MAIN(TestCpuEngine)
+#include "test_cpu_engine.moc"

@@ -1,0 +1,162 @@
+// Patch plan geometry (EXTRACTION.md §3) on the real PSF: wavelength grid length,
+// bundle and sub-bundle padding, the last partial patch, pixel boxes and CCD clipping.
+#include "core/errors.h"
+#include "core/io/psf_io.h"
+#include "core/plan/patch_plan.h"
+#include "core/psf/gauss_hermite_psf.h"
+#include "test_data.h"
+
+#include <QTest>
+#include <algorithm>
+#include <climits>
+#include <cmath>
+
+using namespace spex;
+
+class TestPatchPlan : public QObject {
+  Q_OBJECT
+  GaussHermitePsf psf;
+
+  // Pixel extent of padded spots, recomputed here from the spots themselves.
+  void extent(const Patch& p, int k0, int nk, int& x0, int& x1, int& y0, int& y1,
+              const WaveGrid& g) {
+    x0 = y0 = INT_MAX;
+    x1 = y1 = INT_MIN;
+    for (int f = p.fiberPad0; f < p.fiberPad0 + p.nfiberPad; ++f)
+      for (int k = k0; k < k0 + nk; ++k) {
+        const Spot s = psf.spot(f, g.at(k));
+        x0 = std::min(x0, s.xc);
+        x1 = std::max(x1, s.xc + s.nx);
+        y0 = std::min(y0, s.yc);
+        y1 = std::max(y1, s.yc + s.ny);
+      }
+  }
+
+private slots:
+  void initTestCase() {
+    SPEX_REQUIRE_DATA(path, "psf-r0-00067784.fits");
+    psf = readPsf(path);
+  }
+
+  void waveGridLengthFollowsArange() {
+    QCOMPARE(WaveGrid::fromRange(6000, 6500, 0.8).n, 626);
+    QCOMPARE(WaveGrid::fromRange(5760, 7620, 0.8).n, 2326);
+    QCOMPARE(WaveGrid::fromRange(6000, 6000, 0.8).n, 1);
+    QCOMPARE(WaveGrid::fromRange(6000, 6000.79, 0.8).n, 2); // arange(6000, 6001.19, .8)
+    QVERIFY_THROWS_EXCEPTION(InputError, WaveGrid::fromRange(6500, 6000, 0.8));
+    QVERIFY_THROWS_EXCEPTION(InputError, WaveGrid::fromRange(6000, 6500, 0));
+    QVERIFY_THROWS_EXCEPTION(InputError, WaveGrid::fromRange(6000, 6500, -0.8));
+    QVERIFY_THROWS_EXCEPTION(InputError, WaveGrid::fromRange(NAN, 6500, 0.8));
+  }
+
+  void defaultBundleLayout() {
+    const WaveGrid g = WaveGrid::fromRange(6000, 6500, 0.8);
+    const PatchPlan plan = makePatchPlan(psf, g, 0, 25, PatchParams{});
+    QCOMPARE(plan.wavepad, 12);
+    // 5 sub-bundles x ceil(626 / 50) = 13 wavelength patches.
+    QCOMPARE(int(plan.patches.size()), 5 * 13);
+    for (const Patch& p : plan.patches) {
+      QCOMPARE(p.nfiber, 5);
+      QCOMPARE(p.nwavePad, 50 + 2 * 12);
+      QCOMPARE(p.wavePad0, p.wave0 - 12);
+      // One padding fiber on each side, none beyond the bundle edges (fibers 0, 24).
+      QCOMPARE(p.fiberPad0, std::max(0, p.fiber0 - 1));
+      QCOMPARE(p.fiberPad0 + p.nfiberPad, std::min(25, p.fiber0 + 5 + 1));
+    }
+    // Last partial patch keeps 626 - 12*50 = 26 bins but solves a full window.
+    const Patch& last = plan.patches.back();
+    QCOMPARE(last.wave0, 600);
+    QCOMPARE(last.nwave, 26);
+    QCOMPARE(last.nwavePad, 74);
+  }
+
+  void everyBinBelongsToExactlyOnePatch() {
+    const WaveGrid g = WaveGrid::fromRange(5760, 7620, 0.8);
+    PatchParams pp;
+    pp.nsubbundles = 3; // uneven split 9, 8, 8
+    pp.nwavestep = 37;
+    const PatchPlan plan = makePatchPlan(psf, g, 20, 40, pp); // crosses bundles 0 and 1
+    std::vector<int> count(40 * g.n, 0);
+    for (const Patch& p : plan.patches)
+      for (int f = p.fiber0; f < p.fiber0 + p.nfiber; ++f)
+        for (int w = p.wave0; w < p.wave0 + p.nwave; ++w) count[(f - 20) * g.n + w]++;
+    QVERIFY(std::all_of(count.begin(), count.end(), [](int c) { return c == 1; }));
+    for (int f = 20; f < 60; f += 7)
+      for (int w = 0; w < g.n; w += 101) {
+        const int i = plan.patchAt(f, w);
+        QVERIFY(i >= 0);
+        const Patch& p = plan.patches[i];
+        QVERIFY(f >= p.fiber0 && f < p.fiber0 + p.nfiber && w >= p.wave0 && w < p.wave0 + p.nwave);
+      }
+    // Sub-bundles of bundle 1 are 25 split 9/8/8; padding stays inside bundle 1 (25..49).
+    for (const Patch& p : plan.patches) {
+      QCOMPARE(p.bundle, p.fiber0 / 25);
+      QVERIFY(p.fiberPad0 >= p.bundle * 25);
+      QVERIFY(p.fiberPad0 + p.nfiberPad <= (p.bundle + 1) * 25);
+      if (p.bundle == 1) QVERIFY(p.nfiber == 9 || p.nfiber == 8);
+    }
+    // A partial first bundle (fibers 20..24): its sub-bundle starting at 17 keeps 20..24
+    // and pads with fiber 19 (in the bundle, outside the request).
+    const Patch& first = plan.patches.front();
+    QCOMPARE(first.fiber0, 20);
+    QCOMPARE(first.fiberPad0, 19);
+    const auto region = plan.patchesInRegion(30, 31, 100, 101);
+    QCOMPARE(int(region.size()), 1);
+    QCOMPARE(region[0], plan.patchAt(30, 100));
+  }
+
+  void pixelBoxesFollowPixpad() {
+    const WaveGrid g = WaveGrid::fromRange(6000, 6500, 0.8);
+    PatchParams pp;
+    const PatchPlan plan = makePatchPlan(psf, g, 100, 25, pp);
+    for (const Patch& p : {plan.patches[3], plan.patches[30]}) {
+      int px0, px1, py0, py1, cx0, cx1, cy0, cy1;
+      extent(p, p.wavePad0, p.nwavePad, px0, px1, py0, py1, g);
+      extent(p, p.wave0, pp.nwavestep, cx0, cx1, cy0, cy1, g);
+      QCOMPARE(p.box.x0, px0);
+      QCOMPARE(p.box.x1, px1);
+      QCOMPARE(p.box.y0, py0 + int((cy0 - py0) * 0.2));
+      QCOMPARE(p.box.y1, py1 - int((py1 - cy1) * 0.2));
+      QVERIFY(!p.clipped);
+      // The box holds every kept spot whole.
+      for (int f = p.fiber0; f < p.fiber0 + p.nfiber; ++f)
+        for (int k = p.wave0; k < p.wave0 + p.nwave; ++k) {
+          const Spot s = psf.spot(f, g.at(k));
+          QVERIFY(s.xc >= p.box.x0 && s.xc + s.nx <= p.box.x1);
+          QVERIFY(s.yc >= p.box.y0 && s.yc + s.ny <= p.box.y1);
+        }
+    }
+  }
+
+  void boxesAreClippedAtCcdEdges() {
+    // The PSF domain starts below row 0: the first patch's padded spots fall off the CCD.
+    const WaveGrid g = WaveGrid::fromRange(std::ceil(psf.waveMin()), std::floor(psf.waveMax()), 0.8);
+    const PatchPlan plan = makePatchPlan(psf, g, 0, 25, PatchParams{});
+    bool lowClipped = false, highClipped = false;
+    for (const Patch& p : plan.patches) {
+      QVERIFY(p.box.x0 >= 0 && p.box.x1 <= psf.npixX && p.box.y0 >= 0 && p.box.y1 <= psf.npixY);
+      if (p.clipped && p.box.y0 == 0) lowClipped = true;
+      if (p.clipped && p.box.y1 == psf.npixY) highClipped = true;
+    }
+    QVERIFY(lowClipped);
+    QVERIFY(highClipped);
+  }
+
+  void rejectsBadRequests() {
+    const WaveGrid g = WaveGrid::fromRange(6000, 6500, 0.8);
+    QVERIFY_THROWS_EXCEPTION(InputError, makePatchPlan(psf, g, 490, 20, PatchParams{}));
+    QVERIFY_THROWS_EXCEPTION(InputError, makePatchPlan(psf, g, -1, 5, PatchParams{}));
+    QVERIFY_THROWS_EXCEPTION(InputError, makePatchPlan(psf, g, 0, 0, PatchParams{}));
+    QVERIFY_THROWS_EXCEPTION(InputError,
+                             makePatchPlan(psf, WaveGrid::fromRange(3600, 5800, 0.8), 0, 25, PatchParams{}));
+    PatchParams bad;
+    bad.nsubbundles = 0;
+    QVERIFY_THROWS_EXCEPTION(InputError, makePatchPlan(psf, g, 0, 25, bad));
+    bad = PatchParams{};
+    bad.pixpadFrac = 1.5;
+    QVERIFY_THROWS_EXCEPTION(InputError, makePatchPlan(psf, g, 0, 25, bad));
+  }
+};
+
+QTEST_GUILESS_MAIN(TestPatchPlan)
+#include "test_patch_plan.moc"

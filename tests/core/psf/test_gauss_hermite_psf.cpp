@@ -1,0 +1,149 @@
+// Spots and traces of the real r0 PSF: the Legendre and Gauss-Hermite evaluations
+// against independent formulas, spot normalisation and placement.
+#include "core/io/psf_io.h"
+#include "core/psf/gauss_hermite_psf.h"
+#include "core/psf/legendre.h"
+#include "test_data.h"
+
+#include <QTest>
+#include <cmath>
+
+using namespace spex;
+
+class TestGaussHermitePsf : public QObject {
+  Q_OBJECT
+  GaussHermitePsf psf;
+
+private slots:
+  void initTestCase() {
+    SPEX_REQUIRE_DATA(path, "psf-r0-00067784.fits");
+    psf = readPsf(path);
+  }
+
+  void legendreMatchesClosedForms() {
+    // P0..P4 written out; the recurrence must reproduce them at any u.
+    for (double u : {-1.0, -0.73, 0.0, 0.31, 1.0}) {
+      const double p[5] = {1, u, 0.5 * (3 * u * u - 1), 0.5 * (5 * u * u * u - 3 * u),
+                           (35 * std::pow(u, 4) - 30 * u * u + 3) / 8};
+      for (int k = 0; k < 5; ++k) {
+        double c[5] = {0, 0, 0, 0, 0};
+        c[k] = 1;
+        QVERIFY2(std::abs(legendreSum(c, 5, u) - p[k]) < 1e-14, qPrintable(QString("P%1(%2)").arg(k).arg(u)));
+      }
+    }
+  }
+
+  void tracesAreLegendreSumsOfFileCoefficients() {
+    // x(w) straight from the coefficients, summed with explicit P_k, not the recurrence.
+    for (int fiber : {0, 13, 250, 499})
+      for (double w : {5760.0, 6000.0, 6789.1, 7620.0}) {
+        const double u = 2 * (w - psf.xTrace.wavemin) / (psf.xTrace.wavemax - psf.xTrace.wavemin) - 1;
+        double sum = 0, pkm1 = 0, pk = 1;
+        for (int k = 0; k < psf.xTrace.ncoeff(); ++k) {
+          sum += psf.xTrace.coeff(fiber, k) * pk;
+          const double next = ((2 * k + 1) * u * pk - k * pkm1) / (k + 1);
+          pkm1 = pk;
+          pk = next;
+        }
+        QVERIFY(std::abs(psf.x(fiber, w) - sum) < 1e-9);
+        QVERIFY(psf.x(fiber, w) > 0 && psf.x(fiber, w) < psf.npixX);
+        QVERIFY2(psf.y(fiber, w) > 0 && psf.y(fiber, w) < psf.npixY, qPrintable(QString("y(%1, %2) = %3").arg(fiber).arg(w).arg(psf.y(fiber, w)))); // DESI r grid 5760..7620 A is on the CCD
+      }
+  }
+
+  void basisMatchesQuadrature() {
+    // Degree k of the basis is the integral over the pixel of He_k(t) g(t) dt in
+    // units of t; check against Simpson's rule on a fine grid.
+    const int hsize = 5, deg = 6, n = 2 * hsize + 1;
+    const double d = 0.27, sigma = 1.13;
+    std::vector<double> b((deg + 1) * n);
+    gaussHermiteBasis(deg, hsize, d, sigma, b.data());
+    auto he = [](int k, double t) {
+      double hm1 = 0, h = 1;
+      for (int i = 0; i < k; ++i) {
+        const double hn = t * h - i * hm1;
+        hm1 = h;
+        h = hn;
+      }
+      return h;
+    };
+    for (int k = 0; k <= deg; ++k)
+      for (int c = 0; c < n; ++c) {
+        const double t0 = ((c - hsize) - 0.5 - d) / sigma, t1 = ((c - hsize) + 0.5 - d) / sigma;
+        const int m = 2000;
+        const double h = (t1 - t0) / m;
+        double s = 0;
+        for (int i = 0; i <= m; ++i) {
+          const double t = t0 + i * h;
+          const double f = he(k, t) * std::exp(-0.5 * t * t) / std::sqrt(2 * M_PI);
+          s += f * (i == 0 || i == m ? 1 : (i % 2 ? 4 : 2));
+        }
+        s *= h / 3;
+        QVERIFY2(std::abs(b[k * n + c] - s) < 1e-10,
+                 qPrintable(QString("degree %1 pixel %2: %3 vs %4").arg(k).arg(c).arg(b[k * n + c]).arg(s)));
+      }
+  }
+
+  void spotsAreNonNegativeAndSumToOne() {
+    int checked = 0;
+    for (int fiber = 0; fiber < psf.nfiber; fiber += 37)
+      for (double w = psf.waveMin(); w <= psf.waveMax(); w += 157.3) {
+        const Spot s = psf.spot(fiber, w);
+        QCOMPARE(s.nx, 2 * psf.hsizeX + 1);
+        QCOMPARE(s.ny, 2 * psf.hsizeY + 1);
+        double sum = 0, peak = 0;
+        int ipeak = 0;
+        for (std::size_t i = 0; i < s.v.size(); ++i) {
+          QVERIFY(s.v[i] >= 0);
+          sum += s.v[i];
+          if (s.v[i] > peak) {
+            peak = s.v[i];
+            ipeak = int(i);
+          }
+        }
+        QVERIFY(std::abs(sum - 1) < 1e-12);
+        // The brightest pixel is at (or next to) the trace position.
+        const double px = s.xc + ipeak % s.nx, py = s.yc + ipeak / s.nx;
+        QVERIFY(std::abs(px - psf.x(fiber, w)) <= 1.5);
+        QVERIFY(std::abs(py - psf.y(fiber, w)) <= 1.5);
+        ++checked;
+      }
+    QVERIFY(checked > 100);
+  }
+
+  void cornerMatchesSpot() {
+    int xc, yc;
+    psf.corner(42, 6543.2, xc, yc);
+    const Spot s = psf.spot(42, 6543.2);
+    QCOMPARE(xc, s.xc);
+    QCOMPARE(yc, s.yc);
+    QCOMPARE(xc, int(std::floor(psf.x(42, 6543.2) - psf.hsizeX + 0.5)));
+  }
+
+  void spotCentroidFollowsSubpixelShift() {
+    // The stamp's centroid equals the trace position to a small fraction of a pixel
+    // (GH terms shift it slightly; a wrong offset convention shifts it by ~0.5-1 px).
+    for (double w : {6000.0, 6000.3, 6000.6, 7000.1}) {
+      const Spot s = psf.spot(100, w);
+      double cx = 0, cy = 0;
+      for (int iy = 0; iy < s.ny; ++iy)
+        for (int ix = 0; ix < s.nx; ++ix) {
+          cx += s.at(iy, ix) * (s.xc + ix);
+          cy += s.at(iy, ix) * (s.yc + iy);
+        }
+      QVERIFY2(std::abs(cx - psf.x(100, w)) < 0.25, qPrintable(QString::number(cx - psf.x(100, w))));
+      QVERIFY2(std::abs(cy - psf.y(100, w)) < 0.25, qPrintable(QString::number(cy - psf.y(100, w))));
+    }
+  }
+
+  void waveAtRowInvertsTrace() {
+    for (double w : {5700.0, 6500.5, 7700.0}) {
+      const double y = psf.y(250, w);
+      QVERIFY(std::abs(psf.waveAtRow(250, y) - w) < 1e-6);
+    }
+    QVERIFY(std::isnan(psf.waveAtRow(250, -1000)));
+  }
+};
+
+QTEST_GUILESS_MAIN(TestGaussHermitePsf)
+#include "test_gauss_hermite_psf.moc"
