@@ -1,0 +1,261 @@
+// spexlab-cli end to end: malformed inputs and bad options each give a clear error, a
+// non-zero exit, no crash and no output file; a good run writes a frame that compare
+// accepts; NaN pixels are masked with a warning; the profile is valid Chrome JSON.
+#include "core/io/frame_io.h"
+#include "core/profile/profile.h"
+#include "test_data.h"
+
+#include <QProcess>
+#include <QTemporaryDir>
+#include <QTest>
+#include <fitsio.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+namespace fs = std::filesystem;
+using namespace spex;
+
+namespace {
+
+struct Run {
+  int code = -1;
+  bool crashed = false;
+  QString err, out;
+};
+
+Run cli(const QStringList& args) {
+  QProcess p;
+  p.start(SPEXLAB_CLI, args);
+  p.waitForFinished(600000);
+  Run r;
+  r.crashed = p.exitStatus() != QProcess::NormalExit;
+  r.code = p.exitCode();
+  r.err = QString::fromUtf8(p.readAllStandardError());
+  r.out = QString::fromUtf8(p.readAllStandardOutput());
+  return r;
+}
+
+// Edits a copy of a FITS file in place with raw CFITSIO, independent of our reader.
+void edit(const std::string& path, const std::function<void(fitsfile*, int*)>& f) {
+  fitsfile* fp = nullptr;
+  int status = 0;
+  fits_open_file(&fp, path.c_str(), READWRITE, &status);
+  f(fp, &status);
+  fits_close_file(fp, &status);
+  QVERIFY2(status == 0, "test fixture: CFITSIO edit failed");
+}
+
+// A small preproc-like file with the given HDUs and shape.
+void smallPreproc(const std::string& path, bool ivar, bool mask, long nx = 64, long ny = 48,
+                  long ivarNx = -1) {
+  fitsfile* fp = nullptr;
+  int status = 0;
+  fits_create_file(&fp, path.c_str(), &status);
+  std::vector<float> data(std::size_t(nx) * ny, 1.0f);
+  auto img = [&](const char* name, long w, int bitpix, int type) {
+    long naxes[2] = {w, ny};
+    std::vector<float> d(std::size_t(w) * ny, 1.0f);
+    fits_create_img(fp, bitpix, 2, naxes, &status);
+    fits_write_img(fp, type, 1, long(d.size()), d.data(), &status);
+    fits_update_key(fp, TSTRING, "EXTNAME", const_cast<char*>(name), nullptr, &status);
+  };
+  img("IMAGE", nx, FLOAT_IMG, TFLOAT);
+  if (ivar) img("IVAR", ivarNx > 0 ? ivarNx : nx, FLOAT_IMG, TFLOAT);
+  if (mask) img("MASK", nx, LONG_IMG, TFLOAT);
+  fits_close_file(fp, &status);
+  QVERIFY(status == 0);
+}
+
+} // namespace
+
+class TestCli : public QObject {
+  Q_OBJECT
+  QTemporaryDir tmp;
+  std::string psf, preproc;
+
+  std::string t(const std::string& name) const { return tmp.path().toStdString() + "/" + name; }
+  std::string copyPsf(const std::string& name) {
+    const std::string p = t(name);
+    fs::copy_file(psf, p, fs::copy_options::overwrite_existing);
+    return p;
+  }
+
+private slots:
+  void initTestCase() {
+    SPEX_REQUIRE_DATA(p, "psf-r0-00067784.fits");
+    SPEX_REQUIRE_DATA(q, "sim-r0-bundle0-6000-6500/preproc.fits.gz");
+    psf = p;
+    preproc = q;
+    QVERIFY(tmp.isValid());
+  }
+
+  void malformedInputsFailCleanly_data() {
+    QTest::addColumn<QStringList>("args");
+    QTest::addColumn<QString>("expect"); // must appear in stderr
+
+    const QString P = QString::fromStdString(psf), I = QString::fromStdString(preproc);
+    const QString good = "-w";
+    auto extract = [&](const QString& in, const QString& ps, QStringList extra = {}) {
+      QStringList a{"extract", "-i", in, "-p", ps, "-o", QString::fromStdString(t("out.fits")),
+                    "-s", "0", "-n", "5", "-w", "6000,6100,0.8", "--engine", "cpu"};
+      return a + extra;
+    };
+    // Files made below in initTestCase order; names tell what is wrong.
+    {
+      std::ofstream(t("notfits.fits")) << "SIMPLE? no, this is text, not FITS\n";
+      std::ofstream(t("empty.fits"));
+      std::ifstream src(psf, std::ios::binary);
+      std::string bytes((std::istreambuf_iterator<char>(src)), {});
+      std::ofstream(t("truncated-psf.fits"), std::ios::binary) << bytes.substr(0, 20000);
+      fs::create_directories(t("adir.fits"));
+      edit(copyPsf("no-ytrace.fits"), [](fitsfile* f, int* s) {
+        fits_movnam_hdu(f, ANY_HDU, const_cast<char*>("YTRACE"), 0, s);
+        fits_delete_hdu(f, nullptr, s);
+      });
+      edit(copyPsf("no-psf-hdu.fits"), [](fitsfile* f, int* s) {
+        fits_movnam_hdu(f, ANY_HDU, const_cast<char*>("PSF"), 0, s);
+        fits_delete_hdu(f, nullptr, s);
+      });
+      for (const char* key : {"LEGDEG", "NPIX_X", "HSIZEX", "GHDEGY", "WAVEMIN"})
+        edit(copyPsf(std::string("no-") + key + ".fits"), [key](fitsfile* f, int* s) {
+          fits_movnam_hdu(f, ANY_HDU, const_cast<char*>("PSF"), 0, s);
+          fits_delete_key(f, key, s);
+        });
+      edit(copyPsf("reversed-domain.fits"), [](fitsfile* f, int* s) {
+        fits_movnam_hdu(f, ANY_HDU, const_cast<char*>("PSF"), 0, s);
+        double v = 5000;
+        fits_update_key(f, TDOUBLE, "WAVEMAX", &v, nullptr, s);
+      });
+      smallPreproc(t("no-ivar.fits"), false, true);
+      smallPreproc(t("no-mask.fits"), true, false);
+      smallPreproc(t("ivar-shape.fits"), true, true, 64, 48, 32);
+      smallPreproc(t("small-ccd.fits"), true, true);
+    }
+    auto T = [&](const char* n) { return QString::fromStdString(t(n)); };
+    QTest::newRow("missing input") << extract(T("nowhere.fits"), P) << "nowhere.fits";
+    QTest::newRow("missing psf") << extract(I, T("nowhere-psf.fits")) << "nowhere-psf.fits";
+    QTest::newRow("input not FITS") << extract(T("notfits.fits"), P) << "notfits.fits";
+    QTest::newRow("empty input") << extract(T("empty.fits"), P) << "empty.fits";
+    QTest::newRow("truncated psf") << extract(I, T("truncated-psf.fits")) << "truncated-psf.fits";
+    QTest::newRow("directory as input") << extract(T("adir.fits"), P) << "adir.fits";
+    QTest::newRow("psf without YTRACE") << extract(I, T("no-ytrace.fits")) << "YTRACE";
+    QTest::newRow("psf without PSF HDU") << extract(I, T("no-psf-hdu.fits")) << "PSF";
+    for (const char* key : {"LEGDEG", "NPIX_X", "HSIZEX", "GHDEGY", "WAVEMIN"})
+      QTest::newRow(qPrintable(QString("psf without %1").arg(key)))
+          << extract(I, T(qPrintable(QString("no-%1.fits").arg(key)))) << key;
+    QTest::newRow("psf WAVEMAX < WAVEMIN") << extract(I, T("reversed-domain.fits")) << "WAVEM";
+    QTest::newRow("preproc without IVAR") << extract(T("no-ivar.fits"), P) << "IVAR";
+    QTest::newRow("preproc without MASK") << extract(T("no-mask.fits"), P) << "MASK";
+    QTest::newRow("IVAR shape differs") << extract(T("ivar-shape.fits"), P) << "IVAR";
+    QTest::newRow("image not the PSF's CCD size") << extract(T("small-ccd.fits"), P) << "NPIX";
+    QStringList w = extract(I, P);
+    auto withW = [&](const QString& v) {
+      QStringList a = w;
+      a[a.indexOf("-w") + 1] = v;
+      return a;
+    };
+    QTest::newRow("wavelengths outside the PSF") << withW("3600,5800,0.8") << "outside the PSF";
+    QTest::newRow("reversed wavelengths") << withW("6100,6000,0.8") << "reversed";
+    QTest::newRow("zero step") << withW("6000,6100,0") << "step";
+    QTest::newRow("garbled wavelengths") << withW("abc") << "-w";
+    QTest::newRow("fibers outside the PSF") << extract(I, P, {"-s", "490", "-n", "20"}) << "outside the PSF";
+    QTest::newRow("no fibers") << extract(I, P, {"-n", "0"}) << "empty";
+    QTest::newRow("unwritable output") << QStringList{"extract", "-i", I, "-p", P, "-o", "/proc/nope/frame.fits", "-n", "5"} << "/proc/nope";
+    QTest::newRow("output is a directory") << QStringList{"extract", "-i", I, "-p", P, "-o", T("adir.fits"), "-n", "5"} << "directory";
+    QTest::newRow("output is the input") << QStringList{"extract", "-i", I, "-p", P, "-o", I, "-n", "5"} << "input";
+    QTest::newRow("unknown engine") << extract(I, P, {"--engine", "quantum"}) << "quantum";
+    QTest::newRow("bad nsubbundles") << extract(I, P, {"--nsubbundles", "0"}) << "nsubbundles";
+    QTest::newRow("bad pixpad") << extract(I, P, {"--pixpad-frac", "2"}) << "pixpad";
+    QTest::newRow("unknown option") << extract(I, P, {"--frobnicate"}) << "--frobnicate";
+    QTest::newRow("missing -o") << QStringList{"extract", "-i", I, "-p", P} << "--output";
+    QTest::newRow("compare: not a frame") << QStringList{"compare", P, P} << "psf-r0";
+  }
+
+  void malformedInputsFailCleanly() {
+    QFETCH(QStringList, args);
+    QFETCH(QString, expect);
+    fs::remove(t("out.fits"));
+    const Run r = cli(args);
+    QVERIFY2(!r.crashed, qPrintable(r.err));
+    QVERIFY2(r.code != 0, qPrintable("exit 0; stdout: " + r.out));
+    QVERIFY2(r.err.contains("error"), qPrintable(r.err));
+    QVERIFY2(r.err.contains(expect), qPrintable("expected '" + expect + "' in: " + r.err));
+    QVERIFY2(!fs::exists(t("out.fits")), "an output file was left behind");
+    // No temporary files either.
+    for (const auto& e : fs::directory_iterator(tmp.path().toStdString()))
+      QVERIFY2(e.path().filename().string().find(".tmp") == std::string::npos,
+               qPrintable(QString::fromStdString(e.path().string())));
+  }
+
+  void extractCompareAndProfile() {
+    const QString out = QString::fromStdString(t("frame.fits"));
+    const QString model = QString::fromStdString(t("model.fits"));
+    const QString trace = QString::fromStdString(t("trace.json"));
+    const Run r = cli({"extract", "-i", QString::fromStdString(preproc), "-p", QString::fromStdString(psf),
+                       "-o", out, "-m", model, "-w", "6000,6100,0.8", "-s", "0", "-n", "10",
+                       "--engine", "cpu", "--threads", "2", "--profile", trace});
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    QVERIFY(r.out.contains("extracted 10 fibers"));
+    const ExtractionResult f = readFrame(out.toStdString());
+    QCOMPARE(f.nfiber, 10);
+    QCOMPARE(f.nwave, 126);
+    QVERIFY(fs::exists(model.toStdString()));
+    std::ifstream in(trace.toStdString());
+    const std::string json((std::istreambuf_iterator<char>(in)), {});
+    const Profile p = Profile::fromChromeTrace(json);
+    bool read = false, write = false, solve = false;
+    for (const auto& pr : p.ranges) {
+      read |= pr.name == "read";
+      write |= pr.name == "write";
+      solve |= pr.name == "solve";
+    }
+    QVERIFY(read && write && solve);
+
+    const Run same = cli({"compare", out, out});
+    QVERIFY2(same.code == 0, qPrintable(same.err));
+    QVERIFY(same.out.contains("1e-05"));
+    const Run strict = cli({"compare", out, out, "--max-sigma", "0"});
+    QCOMPARE(strict.code, 0);
+  }
+
+  void nanPixelsAreMaskedWithAWarning() {
+    // Copy the shared preproc uncompressed and poison pixels on fiber 2's trace.
+    const std::string p = t("nan-preproc.fits");
+    {
+      fitsfile *in = nullptr, *outf = nullptr;
+      int s = 0;
+      fits_open_file(&in, preproc.c_str(), READONLY, &s);
+      fits_create_file(&outf, p.c_str(), &s);
+      fits_copy_file(in, outf, 1, 1, 1, &s);
+      fits_close_file(in, &s);
+      fits_close_file(outf, &s);
+      QCOMPARE(s, 0);
+    }
+    edit(p, [](fitsfile* f, int* s) {
+      fits_movnam_hdu(f, IMAGE_HDU, const_cast<char*>("IMAGE"), 0, s);
+      float nan = NAN, inf = INFINITY;
+      // Around fiber 2 near 6050 A (rows ~870, columns ~140 in this PSF).
+      for (long y = 860; y < 880; ++y) {
+        long fp[2] = {141, y + 1};
+        fits_write_pix(f, TFLOAT, fp, 1, (y % 2) ? &nan : &inf, s);
+      }
+      fits_movnam_hdu(f, IMAGE_HDU, const_cast<char*>("IVAR"), 0, s);
+      float neg = -1;
+      long fp[2] = {150, 901};
+      fits_write_pix(f, TFLOAT, fp, 1, &neg, s);
+    });
+    const QString out = QString::fromStdString(t("nan-frame.fits"));
+    const Run r = cli({"extract", "-i", QString::fromStdString(p), "-p", QString::fromStdString(psf),
+                       "-o", out, "-w", "6000,6100,0.8", "-s", "0", "-n", "5", "--engine", "cpu"});
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    QVERIFY2(r.err.contains("warning: 21 pixels"), qPrintable(r.err));
+    const ExtractionResult f = readFrame(out.toStdString());
+    for (double v : f.flux.data) QVERIFY(std::isfinite(v));
+    for (double v : f.ivar.data) QVERIFY(std::isfinite(v) && v >= 0);
+  }
+};
+
+QTEST_GUILESS_MAIN(TestCli)
+#include "test_cli.moc"
