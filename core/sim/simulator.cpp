@@ -56,7 +56,9 @@ const Line kSkyLines[] = {
 };
 
 // Sky continuum, photons per Angstrom, rising slowly to the red.
-double skyContinuum(double w) { return 12.0 + 8.0 * (w - 5500.0) / 2500.0; }
+double skyContinuum(double w) {
+  return 12.0 + 8.0 * (w - 5500.0) / 2500.0;
+}
 
 double skyInBin(double w, double dw) {
   double p = skyContinuum(w) * dw;
@@ -70,7 +72,7 @@ double skyInBin(double w, double dw) {
 struct TargetSpectrum {
   double level = 0, slope = 0, curve = 0;
   double wlo = 0, whi = 0;
-  std::vector<Line> dips;  // flux field = fractional depth
+  std::vector<Line> dips; // flux field = fractional depth
   std::vector<Line> lines;
 
   TargetSpectrum(SimRng& rng, double wmin, double wmax) : wlo(wmin), whi(wmax) {
@@ -82,8 +84,8 @@ struct TargetSpectrum {
       dips.push_back({rng.uniform(wmin, wmax), rng.uniform(0.1, 0.4), rng.uniform(3.0, 8.0)});
     const int nline = rng.uniformInt(5);
     for (int i = 0; i < nline; ++i)
-      lines.push_back({rng.uniform(wmin, wmax), rng.logUniform(300.0, 5000.0),
-                       rng.logUniform(0.8, 2.5)});
+      lines.push_back(
+          {rng.uniform(wmin, wmax), rng.logUniform(300.0, 5000.0), rng.logUniform(0.8, 2.5)});
   }
 
   double photons(double w, double dw) const {
@@ -103,9 +105,9 @@ struct TargetSpectrum {
 // Workers fill these in parallel; the image is then summed in fiber order, so the
 // result is bitwise the same for any number of threads.
 struct FiberLight {
-  std::vector<double> phot;  // photons per bin (extended grid)
-  std::vector<int> xc, yc;   // stamp corners per bin
-  std::vector<double> v;     // [bin][ny][nx] photons * spot
+  std::vector<double> phot; // photons per bin (extended grid)
+  std::vector<int> xc, yc;  // stamp corners per bin
+  std::vector<double> v;    // [bin][ny][nx] photons * spot
 };
 
 void lightOfFiber(const GaussHermitePsf& psf, int fiber, const std::vector<double>& waves,
@@ -191,13 +193,16 @@ void checkGridInPsf(const GaussHermitePsf& psf, const WaveGrid& wave, const char
   const double tol = 1e-6;
   if (wave.at(0) < psf.waveMin() - tol || wave.last() > psf.waveMax() + tol) {
     char buf[256];
-    std::snprintf(buf, sizeof buf, "%s: wavelength grid %.3f..%.3f A is outside the PSF domain %.3f..%.3f A",
-                  who, wave.at(0), wave.last(), psf.waveMin(), psf.waveMax());
+    std::snprintf(buf, sizeof buf,
+                  "%s: wavelength grid %.3f..%.3f A is outside the PSF domain %.3f..%.3f A", who,
+                  wave.at(0), wave.last(), psf.waveMin(), psf.waveMax());
     throw InputError(buf);
   }
 }
 
-std::string quoted(const std::string& s) { return "'" + s + "'"; }
+std::string quoted(const std::string& s) {
+  return "'" + s + "'";
+}
 
 } // namespace
 
@@ -257,7 +262,8 @@ Simulation simulate(const GaussHermitePsf& psf, const SimulationOptions& opt) {
     nsky = std::min(nsky, opt.nFiber);
     std::vector<int> order(opt.nFiber);
     for (int i = 0; i < opt.nFiber; ++i) order[i] = i;
-    SimRng rng(mixSeed(opt.seed, kPurposeSkyPick, uint64_t(opt.fiberMin) << 32 | uint64_t(opt.nFiber)));
+    SimRng rng(
+        mixSeed(opt.seed, kPurposeSkyPick, uint64_t(opt.fiberMin) << 32 | uint64_t(opt.nFiber)));
     for (int i = 0; i < nsky; ++i) {
       const int j = i + rng.uniformInt(opt.nFiber - i);
       std::swap(order[i], order[j]);
@@ -328,8 +334,8 @@ Simulation simulate(const GaussHermitePsf& psf, const SimulationOptions& opt) {
     const double wmid = 0.5 * (opt.wave.at(0) + opt.wave.last());
     while (int(cols.size()) < ncol) {
       const int fiber = opt.fiberMin + rng.uniformInt(opt.nFiber);
-      const int c = std::clamp(int(std::lround(psf.x(fiber, wmid))) + rng.uniformInt(5) - 2, 0,
-                               img.nx - 1);
+      const int c =
+          std::clamp(int(std::lround(psf.x(fiber, wmid))) + rng.uniformInt(5) - 2, 0, img.nx - 1);
       if (std::find(cols.begin(), cols.end(), c) != cols.end()) continue;
       cols.push_back(c);
       if (cols.size() == 1) { // a dead column: no charge over the full height

@@ -17,7 +17,7 @@
 namespace spex {
 
 struct SyntheticPsfOptions {
-  int nfiber = 500;          // 20 bundles of 25
+  int nfiber = 500; // 20 bundles of 25
   int bundlesize = 25;
   int npixX = 4114, npixY = 4128;
   double waveMin = 5550, waveMax = 7800; // r camera
@@ -47,13 +47,13 @@ struct SimulationOptions {
   WaveGrid wave = WaveGrid::fromRange(5760, 7620, 0.8);
   int fiberMin = 0;
   int nFiber = 500;
-  int edgePad = 40;          // bins of signal simulated beyond each end of the grid
-  double readNoise = 3.0;    // electrons
-  bool noise = true;         // Poisson + read noise; false: the exact model
-  bool defects = true;       // masked columns and cosmic-like pixels
+  int edgePad = 40;       // bins of signal simulated beyond each end of the grid
+  double readNoise = 3.0; // electrons
+  bool noise = true;      // Poisson + read noise; false: the exact model
+  bool defects = true;    // masked columns and cosmic-like pixels
   double emptyFiberFraction = 0.1;
   uint64_t seed = 42;
-  int threads = 0;           // spot workers; 0: up to 8 cores. Same image for any value.
+  int threads = 0; // spot workers; 0: up to 8 cores. Same image for any value.
 };
 
 // Preproc MASK bits the simulator sets (desispec ccdmask): all are extraction bits,
@@ -63,9 +63,9 @@ constexpr int32_t kSimMaskDead = 1 << 2;   // dead column (IMAGE 0)
 constexpr int32_t kSimMaskCosmic = 1 << 4; // cosmic-ray hit or short track
 
 struct Simulation {
-  Image image;               // ivar from the true model (pulls unit normal)
+  Image image; // ivar from the true model (pulls unit normal)
   FiberMapTable fibermap;
-  Truth truth;               // photons per bin on opt.wave (fibers fiberMin..)
+  Truth truth; // photons per bin on opt.wave (fibers fiberMin..)
 };
 
 // Renders spectra (continua, emission lines, sky lines shared by all fibers, some

@@ -53,7 +53,8 @@ public:
     std::vector<double> g(std::size_t(n) * n, 0.0);
     for (int a = 0; a < n; ++a)
       for (int b = 0; b < n; ++b)
-        for (int j = 0; j < m; ++j) g[a * n + b] += v[std::size_t(j) * n + a] * v[std::size_t(j) * n + b];
+        for (int j = 0; j < m; ++j)
+          g[a * n + b] += v[std::size_t(j) * n + a] * v[std::size_t(j) * n + b];
     for (int c = 0; c < n; ++c) {
       double d = g[c * n + c];
       for (int k = 0; k < c; ++k) d -= g[c * n + k] * g[c * n + k];
@@ -105,15 +106,17 @@ private:
 // Per-fiber draws: small deviations from the smooth design, bounded to 3 sigma so a
 // rare seed cannot push a trace off the CCD or a sigma out of range.
 struct FiberDraw {
-  double x0 = 0;    // CCD column of the trace at the reference point
-  double xn = 0;    // position across the CCD, -1 (left edge) .. 1 (right edge)
-  double yJit = 0;  // rows
+  double x0 = 0;   // CCD column of the trace at the reference point
+  double xn = 0;   // position across the CCD, -1 (left edge) .. 1 (right edge)
+  double yJit = 0; // rows
   double dispJit = 0;
   double sxJit = 0, syJit = 0;
   double ghJit[5] = {0, 0, 0, 0, 0};
 };
 
-double boundedNormal(SimRng& rng) { return std::clamp(rng.normal(), -3.0, 3.0); }
+double boundedNormal(SimRng& rng) {
+  return std::clamp(rng.normal(), -3.0, 3.0);
+}
 
 // The GH-i-j design (EXTRACTION.md §2 notation): a mostly Gaussian core with a few
 // percent of low-order shape terms that vary with wavelength (s in [-1, 1] over the
@@ -122,20 +125,34 @@ double boundedNormal(SimRng& rng) { return std::clamp(rng.normal(), -3.0, 3.0); 
 double ghDesign(int i, int j, double s, double xn, const FiberDraw& f) {
   const int key = i * 10 + j;
   switch (key) {
-  case 0: return 1.0;
-  case 10: return 0.010 * xn * (1.0 + 0.5 * s) + 0.002 * f.ghJit[0];
-  case 1: return 0.006 * s + 0.003 * xn + 0.002 * f.ghJit[1];
-  case 20: return 0.008 + 0.004 * s + 0.002 * f.ghJit[2];
-  case 2: return 0.028 + 0.006 * s + 0.002 * f.ghJit[3];
-  case 11: return -0.035 * xn * (0.8 + 0.2 * s) + 0.002 * f.ghJit[4];
-  case 21: return -0.010 + 0.010 * s * xn;
-  case 12: return 0.006 * xn;
-  case 22: return -0.004 + 0.006 * s;
-  case 30: return 0.004 * xn * s;
-  case 3: return -0.004 * s;
-  case 40: return 0.003;
-  case 4: return 0.010;
-  default: return 0.0;
+  case 0:
+    return 1.0;
+  case 10:
+    return 0.010 * xn * (1.0 + 0.5 * s) + 0.002 * f.ghJit[0];
+  case 1:
+    return 0.006 * s + 0.003 * xn + 0.002 * f.ghJit[1];
+  case 20:
+    return 0.008 + 0.004 * s + 0.002 * f.ghJit[2];
+  case 2:
+    return 0.028 + 0.006 * s + 0.002 * f.ghJit[3];
+  case 11:
+    return -0.035 * xn * (0.8 + 0.2 * s) + 0.002 * f.ghJit[4];
+  case 21:
+    return -0.010 + 0.010 * s * xn;
+  case 12:
+    return 0.006 * xn;
+  case 22:
+    return -0.004 + 0.006 * s;
+  case 30:
+    return 0.004 * xn * s;
+  case 3:
+    return -0.004 * s;
+  case 40:
+    return 0.003;
+  case 4:
+    return 0.010;
+  default:
+    return 0.0;
   }
 }
 
@@ -287,9 +304,8 @@ GaussHermitePsf makeSyntheticPsf(const SyntheticPsfOptions& opt) {
           set.coeff(s, 0) = 1.0; // exactly 1, not 1 up to fit rounding
           continue;
         }
-        fitParam(set, s, [&](const FiberDraw& f, double w) {
-          return ghDesign(i, j, sOf(w), f.xn, f);
-        });
+        fitParam(set, s,
+                 [&](const FiberDraw& f, double w) { return ghDesign(i, j, sOf(w), f.xn, f); });
       }
     bundle.coeff(s, 0) = double(s / opt.bundlesize);
   }
