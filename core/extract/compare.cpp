@@ -4,6 +4,7 @@
 
 #include "../errors.h"
 
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -29,7 +30,8 @@ void requireShape(const char* what, const A& a, int rows, int cols) {
 
 void requireSameGrid(const WaveGrid& a, const WaveGrid& b) {
   const double tol = 1e-6 * std::max(std::abs(a.dw), 1e-12);
-  if (a.n != b.n || std::abs(a.wmin - b.wmin) > tol || std::abs(a.dw - b.dw) > 1e-9 * std::abs(a.dw)) {
+  if (a.n != b.n || std::abs(a.wmin - b.wmin) > tol ||
+      std::abs(a.dw - b.dw) > 1e-9 * std::abs(a.dw)) {
     char buf[256];
     std::snprintf(buf, sizeof buf,
                   "cannot compare frames: wavelength grids differ (%.6f + %d x %.9g vs %.6f + %d x "
@@ -42,8 +44,8 @@ void requireSameGrid(const WaveGrid& a, const WaveGrid& b) {
 std::string num(double v) {
   if (!std::isfinite(v)) return "null"; // JSON has no Inf/NaN
   char buf[40];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  return buf;
+  const auto res = std::to_chars(buf, buf + sizeof buf, v); // shortest exact form
+  return std::string(buf, res.ptr);
 }
 
 } // namespace
@@ -73,8 +75,8 @@ FrameComparison compareFrames(const ExtractionResult& a, const ExtractionResult&
   std::array<long, 6> below{};
   for (int s = 0; s < nf; ++s) {
     for (int j = 0; j < nw; ++j) {
-      const bool covered = (a.covered.empty() || a.covered(s, j)) &&
-                           (b.covered.empty() || b.covered(s, j));
+      const bool covered =
+          (a.covered.empty() || a.covered(s, j)) && (b.covered.empty() || b.covered(s, j));
       if (!covered) continue;
       const double ia = a.ivar(s, j), ib = b.ivar(s, j);
       if (std::max(ia, ib) > 0 || !std::isfinite(ia) || !std::isfinite(ib)) {
@@ -133,15 +135,17 @@ std::string FrameComparison::toText() const {
 }
 
 std::string FrameComparison::toJson() const {
-  std::string s = "{\"nbins\":" + std::to_string(nbins) + ",\"thresholds\":[";
-  for (std::size_t t = 0; t < kThresholds.size(); ++t) s += (t ? "," : "") + num(kThresholds[t]);
-  s += "],\"fractionBelow\":[";
-  for (std::size_t t = 0; t < fractionBelow.size(); ++t) s += (t ? "," : "") + num(fractionBelow[t]);
-  s += "],\"maxPull\":" + num(maxPull) + ",\"maxPullFiber\":" + std::to_string(maxPullFiber) +
-       ",\"maxPullBin\":" + std::to_string(maxPullBin) + ",\"maxRelIvar\":" + num(maxRelIvar) +
-       ",\"maxResolution\":" + num(maxResolution) +
-       ",\"maskDifferences\":" + std::to_string(maskDifferences) + "}";
-  return s;
+  std::ostringstream o;
+  o << "{\"nbins\":" << nbins << ",\"thresholds\":[";
+  for (std::size_t t = 0; t < kThresholds.size(); ++t) o << (t ? "," : "") << num(kThresholds[t]);
+  o << "],\"fractionBelow\":[";
+  for (std::size_t t = 0; t < fractionBelow.size(); ++t)
+    o << (t ? "," : "") << num(fractionBelow[t]);
+  o << "],\"maxPull\":" << num(maxPull) << ",\"maxPullFiber\":" << maxPullFiber
+    << ",\"maxPullBin\":" << maxPullBin << ",\"maxRelIvar\":" << num(maxRelIvar)
+    << ",\"maxResolution\":" << num(maxResolution) << ",\"maskDifferences\":" << maskDifferences
+    << "}";
+  return o.str();
 }
 
 } // namespace spex

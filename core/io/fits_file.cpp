@@ -10,8 +10,8 @@
 #include <charconv>
 #include <cmath>
 #include <cstring>
-#include <filesystem>
 #include <fcntl.h>
+#include <filesystem>
 #include <limits>
 #include <type_traits>
 #include <unistd.h>
@@ -22,7 +22,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-fitsfile* F(void* p) { return static_cast<fitsfile*>(p); }
+fitsfile* F(void* p) {
+  return static_cast<fitsfile*>(p);
+}
 
 // CFITSIO keeps a stack of detailed messages beside the status code; both go into
 // the error so the user sees e.g. "tried to move past end of file" and why.
@@ -46,29 +48,43 @@ std::string cfitsioMessage(int status) {
 
 template <class T>
 constexpr int fitsType() {
-  if constexpr (std::is_same_v<T, double>) return TDOUBLE;
-  else if constexpr (std::is_same_v<T, float>) return TFLOAT;
-  else if constexpr (std::is_same_v<T, int32_t>) return TINT;
-  else if constexpr (std::is_same_v<T, uint32_t>) return TUINT;
-  else if constexpr (std::is_same_v<T, int64_t>) return TLONGLONG;
-  else if constexpr (std::is_same_v<T, uint8_t>) return TBYTE;
-  else static_assert(sizeof(T) == 0, "unsupported pixel type");
+  if constexpr (std::is_same_v<T, double>)
+    return TDOUBLE;
+  else if constexpr (std::is_same_v<T, float>)
+    return TFLOAT;
+  else if constexpr (std::is_same_v<T, int32_t>)
+    return TINT;
+  else if constexpr (std::is_same_v<T, uint32_t>)
+    return TUINT;
+  else if constexpr (std::is_same_v<T, int64_t>)
+    return TLONGLONG;
+  else if constexpr (std::is_same_v<T, uint8_t>)
+    return TBYTE;
+  else
+    static_assert(sizeof(T) == 0, "unsupported pixel type");
 }
 
 int bitpixOf(FitsPixel p) {
   switch (p) {
-  case FitsPixel::UInt8: return BYTE_IMG;
-  case FitsPixel::Int32: return LONG_IMG;
-  case FitsPixel::UInt32: return ULONG_IMG;
-  case FitsPixel::Int64: return LONGLONG_IMG;
-  case FitsPixel::Float32: return FLOAT_IMG;
-  case FitsPixel::Float64: return DOUBLE_IMG;
+  case FitsPixel::UInt8:
+    return BYTE_IMG;
+  case FitsPixel::Int32:
+    return LONG_IMG;
+  case FitsPixel::UInt32:
+    return ULONG_IMG;
+  case FitsPixel::Int64:
+    return LONGLONG_IMG;
+  case FitsPixel::Float32:
+    return FLOAT_IMG;
+  case FitsPixel::Float64:
+    return DOUBLE_IMG;
   }
   return DOUBLE_IMG;
 }
 
 bool endsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 bool startsWithDigitsAfter(const std::string& key, const char* prefix) {
@@ -349,8 +365,8 @@ std::optional<int> FitsFile::readIntOpt(const std::string& key, int minValue) {
   auto v = readLongOpt(key);
   if (!v) return std::nullopt;
   if (*v < minValue || *v > std::numeric_limits<int>::max())
-    fail(key, "value " + std::to_string(*v) + " is out of range (must be >= " +
-                  std::to_string(minValue) + ")");
+    fail(key, "value " + std::to_string(*v) +
+                  " is out of range (must be >= " + std::to_string(minValue) + ")");
   return int(*v);
 }
 
@@ -460,19 +476,18 @@ void FitsFile::deleteKey(const std::string& key) {
 
 bool FitsFile::isStructuralKey(const std::string& key) {
   static const char* fixed[] = {
-      "SIMPLE", "BITPIX", "NAXIS", "EXTEND", "XTENSION", "PCOUNT", "GCOUNT", "TFIELDS",
-      "THEAP", "BSCALE", "BZERO", "BLANK", "EXTNAME", "EXTVER", "EXTLEVEL", "HDUNAME",
-      "CHECKSUM", "DATASUM", "END", "GROUPS", "CONTINUE",
+      "SIMPLE", "BITPIX", "NAXIS", "EXTEND", "XTENSION", "PCOUNT", "GCOUNT", "TFIELDS", "THEAP",
+      "BSCALE", "BZERO", "BLANK", "EXTNAME", "EXTVER", "EXTLEVEL", "HDUNAME", "CHECKSUM", "DATASUM",
+      "END", "GROUPS", "CONTINUE",
       // tile-compressed images (CFITSIO shows them as images, but the header holds these)
       "ZIMAGE", "ZBITPIX", "ZNAXIS", "ZCMPTYPE", "ZQUANTIZ", "ZDITHER0", "ZSIMPLE", "ZEXTEND",
       "ZTENSION", "ZPCOUNT", "ZGCOUNT", "ZBLOCKED", "ZHECKSUM", "ZDATASUM", "ZBLANK", "ZSCALE",
       "ZZERO", "ZMASKCMP", "ZTHEAP"};
   for (const char* k : fixed)
     if (key == k) return true;
-  static const char* indexed[] = {"NAXIS", "TTYPE", "TFORM", "TUNIT", "TDIM",  "TNULL",
-                                  "TSCAL", "TZERO", "TDISP", "TBCOL", "TDMIN", "TDMAX",
-                                  "TLMIN", "TLMAX", "ZNAXIS", "ZTILE", "ZNAME", "ZVAL",
-                                  "ZFORM", "ZCTYP"};
+  static const char* indexed[] = {"NAXIS",  "TTYPE", "TFORM", "TUNIT", "TDIM",  "TNULL", "TSCAL",
+                                  "TZERO",  "TDISP", "TBCOL", "TDMIN", "TDMAX", "TLMIN", "TLMAX",
+                                  "ZNAXIS", "ZTILE", "ZNAME", "ZVAL",  "ZFORM", "ZCTYP"};
   for (const char* p : indexed)
     if (startsWithDigitsAfter(key, p)) return true;
   return false;
@@ -589,7 +604,8 @@ void FitsFile::writeImage(const std::string& extname, FitsPixel pixel,
   int status = 0;
   const std::string where = extname.empty() ? std::string("new image") : extname;
   fits_create_imgll(F(m_fptr), bitpixOf(pixel), int(naxes.size()), naxes.data(), &status);
-  if (status) throw FitsError(m_display, where, "", "cannot create image: " + cfitsioMessage(status));
+  if (status)
+    throw FitsError(m_display, where, "", "cannot create image: " + cfitsioMessage(status));
   refreshHduName();
   if (!extname.empty()) {
     writeString("EXTNAME", extname);
@@ -597,8 +613,10 @@ void FitsFile::writeImage(const std::string& extname, FitsPixel pixel,
   }
   if (n > 0) fits_write_img(F(m_fptr), fitsType<T>(), 1, n, const_cast<T*>(data), &status);
   if (status == NUM_OVERFLOW)
-    fail("", "values do not fit the image's pixel type (BITPIX " +
-                 std::to_string(bitpixOf(pixel)) + ")", status);
+    fail("",
+         "values do not fit the image's pixel type (BITPIX " + std::to_string(bitpixOf(pixel)) +
+             ")",
+         status);
   check(status, "", "cannot write image data");
 }
 
@@ -662,8 +680,7 @@ std::vector<T> readScalarColumn(FitsFile& ff, void* fptr, const std::string& nam
   if (status) ff.fail(name, "cannot read the column type", status);
   if (typecode == TSTRING) ff.fail(name, "is a string column, expected numbers");
   if (typecode < 0) ff.fail(name, "is a variable-length column, expected one value per row");
-  if (repeat != 1)
-    ff.fail(name, "has " + std::to_string(repeat) + " values per row, expected one");
+  if (repeat != 1) ff.fail(name, "has " + std::to_string(repeat) + " values per row, expected one");
   const long n = ff.numRows();
   std::vector<T> v(std::size_t(n), T{});
   if (n == 0) return v;
@@ -733,8 +750,8 @@ Array2D<double> FitsFile::readCellDouble(const std::string& name, long row, int 
                    (cols >= 0 ? std::to_string(cols) : "any"));
   const long n = numRows();
   if (row < 0 || row >= n)
-    fail(name, "row " + std::to_string(row) + " is outside the table's " + std::to_string(n) +
-                   " rows");
+    fail(name,
+         "row " + std::to_string(row) + " is outside the table's " + std::to_string(n) + " rows");
   Array2D<double> a(static_cast<int>(shape[0]), static_cast<int>(shape[1]));
   int anynul = 0;
   fits_read_col(F(m_fptr), TDOUBLE, col, row + 1, 1, LONGLONG(a.size()), nullptr, a.data.data(),
@@ -765,7 +782,8 @@ void FitsFile::createTable(const std::string& extname, const std::vector<FitsCol
   int status = 0;
   fits_create_tbl(F(m_fptr), BINARY_TBL, nrows, int(columns.size()), ttype.data(), tform.data(),
                   tunit.data(), extname.c_str(), &status);
-  if (status) throw FitsError(m_display, extname, "", "cannot create table: " + cfitsioMessage(status));
+  if (status)
+    throw FitsError(m_display, extname, "", "cannot create table: " + cfitsioMessage(status));
   m_hdu = extname;
   for (std::size_t i = 0; i < columns.size(); ++i) {
     const auto& d = columns[i].dims;
@@ -832,8 +850,8 @@ void FitsFile::deleteRows(std::vector<long> rows) {
 void FitsFile::permuteRows(const std::vector<long>& order) {
   const long n = numRows();
   if (long(order.size()) != n)
-    fail("", "row order has " + std::to_string(order.size()) + " entries for " +
-                 std::to_string(n) + " rows");
+    fail("", "row order has " + std::to_string(order.size()) + " entries for " + std::to_string(n) +
+                 " rows");
   bool identity = true;
   for (long i = 0; i < n; ++i) identity = identity && order[std::size_t(i)] == i;
   if (identity) return;
@@ -878,14 +896,14 @@ template void FitsFile::writeImage<double>(const std::string&, FitsPixel, const 
                                            const double*);
 template void FitsFile::writeImage<float>(const std::string&, FitsPixel, const std::vector<long>&,
                                           const float*);
-template void FitsFile::writeImage<int32_t>(const std::string&, FitsPixel,
-                                            const std::vector<long>&, const int32_t*);
+template void FitsFile::writeImage<int32_t>(const std::string&, FitsPixel, const std::vector<long>&,
+                                            const int32_t*);
 template void FitsFile::writeImage<uint32_t>(const std::string&, FitsPixel,
                                              const std::vector<long>&, const uint32_t*);
-template void FitsFile::writeImage<int64_t>(const std::string&, FitsPixel,
-                                            const std::vector<long>&, const int64_t*);
-template void FitsFile::writeImage<uint8_t>(const std::string&, FitsPixel,
-                                            const std::vector<long>&, const uint8_t*);
+template void FitsFile::writeImage<int64_t>(const std::string&, FitsPixel, const std::vector<long>&,
+                                            const int64_t*);
+template void FitsFile::writeImage<uint8_t>(const std::string&, FitsPixel, const std::vector<long>&,
+                                            const uint8_t*);
 
 // ---- AtomicOutput ----------------------------------------------------------------------
 
@@ -898,11 +916,12 @@ AtomicOutput::AtomicOutput(const std::string& finalPath) : m_final(finalPath) {
   if (!fs::exists(st))
     throw FitsError(finalPath, "", "", "output directory '" + dir.string() + "' does not exist");
   if (!fs::is_directory(st))
-    throw FitsError(finalPath, "", "", "output directory '" + dir.string() + "' is not a directory");
+    throw FitsError(finalPath, "", "",
+                    "output directory '" + dir.string() + "' is not a directory");
   if (::access(dir.c_str(), W_OK | X_OK) != 0)
     throw FitsError(finalPath, "", "",
-                    "output directory '" + dir.string() + "' is not writable: " +
-                        std::strerror(errno));
+                    "output directory '" + dir.string() +
+                        "' is not writable: " + std::strerror(errno));
   if (fs::is_directory(fs::status(finalPath, ec)))
     throw FitsError(finalPath, "", "", "output path is a directory");
 

@@ -65,7 +65,7 @@ public:
   bool tryMoveTo(const std::string& extname);
   // Moves to HDU `index`, 0 = primary.
   void moveToIndex(int index);
-  int currentIndex();        // 0 = primary
+  int currentIndex();                                  // 0 = primary
   const std::string& hduName() const { return m_hdu; } // for messages
   bool currentIsImage();
   bool currentIsTable();
@@ -177,17 +177,18 @@ private:
   void readPixels(long long n, T* out);
 
   void* m_fptr = nullptr; // CFITSIO's fitsfile*; its header stays in fits_file.cpp
-  std::string m_path;    // as opened by CFITSIO
-  std::string m_display; // as named in messages
-  std::string m_hdu;     // current HDU's EXTNAME, or "primary" / "HDU n"
+  std::string m_path;     // as opened by CFITSIO
+  std::string m_display;  // as named in messages
+  std::string m_hdu;      // current HDU's EXTNAME, or "primary" / "HDU n"
 };
 
 // Writes `finalPath` atomically: file() is a new FITS file at
 // finalPath + ".tmp-<pid>-<n>" in the same directory (so the rename cannot cross
-// file systems; for "x.fits.gz" it is "x.fits.tmp-<pid>-<n>.gz", which CFITSIO gzips); commit() closes it and renames it over finalPath. If commit() is
-// never reached (an exception), the destructor deletes the temporary file and any
-// existing finalPath is left as it was. The constructor checks up front that the
-// directory exists and is writable and throws FitsError saying so otherwise.
+// file systems; for "x.fits.gz" it is "x.fits.tmp-<pid>-<n>.gz", which CFITSIO gzips); commit()
+// closes it and renames it over finalPath. If commit() is never reached (an exception), the
+// destructor deletes the temporary file and any existing finalPath is left as it was. The
+// constructor checks up front that the directory exists and is writable and throws FitsError saying
+// so otherwise.
 class AtomicOutput {
 public:
   explicit AtomicOutput(const std::string& finalPath);

@@ -15,7 +15,9 @@ namespace spex {
 
 namespace {
 
-std::string dims(int a, int b) { return std::to_string(a) + " x " + std::to_string(b); }
+std::string dims(int a, int b) {
+  return std::to_string(a) + " x " + std::to_string(b);
+}
 
 void checkShape(const char* what, int rows, int cols, int nfiber, int nwave) {
   if (rows != nfiber || cols != nwave)
@@ -58,9 +60,12 @@ void readParams(FitsFile& f, ExtractionResult& r) {
     p.psferr = *e;
   }
   if (auto d = f.readStringOpt("DECORR")) {
-    if (*d == "NOISE") p.mode = Decorrelation::Noise;
-    else if (*d == "SIGNAL") p.mode = Decorrelation::Signal;
-    else f.fail("DECORR", "unknown decorrelation '" + *d + "' (SIGNAL or NOISE)");
+    if (*d == "NOISE")
+      p.mode = Decorrelation::Noise;
+    else if (*d == "SIGNAL")
+      p.mode = Decorrelation::Signal;
+    else
+      f.fail("DECORR", "unknown decorrelation '" + *d + "' (SIGNAL or NOISE)");
   }
 }
 
@@ -70,8 +75,10 @@ void trimFibermap(FitsFile& f, int f0, int f1) {
   std::vector<long> drop;
   std::vector<int32_t> kept;
   for (std::size_t i = 0; i < fiber.size(); ++i) {
-    if (fiber[i] >= f0 && fiber[i] < f1) kept.push_back(fiber[i]);
-    else drop.push_back(long(i));
+    if (fiber[i] >= f0 && fiber[i] < f1)
+      kept.push_back(fiber[i]);
+    else
+      drop.push_back(long(i));
   }
   f.deleteRows(drop);
   std::vector<long> order(kept.size());
@@ -170,8 +177,8 @@ ExtractionResult readFrame(const std::string& path) {
   if (r.nfiber < 1 || r.nwave < 1) f.fail("NAXIS", "FLUX is empty");
   const std::optional<int> specmin = f.readIntOpt("SPECMIN", 0);
   if (auto n = f.readIntOpt("NSPEC"); n && *n != r.nfiber)
-    f.fail("NSPEC", "NSPEC " + std::to_string(*n) + " but FLUX has " + std::to_string(r.nfiber) +
-                        " rows");
+    f.fail("NSPEC",
+           "NSPEC " + std::to_string(*n) + " but FLUX has " + std::to_string(r.nfiber) + " rows");
   const std::optional<double> waveStep = f.readDoubleOpt("WAVESTEP");
   const std::optional<double> waveMax = f.readDoubleOpt("WAVEMAX");
   if (auto e = f.readStringOpt("ENGINE")) r.engine = *e;
@@ -204,7 +211,8 @@ ExtractionResult readFrame(const std::string& path) {
   r.wave.dw = dw;
   r.wave.n = r.nwave;
   r.wave.wmax = w.back();
-  if (waveMax && *waveMax >= w.back() - 1e-6 * dw && *waveMax < w.back() + dw) r.wave.wmax = *waveMax;
+  if (waveMax && *waveMax >= w.back() - 1e-6 * dw && *waveMax < w.back() + dw)
+    r.wave.wmax = *waveMax;
 
   f.moveTo("RESOLUTION");
   r.resolution = f.readImage3D<double>(r.nfiber, -1, r.nwave);

@@ -25,6 +25,11 @@ void writeFrame(const std::string& path, const ExtractionResult& result, const I
                 const FrameMeta& meta);
 
 // Reads a frame written by SpexLab or by desispec/gpu_specter into a result.
+// fiberMin comes from SPECMIN, else the smallest FIBERMAP FIBER, else 0; the wave grid
+// from WAVELENGTH (must be uniform; WAVESTEP/WAVEMAX refine it when consistent);
+// ndiag from RESOLUTION; MASK of any integer type; CHI2PIX zeros when absent;
+// params/psferr/engine from SpexLab's keys when present. `covered` is all 1;
+// pixmaskFraction and deconvolved are not stored in frames and stay empty.
 ExtractionResult readFrame(const std::string& path);
 
 // One CCD-sized image HDU with the image header. Atomic.

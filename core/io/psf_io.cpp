@@ -17,7 +17,9 @@ namespace {
 
 const char* kPsfType = "GAUSS-HERMITE";
 
-std::string ghName(int i, int j) { return "GH-" + std::to_string(i) + "-" + std::to_string(j); }
+std::string ghName(int i, int j) {
+  return "GH-" + std::to_string(i) + "-" + std::to_string(j);
+}
 
 void checkPsfType(FitsFile& f) {
   if (auto t = f.readStringOpt("PSFTYPE"); t && *t != kPsfType)
@@ -100,7 +102,8 @@ GaussHermitePsf readPsf(const std::string& path) {
     if (shape.size() == 1) shape.insert(shape.begin(), 1L);
     if (shape.size() != 2 || shape[0] != psf.nfiber || shape[1] != ncoeff) {
       std::string s;
-      for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? " x " : "") + std::to_string(shape[i]);
+      for (std::size_t i = 0; i < shape.size(); ++i)
+        s += (i ? " x " : "") + std::to_string(shape[i]);
       f.fail("COEFF", "cells are " + s + ", expected [nfiber, LEGDEG+1] = " +
                           std::to_string(psf.nfiber) + " x " + std::to_string(ncoeff) +
                           " (nfiber from XTRACE, LEGDEG " + std::to_string(psf.legdeg) + ")");
@@ -117,7 +120,8 @@ GaussHermitePsf readPsf(const std::string& path) {
     s.wavemax = wmax;
     s.coeff = f.readCellDouble("COEFF", r, psf.nfiber, ncoeff);
     for (double c : s.coeff.data)
-      if (!std::isfinite(c)) f.fail("COEFF", "parameter '" + name + "' has NaN or Inf coefficients");
+      if (!std::isfinite(c))
+        f.fail("COEFF", "parameter '" + name + "' has NaN or Inf coefficients");
     params.emplace(name, std::move(s));
   }
 
@@ -132,12 +136,13 @@ GaussHermitePsf readPsf(const std::string& path) {
   psf.ghSigY = take("GHSIGY");
   psf.gh.resize(std::size_t(psf.ghdegX + 1) * (psf.ghdegY + 1));
   for (int i = 0; i <= psf.ghdegX; ++i)
-    for (int j = 0; j <= psf.ghdegY; ++j) psf.gh[std::size_t(i) * (psf.ghdegY + 1) + j] = take(ghName(i, j));
+    for (int j = 0; j <= psf.ghdegY; ++j)
+      psf.gh[std::size_t(i) * (psf.ghdegY + 1) + j] = take(ghName(i, j));
   for (auto& [name, s] : params) {
     // A GH term beyond the declared degrees means GHDEGX/GHDEGY are wrong.
     if (name.rfind("GH-", 0) == 0)
-      f.fail("PARAM", "parameter '" + name + "' lies beyond GHDEGX " +
-                          std::to_string(psf.ghdegX) + " / GHDEGY " + std::to_string(psf.ghdegY));
+      f.fail("PARAM", "parameter '" + name + "' lies beyond GHDEGX " + std::to_string(psf.ghdegX) +
+                          " / GHDEGY " + std::to_string(psf.ghdegY));
     psf.otherParams.emplace(name, std::move(s));
   }
 
@@ -151,7 +156,8 @@ GaussHermitePsf readPsf(const std::string& path) {
 
 namespace {
 
-void writeTrace(FitsFile& f, const std::string& name, const LegendreSet& t, const GaussHermitePsf& psf) {
+void writeTrace(FitsFile& f, const std::string& name, const LegendreSet& t,
+                const GaussHermitePsf& psf) {
   f.writeImage(name, FitsPixel::Float64, t.coeff);
   f.writeLong("FIBERMIN", psf.fiberMin);
   f.writeLong("FIBERMAX", psf.fiberMin + psf.nfiber - 1);
@@ -178,7 +184,8 @@ void writePsf(const std::string& path, const GaussHermitePsf& psf) {
   for (const auto& [name, s] : psf.otherParams) rows.push_back({name, &s});
   const int ncoeff = psf.legdeg + 1;
   for (const auto& [name, s] : rows) {
-    if (name.size() > 8) throw InputError("writePsf: parameter name '" + name + "' is over 8 characters");
+    if (name.size() > 8)
+      throw InputError("writePsf: parameter name '" + name + "' is over 8 characters");
     if (s->coeff.rows != psf.nfiber || s->coeff.cols != ncoeff)
       throw InputError("writePsf: parameter " + name + " has " + std::to_string(s->coeff.rows) +
                        " x " + std::to_string(s->coeff.cols) + " coefficients, expected " +

@@ -1,0 +1,398 @@
+// FitsFile and AtomicOutput: keys, headers, images of each type, tables, row edits,
+// HDU copies, error messages, and atomic writes that never leave partial files.
+#include "core/errors.h"
+#include "core/io/fits_file.h"
+#include "io_test_util.h"
+#include "test_data.h"
+
+#include <QTemporaryDir>
+#include <QTest>
+
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <sys/stat.h>
+#include <unistd.h>
+
+using namespace spex;
+
+class TestFitsFile : public QObject {
+  Q_OBJECT
+
+private:
+  QTemporaryDir m_tmp;
+  std::string tmp(const std::string& name) { return m_tmp.path().toStdString() + "/" + name; }
+
+private slots:
+  void initTestCase() { QVERIFY(m_tmp.isValid()); }
+
+  void keysRoundTripExactly() {
+    const std::string p = tmp("keys.fits");
+    {
+      AtomicOutput out(p);
+      FitsFile& f = out.file();
+      f.writeImage("FIRST", FitsPixel::Float32, Array2D<double>(2, 3, 1.5));
+      f.writeString("NAME", "r0", "camera");
+      f.writeString("QUOTE", "it's");
+      const std::string longValue(150, 'x');
+      f.writeString("LONGSTR", longValue + "END");
+      f.writeLong("BIG", 1234567890123LL);
+      f.writeDouble("STEP", 0.8);
+      f.writeDouble("TINY", 1e-300);
+      f.writeDouble("THIRD", 1.0 / 3.0);
+      f.writeDouble("WHOLE", 5543.0);
+      f.writeBool("FLAG", true);
+      QVERIFY_THROWS_EXCEPTION(FitsError, f.writeDouble("BAD", std::nan("")));
+      out.commit();
+    }
+    FitsFile f = FitsFile::openRead(p);
+    QCOMPARE(f.hduName(), std::string("FIRST"));
+    QCOMPARE(f.readString("NAME"), std::string("r0"));
+    QCOMPARE(f.readString("QUOTE"), std::string("it's"));
+    QCOMPARE(f.readString("LONGSTR"), std::string(150, 'x') + "END");
+    QCOMPARE(f.readLong("BIG"), 1234567890123LL);
+    QCOMPARE(f.readDouble("STEP"), 0.8); // exact, not 15 digits
+    QCOMPARE(f.readDouble("TINY"), 1e-300);
+    QCOMPARE(f.readDouble("THIRD"), 1.0 / 3.0);
+    QCOMPARE(f.readDouble("WHOLE"), 5543.0);
+    QCOMPARE(f.readInt("WHOLE"), 5543); // "5543.0" is still an integer value
+    QCOMPARE(f.readBool("FLAG"), true);
+    QVERIFY(!f.readDoubleOpt("NOPE").has_value());
+    QVERIFY(!f.readLongOpt("NOPE").has_value());
+    QVERIFY(!f.readStringOpt("NOPE").has_value());
+    QVERIFY(!f.hasKey("NOPE"));
+    QVERIFY(f.hasKey("STEP"));
+    try {
+      f.readDouble("NOPE");
+      QFAIL("missing key did not throw");
+    } catch (const FitsError& e) {
+      QCOMPARE(e.file(), p);
+      QCOMPARE(e.hdu(), std::string("FIRST"));
+      QCOMPARE(e.key(), std::string("NOPE"));
+      QVERIFY(std::string(e.what()).find("missing") != std::string::npos);
+    }
+    try {
+      f.readLong("NAME");
+      QFAIL("string read as integer did not throw");
+    } catch (const FitsError& e) {
+      QCOMPARE(e.key(), std::string("NAME"));
+      QVERIFY2(std::string(e.what()).find("CFITSIO") != std::string::npos, e.what());
+    }
+    try {
+      f.readInt("BIG");
+      QFAIL("out-of-range int did not throw");
+    } catch (const FitsError& e) {
+      QCOMPARE(e.key(), std::string("BIG"));
+    }
+  }
+
+  void headerCopySkipsStructuralKeys() {
+    const std::string p = tmp("header.fits");
+    FitsHeader h;
+    h.set("CAMERA", "'b1      '", "camera");
+    h.set("EXPTIME", "900.5", "seconds");
+    h.set("NAXIS1", "99");       // structural: must not be copied
+    h.set("EXTNAME", "'WRONG'"); // structural: must not be copied
+    h.cards.push_back({"COMMENT", "", "a comment card"});
+    h.cards.push_back({"HISTORY", "", "made by a test"});
+    h.set("LONGPATH", "'" + std::string(100, 'p') + "'");
+    {
+      AtomicOutput out(p);
+      out.file().writeImage("IMG", FitsPixel::Float64, Array2D<double>(4, 5, 2.0));
+      out.file().writeHeader(h);
+      out.commit();
+    }
+    FitsFile f = FitsFile::openRead(p);
+    QCOMPARE(f.hduName(), std::string("IMG"));
+    const auto shape = f.imageShape();
+    QCOMPARE(shape, (std::vector<long>{4, 5}));
+    FitsHeader back = f.readHeader();
+    QCOMPARE(back.getString("CAMERA"), std::string("b1"));
+    QCOMPARE(back.getString("EXPTIME"), std::string("900.5"));
+    QVERIFY(!back.find("NAXIS1"));
+    QVERIFY(!back.find("EXTNAME"));
+    QVERIFY(!back.find("BITPIX"));
+    QCOMPARE(back.getString("LONGPATH"), std::string(100, 'p'));
+    bool comment = false, history = false;
+    for (const auto& c : back.cards) {
+      comment = comment || (c.key == "COMMENT" && c.comment == "a comment card");
+      history = history || (c.key == "HISTORY" && c.comment == "made by a test");
+    }
+    QVERIFY(comment);
+    QVERIFY(history);
+  }
+
+  void imagesOfEveryType() {
+    const std::string p = tmp("images.fits");
+    Array2D<double> d(3, 4);
+    for (std::size_t i = 0; i < d.size(); ++i) d.data[i] = 0.1 * double(i) - 0.35;
+    Array2D<uint32_t> u(3, 4);
+    for (std::size_t i = 0; i < u.size(); ++i) u.data[i] = uint32_t(i) | 0x80000000u;
+    Array2D<int32_t> m(3, 4);
+    for (std::size_t i = 0; i < m.size(); ++i) m.data[i] = int32_t(i) - 6;
+    Array3D<double> cube(2, 3, 4);
+    for (std::size_t i = 0; i < cube.size(); ++i) cube.data[i] = double(i);
+    {
+      AtomicOutput out(p);
+      FitsFile& f = out.file();
+      f.writeImage("F64", FitsPixel::Float64, d);
+      f.writeImage("F32", FitsPixel::Float32, d);
+      f.writeImage("U32", FitsPixel::UInt32, u);
+      f.writeImage("I32", FitsPixel::Int32, m);
+      f.writeImage("CUBE", FitsPixel::Float32, cube);
+      f.writeImage("VEC", FitsPixel::Float64, std::vector<double>{1, 2, 3});
+      out.commit();
+    }
+    {
+      iotest::Raw raw(p);
+      raw.hdu("U32");
+      QCOMPARE(raw.bitpix(), 32);
+      QCOMPARE(raw.dbl("BZERO"), 2147483648.0);
+      raw.hdu("CUBE");
+      QCOMPARE(raw.naxes(), (std::vector<long>{4, 3, 2}));
+    }
+    FitsFile f = FitsFile::openRead(p);
+    QCOMPARE(f.hduCount(), 6);
+    f.moveTo("F64");
+    QCOMPARE(f.readImage2D<double>(3, 4).data, d.data);
+    f.moveTo("F32");
+    const auto f32 = f.readImage2D<double>();
+    for (std::size_t i = 0; i < d.size(); ++i) QCOMPARE(f32.data[i], double(float(d.data[i])));
+    f.moveTo("U32");
+    QCOMPARE(f.readImage2D<uint32_t>().data, u.data);
+    f.moveTo("I32");
+    QCOMPARE(f.readImage2D<int32_t>().data, m.data);
+    QCOMPARE(f.readImage2D<double>()(0, 0), -6.0);
+    f.moveTo("CUBE");
+    const auto c = f.readImage3D<double>(2, 3, 4);
+    QCOMPARE(c.data, cube.data);
+    QVERIFY_THROWS_EXCEPTION(FitsError, f.readImage2D<double>()); // 3D is not 2D
+    f.moveTo("VEC");
+    QCOMPARE(f.readImage1D(3), (std::vector<double>{1, 2, 3}));
+    f.moveTo("F64");
+    try {
+      f.readImage2D<double>(4, 3);
+      QFAIL("shape check did not throw");
+    } catch (const FitsError& e) {
+      QCOMPARE(e.hdu(), std::string("F64"));
+      QVERIFY2(std::string(e.what()).find("3 x 4") != std::string::npos, e.what());
+    }
+    f.moveToIndex(0);
+    QCOMPARE(f.hduName(), std::string("F64"));
+    QCOMPARE(f.currentIndex(), 0);
+    QVERIFY(!f.tryMoveTo("NOPE"));
+    try {
+      f.moveTo("NOPE");
+      QFAIL("missing HDU did not throw");
+    } catch (const FitsError& e) {
+      QCOMPARE(e.hdu(), std::string("NOPE"));
+      QCOMPARE(e.file(), p);
+    }
+  }
+
+  void tablesRowsAndCopies() {
+    const std::string p = tmp("table.fits");
+    const std::string q = tmp("copy.fits");
+    {
+      AtomicOutput out(p);
+      FitsFile& f = out.file();
+      f.writeImage("", FitsPixel::Float32, Array2D<double>(0, 0));
+      f.createTable("T",
+                    {{"FIBER", "J", "", {}},
+                     {"ID", "K", "", {}},
+                     {"NAME", "5A", "", {}},
+                     {"X", "D", "deg", {}},
+                     {"COEFF", "6D", "", {3, 2}}},
+                    5);
+      f.writeColumn("FIBER", std::vector<int32_t>{4, 2, 9, 3, 1});
+      f.writeColumn("ID", std::vector<int64_t>{40000000000LL, 20, 90, 30, 10});
+      f.writeColumn("NAME", std::vector<std::string>{"d", "bb", "nine", "c", "a"});
+      f.writeColumn("X", std::vector<double>{0.4, 0.2, 0.9, 0.3, 0.1});
+      for (long r = 0; r < 5; ++r) {
+        double v[6];
+        for (int k = 0; k < 6; ++k) v[k] = 10.0 * r + k;
+        f.writeCell("COEFF", r, v, 6);
+      }
+      out.commit();
+    }
+    FitsFile f = FitsFile::openRead(p);
+    f.moveTo("T");
+    QVERIFY(f.currentIsTable());
+    QCOMPARE(f.numRows(), 5L);
+    QVERIFY(f.hasColumn("fiber")); // case-insensitive like FITS
+    QVERIFY(!f.hasColumn("NOPE"));
+    QCOMPARE(f.readColumnInt("FIBER"), (std::vector<int32_t>{4, 2, 9, 3, 1}));
+    QCOMPARE(f.readColumnLong("ID")[0], 40000000000LL);
+    QCOMPARE(f.readColumnDouble("FIBER")[2], 9.0);
+    QCOMPARE(f.readColumnString("NAME")[2], std::string("nine"));
+    QCOMPARE(f.columnCellShape("COEFF"), (std::vector<long>{3, 2}));
+    const auto cell = f.readCellDouble("COEFF", 2, 3, 2);
+    QCOMPARE(cell(0, 0), 20.0);
+    QCOMPARE(cell(2, 1), 25.0);
+    QVERIFY_THROWS_EXCEPTION(FitsError, f.readCellDouble("COEFF", 2, 2, 3));
+    QVERIFY_THROWS_EXCEPTION(FitsError, f.readCellDouble("COEFF", 7));
+    QVERIFY_THROWS_EXCEPTION(FitsError, f.readColumnInt("ID"));    // overflows int32
+    QVERIFY_THROWS_EXCEPTION(FitsError, f.readColumnInt("COEFF")); // not a scalar
+    try {
+      f.readColumnInt("NOPE");
+      QFAIL("missing column did not throw");
+    } catch (const FitsError& e) {
+      QCOMPARE(e.hdu(), std::string("T"));
+      QCOMPARE(e.key(), std::string("NOPE"));
+    }
+
+    // Copy the table into a new file, drop rows and sort the rest by FIBER.
+    {
+      AtomicOutput out(q);
+      FitsFile& g = out.file();
+      g.writeImage("", FitsPixel::Float32, Array2D<double>(0, 0));
+      g.copyHduFrom(f);
+      QCOMPARE(g.hduName(), std::string("T"));
+      g.deleteRows({2, 0}); // FIBER 9 and 4 go
+      QCOMPARE(g.readColumnInt("FIBER"), (std::vector<int32_t>{2, 3, 1}));
+      g.permuteRows({2, 0, 1});
+      out.commit();
+    }
+    FitsFile g = FitsFile::openRead(q);
+    g.moveTo("T");
+    QCOMPARE(g.readColumnInt("FIBER"), (std::vector<int32_t>{1, 2, 3}));
+    QCOMPARE(g.readColumnLong("ID"), (std::vector<int64_t>{10, 20, 30}));
+    QCOMPARE(g.readColumnString("NAME"), (std::vector<std::string>{"a", "bb", "c"}));
+    QCOMPARE(g.readCellDouble("COEFF", 0)(0, 0), 40.0); // old row 4
+    iotest::Raw raw(q);
+    raw.hdu("T");
+    char unit[FLEN_VALUE] = {};
+    int status = 0;
+    fits_read_key(raw.f(), TSTRING, "TUNIT4", unit, nullptr, &status);
+    QCOMPARE(status, 0);
+    QCOMPARE(std::string(unit), std::string("deg"));
+  }
+
+  void openErrorsNameTheProblem() {
+    const std::string missing = tmp("does-not-exist.fits");
+    try {
+      FitsFile::openRead(missing);
+      QFAIL("no throw");
+    } catch (const FitsError& e) {
+      QCOMPARE(e.file(), missing);
+      QVERIFY(std::string(e.what()).find("does not exist") != std::string::npos);
+    }
+    const std::string text = tmp("text.fits");
+    std::ofstream(text) << "this is not a FITS file, just words\n";
+    try {
+      FitsFile::openRead(text);
+      QFAIL("no throw");
+    } catch (const FitsError& e) {
+      QCOMPARE(e.file(), text);
+      QVERIFY2(std::string(e.what()).find("CFITSIO") != std::string::npos, e.what());
+    }
+    try {
+      FitsFile::openRead(m_tmp.path().toStdString());
+      QFAIL("no throw");
+    } catch (const FitsError& e) {
+      QVERIFY(std::string(e.what()).find("directory") != std::string::npos);
+    }
+  }
+
+  void gzipReadTransparently() {
+    SPEX_REQUIRE_DATA(model, "sim-r0-bundle0-6000-6500/model-gpu_specter.fits.gz");
+    FitsFile f = FitsFile::openRead(model);
+    QCOMPARE(f.hduName(), std::string("MODEL"));
+    QCOMPARE(f.imageShape(), (std::vector<long>{4128, 4114}));
+    QCOMPARE(f.readString("CAMERA"), std::string("r0"));
+  }
+
+  void gzipWrite() {
+    const std::string p = tmp("small.fits.gz");
+    {
+      AtomicOutput out(p);
+      QVERIFY(out.tempPath().rfind(tmp("small.fits.tmp-"), 0) == 0);
+      out.file().writeImage("A", FitsPixel::Float64, Array2D<double>(10, 10, 3.0));
+      out.commit();
+    }
+    std::ifstream in(p, std::ios::binary);
+    unsigned char magic[2] = {};
+    in.read(reinterpret_cast<char*>(magic), 2);
+    QCOMPARE(int(magic[0]), 0x1f); // gzip
+    QCOMPARE(int(magic[1]), 0x8b);
+    FitsFile f = FitsFile::openRead(p);
+    QCOMPARE(f.readImage2D<double>(10, 10)(9, 9), 3.0);
+  }
+
+  void atomicOutputChecksTheDirectory() {
+    const std::string missingDir = tmp("no-such-dir") + "/out.fits";
+    try {
+      AtomicOutput out(missingDir);
+      QFAIL("no throw");
+    } catch (const FitsError& e) {
+      QCOMPARE(e.file(), missingDir);
+      QVERIFY2(std::string(e.what()).find("does not exist") != std::string::npos, e.what());
+    }
+    QVERIFY(!std::filesystem::exists(tmp("no-such-dir")));
+
+    // A path whose "directory" is a regular file.
+    const std::string plain = tmp("plain-file");
+    std::ofstream(plain) << "x";
+    try {
+      AtomicOutput out(plain + "/out.fits");
+      QFAIL("no throw");
+    } catch (const FitsError& e) {
+      QVERIFY2(std::string(e.what()).find("not a directory") != std::string::npos, e.what());
+    }
+
+    // A directory we may not write to. Root ignores permission bits, so as root use
+    // /proc, where nobody can create files.
+    std::string ro;
+    if (::geteuid() != 0) {
+      ro = tmp("readonly");
+      std::filesystem::create_directory(ro);
+      ::chmod(ro.c_str(), 0555);
+    } else {
+      ro = "/proc";
+    }
+    const std::string target = ro + "/out.fits";
+    QVERIFY_THROWS_EXCEPTION(FitsError, AtomicOutput out(target));
+    QVERIFY(!std::filesystem::exists(target));
+    if (ro != "/proc") {
+      QVERIFY(iotest::listDir(ro).empty());
+      ::chmod(ro.c_str(), 0755);
+    }
+  }
+
+  void failedWriteLeavesNothingAndKeepsTheOldFile() {
+    const std::string dir = tmp("atomic");
+    std::filesystem::create_directory(dir);
+    const std::string p = dir + "/out.fits";
+    {
+      AtomicOutput out(p);
+      out.file().writeImage("OLD", FitsPixel::Float64, Array2D<double>(2, 2, 7.0));
+      out.commit();
+    }
+    const auto before = std::filesystem::file_size(p);
+    std::string tempName;
+    try {
+      AtomicOutput out(p);
+      tempName = out.tempPath();
+      QVERIFY(std::filesystem::exists(tempName));
+      out.file().writeImage("NEW", FitsPixel::Float64, Array2D<double>(50, 50, 1.0));
+      out.file().writeDouble("BAD", std::numeric_limits<double>::infinity()); // throws
+      out.commit();
+      QFAIL("no throw");
+    } catch (const FitsError&) {
+    }
+    QVERIFY(!tempName.empty());
+    QVERIFY(!std::filesystem::exists(tempName));
+    QCOMPARE(iotest::listDir(dir), (std::vector<std::string>{"out.fits"}));
+    QCOMPARE(std::filesystem::file_size(p), before);
+    FitsFile f = FitsFile::openRead(p);
+    QCOMPARE(f.hduName(), std::string("OLD"));
+    QCOMPARE(f.readImage2D<double>()(1, 1), 7.0);
+
+    // Not committed, no exception: still nothing.
+    { AtomicOutput out(dir + "/never.fits"); }
+    QCOMPARE(iotest::listDir(dir), (std::vector<std::string>{"out.fits"}));
+  }
+};
+
+QTEST_APPLESS_MAIN(TestFitsFile)
+#include "test_fits_file.moc"
