@@ -1,5 +1,7 @@
 #include "engine.h"
 
+#include "../parallel.h"
+
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -44,43 +46,61 @@ void finalizeFrame(ExtractionResult& r) {
   const double dw = r.wave.dw;
   // Per Angstrom (EXTRACTION.md §5): flux /= dw, ivar *= dw^2. Anything non-finite
   // (a failed patch) becomes flux 0, ivar 0 so no NaN reaches a frame.
-  for (int f = 0; f < r.nfiber; ++f)
-    for (int w = 0; w < r.nwave; ++w) {
-      if (!r.covered(f, w)) continue;
-      double& fl = r.flux(f, w);
-      double& iv = r.ivar(f, w);
-      fl /= dw;
-      iv *= dw * dw;
-      if (!std::isfinite(fl) || !std::isfinite(iv) || iv < 0) {
-        fl = 0;
-        iv = 0;
+  parallelFor(r.nfiber, [&](int f0, int f1) {
+    for (int f = f0; f < f1; ++f)
+      for (int w = 0; w < r.nwave; ++w) {
+        if (!r.covered(f, w)) continue;
+        double& fl = r.flux(f, w);
+        double& iv = r.ivar(f, w);
+        fl /= dw;
+        iv *= dw * dw;
+        if (!std::isfinite(fl) || !std::isfinite(iv) || iv < 0) {
+          fl = 0;
+          iv = 0;
+        }
+        if (!std::isfinite(r.chi2pix(f, w))) r.chi2pix(f, w) = 0;
+        const double pm = r.pixmaskFraction(f, w);
+        uint32_t m = 0;
+        if (pm > 0.5) m |= kSomeBadPix;
+        if (pm >= 1.0 - 1e-9) m |= kAllBadPix; // spot sums carry rounding of ~1e-15
+        r.mask(f, w) = m;
       }
-      if (!std::isfinite(r.chi2pix(f, w))) r.chi2pix(f, w) = 0;
-      const double pm = r.pixmaskFraction(f, w);
-      uint32_t m = 0;
-      if (pm > 0.5) m |= kSomeBadPix;
-      if (pm >= 1.0 - 1e-9) m |= kAllBadPix; // spot sums carry rounding of ~1e-15
-      r.mask(f, w) = m;
-    }
+  });
   // BAD2DFIT: chi2pix above 5x the median over fibers at that wavelength and above 5x
-  // the median over wavelengths of that fiber (medians over covered bins).
-  std::vector<double> medW(r.nwave, 0.0), medF(r.nfiber, 0.0), tmp;
-  for (int w = 0; w < r.nwave; ++w) {
-    tmp.clear();
-    for (int f = 0; f < r.nfiber; ++f)
-      if (r.covered(f, w)) tmp.push_back(r.chi2pix(f, w));
-    medW[w] = median(tmp);
-  }
-  for (int f = 0; f < r.nfiber; ++f) {
-    tmp.clear();
-    for (int w = 0; w < r.nwave; ++w)
-      if (r.covered(f, w)) tmp.push_back(r.chi2pix(f, w));
-    medF[f] = median(tmp);
-  }
-  for (int f = 0; f < r.nfiber; ++f)
-    for (int w = 0; w < r.nwave; ++w)
-      if (r.covered(f, w) && r.chi2pix(f, w) > 5 * medW[w] && r.chi2pix(f, w) > 5 * medF[f])
-        r.mask(f, w) |= kBad2DFit;
+  // the median over wavelengths of that fiber (medians over covered bins). The
+  // per-wavelength medians read a transposed copy, so every median reads contiguously.
+  const int nf = r.nfiber, nw = r.nwave;
+  std::vector<double> chiT(std::size_t(nf) * nw);
+  std::vector<char> covT(chiT.size());
+  parallelFor(nw, [&](int w0, int w1) {
+    for (int f = 0; f < nf; ++f)
+      for (int w = w0; w < w1; ++w) {
+        chiT[std::size_t(w) * nf + f] = r.chi2pix(f, w);
+        covT[std::size_t(w) * nf + f] = r.covered(f, w) ? 1 : 0;
+      }
+  });
+  std::vector<double> medW(nw, 0.0), medF(nf, 0.0);
+  parallelFor(nw, [&](int w0, int w1) {
+    std::vector<double> tmp;
+    for (int w = w0; w < w1; ++w) {
+      tmp.clear();
+      for (int f = 0; f < nf; ++f)
+        if (covT[std::size_t(w) * nf + f]) tmp.push_back(chiT[std::size_t(w) * nf + f]);
+      medW[w] = median(tmp);
+    }
+  });
+  parallelFor(nf, [&](int f0, int f1) {
+    std::vector<double> tmp;
+    for (int f = f0; f < f1; ++f) {
+      tmp.clear();
+      for (int w = 0; w < nw; ++w)
+        if (r.covered(f, w)) tmp.push_back(r.chi2pix(f, w));
+      medF[f] = median(tmp);
+      for (int w = 0; w < nw; ++w)
+        if (r.covered(f, w) && r.chi2pix(f, w) > 5 * medW[w] && r.chi2pix(f, w) > 5 * medF[f])
+          r.mask(f, w) |= kBad2DFit;
+    }
+  }, 0, 4);
 }
 
 } // namespace spex

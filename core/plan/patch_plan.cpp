@@ -1,12 +1,15 @@
 #include "patch_plan.h"
 
 #include "../errors.h"
+#include "../parallel.h"
 #include "../psf/gauss_hermite_psf.h"
 
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <cstdint>
 #include <sstream>
+#include <vector>
 
 namespace spex {
 
@@ -60,22 +63,50 @@ struct Extent {
   int xmin = INT_MAX, xmax = INT_MIN, ymin = INT_MAX, ymax = INT_MIN;
 };
 
-// Pixel extent ([min, max) in x and y) of the spots of fibers [f0, f0+nf) at grid
-// bins [k0, k0+nk) — gpu_specter's get_xyrange.
-Extent spotExtent(const GaussHermitePsf& psf, const WaveGrid& g, int f0, int nf, int k0, int nk) {
-  Extent e;
-  const int nx = psf.spotNx(), ny = psf.spotNy();
-  for (int f = f0; f < f0 + nf; ++f)
-    for (int k = k0; k < k0 + nk; ++k) {
-      int xc, yc;
-      psf.corner(f, g.at(k), xc, yc);
-      e.xmin = std::min(e.xmin, xc);
-      e.xmax = std::max(e.xmax, xc + nx);
-      e.ymin = std::min(e.ymin, yc);
-      e.ymax = std::max(e.ymax, yc + ny);
+// Stamp corners of every (fiber, grid bin) the plan can touch, evaluated once: a
+// patch's padded window overlaps its neighbours' (74 of 50 bins, 7 of 5 fibers), so
+// evaluating per patch costs ~3.5x more Legendre sums. Filled in parallel over fibers.
+class CornerTable {
+public:
+  CornerTable(const GaussHermitePsf& psf, const WaveGrid& g, int f0, int f1, int k0, int k1)
+      : m_f0(f0), m_k0(k0), m_nk(k1 - k0), m_x(std::size_t(f1 - f0) * m_nk),
+        m_y(m_x.size()) {
+    const int nf = f1 - f0;
+    auto fill = [&](int fa, int fb) {
+      for (int f = fa; f < fb; ++f)
+        for (int k = k0; k < k1; ++k) {
+          int xc, yc;
+          psf.corner(f, g.at(k), xc, yc);
+          const std::size_t i = std::size_t(f - f0) * m_nk + (k - k0);
+          m_x[i] = xc;
+          m_y[i] = yc;
+        }
+    };
+    parallelFor(nf, [&](int a, int b) { fill(f0 + a, f0 + b); }, 0, 8);
+  }
+
+  // Pixel extent ([min, max) in x and y) of the spots of fibers [f0, f0+nf) at grid
+  // bins [k0, k0+nk) — gpu_specter's get_xyrange.
+  Extent extent(int f0, int nf, int k0, int nk, int nx, int ny) const {
+    Extent e;
+    for (int f = f0; f < f0 + nf; ++f) {
+      const std::size_t row = std::size_t(f - m_f0) * m_nk + (k0 - m_k0);
+      for (int k = 0; k < nk; ++k) {
+        e.xmin = std::min(e.xmin, m_x[row + k]);
+        e.xmax = std::max(e.xmax, m_x[row + k]);
+        e.ymin = std::min(e.ymin, m_y[row + k]);
+        e.ymax = std::max(e.ymax, m_y[row + k]);
+      }
     }
-  return e;
-}
+    e.xmax += nx;
+    e.ymax += ny;
+    return e;
+  }
+
+private:
+  int m_f0, m_k0, m_nk;
+  std::vector<int> m_x, m_y;
+};
 
 } // namespace
 
@@ -111,6 +142,13 @@ PatchPlan makePatchPlan(const GaussHermitePsf& psf, const WaveGrid& wave, int fi
   const int wp = plan.wavepad;
   const int step = params.nwavestep;
   const int fiberEnd = fiberMin + nFiber;
+  // Padded fibers stay inside their bundle; padded bins run wavepad past both ends and
+  // the core window of the last patch a full nwavestep.
+  const int tf0 = std::max(fiberMin - 1, (fiberMin / bs) * bs);
+  const int tf1 = std::min(fiberEnd + 1, psf.nfiber);
+  const int nsteps = (wave.n + step - 1) / step;
+  const CornerTable corners(psf, wave, tf0, tf1, -wp, (nsteps - 1) * step + step + wp);
+  const int snx = psf.spotNx(), sny = psf.spotNy();
   for (int b = fiberMin / bs; b * bs < fiberEnd; ++b) {
     const int bStart = b * bs;
     const int bEnd = std::min((b + 1) * bs, psf.nfiber); // padding stays in the bundle
@@ -138,8 +176,8 @@ PatchPlan makePatchPlan(const GaussHermitePsf& psf, const WaveGrid& wave, int fi
         p.nwavePad = step + 2 * wp;
         // x spans all padded spots; y spans the core window (nwavestep bins, also for
         // the last partial patch) plus pixpadFrac of the rows the padding would add.
-        const Extent pad = spotExtent(psf, wave, p0, p1 - p0, p.wavePad0, p.nwavePad);
-        const Extent core = spotExtent(psf, wave, p0, p1 - p0, iw, step);
+        const Extent pad = corners.extent(p0, p1 - p0, p.wavePad0, p.nwavePad, snx, sny);
+        const Extent core = corners.extent(p0, p1 - p0, iw, step, snx, sny);
         const int ylo = pad.ymin + int((core.ymin - pad.ymin) * (1.0 - params.pixpadFrac));
         const int yhi = pad.ymax - int((pad.ymax - core.ymax) * (1.0 - params.pixpadFrac));
         PixelBox box{pad.xmin, pad.xmax, ylo, yhi};

@@ -1,0 +1,79 @@
+// CudaEngine: the whole extraction (EXTRACTION.md §2-§4) on one or more NVIDIA GPUs,
+// behind the same Engine interface as the CPU engine. The host reads nothing itself:
+// it uploads the image, the PSF coefficients and the patch plan, launches batches of
+// patches and copies the stitched frame back; spots, normal equations, Cholesky,
+// decorrelation, chi2pix, pixmask_fraction, the model image and stitching all run on
+// the device. Every phase is an NVTX range and a device-timed Profile range on the
+// lane "cuda:N stream k".
+//
+// This header needs no CUDA headers, so the CLI and the app can include it freely;
+// the free functions below never throw when no driver or no device is present.
+#pragma once
+
+#include "core/extract/engine.h"
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace spex {
+
+struct GpuInfo {
+  int device = 0;             // CUDA ordinal
+  std::string name;           // "NVIDIA H100 80GB HBM3"
+  int major = 0, minor = 0;   // compute capability
+  std::size_t totalBytes = 0; // device memory
+  std::size_t freeBytes = 0;
+  int multiprocessors = 0;
+};
+
+// True when a driver and at least one CUDA device are usable; otherwise false with
+// the reason in *why (e.g. "no CUDA driver: ...", "no CUDA device"). Never throws.
+bool cudaAvailable(std::string* why = nullptr);
+
+// The usable devices; empty (never throws) when there is no driver or device.
+std::vector<GpuInfo> listGpus();
+
+struct CudaEngineOptions {
+  std::vector<int> gpus;         // devices to use (empty: all); bundles are split across them
+  std::size_t memoryBudget = 0;  // bytes per device for batch workspaces; 0: 70% of free
+  int streams = 2;               // workspaces (each with its own stream) per device
+  int maxBatch = 0;              // patches per batch; 0: as many as the budget allows
+  // Signal decorrelation's fiber-block eigensolver: true (default), cusolverDnXsyevBatched
+  // on the kept blocks (0.12 s a frame on an H100); false, the engine's shared-memory
+  // Jacobi kernel (0.29 s; docs/benchmarks.md). SPEXLAB_CUDA_EIGH=cusolver|jacobi
+  // overrides, and SPEXLAB_CUDA_STREAMS=N the number of streams (for benchmarks).
+  bool libraryEigh = true;
+};
+
+class CudaEngine : public Engine {
+public:
+  // Throws GpuError when a listed device does not exist or CUDA is unusable.
+  explicit CudaEngine(CudaEngineOptions options = {});
+  ~CudaEngine() override;
+  CudaEngine(const CudaEngine&) = delete;
+  CudaEngine& operator=(const CudaEngine&) = delete;
+
+  std::string name() const override; // "cuda:0", "cuda:0,1"
+  ExtractionResult extract(const ExtractionRequest& request, ProgressSink& sink,
+                           const CancelToken& cancel) override;
+
+  const CudaEngineOptions& options() const { return m_options; }
+
+  // Peak device memory this engine has held on each device (bytes), for reports.
+  std::vector<std::size_t> peakDeviceBytes() const;
+
+  struct Device; // per-GPU state (streams, handles, buffers), defined in cuda_engine.cpp
+
+private:
+  CudaEngineOptions m_options;
+  std::vector<std::unique_ptr<Device>> m_devices;
+};
+
+// Factory for the CLI/app: throws GpuError with a clear message when CUDA is unusable.
+// gpus: device ordinals (empty: all visible devices).
+std::unique_ptr<Engine> makeCudaEngine(const std::vector<int>& gpus = {});
+std::unique_ptr<Engine> makeCudaEngine(const CudaEngineOptions& options);
+
+} // namespace spex

@@ -1,0 +1,189 @@
+#include "device_check.h"
+
+#include "kernels.h"
+
+#include "core/errors.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+
+namespace spex::gpu {
+
+namespace {
+
+// A device copy of a host vector, freed on scope exit.
+template <class T>
+struct DevVec {
+  T* p = nullptr;
+  std::size_t n = 0;
+  explicit DevVec(std::size_t count) : n(count) {
+    SPEX_CUDA(cudaMalloc(reinterpret_cast<void**>(&p), std::max<std::size_t>(n, 1) * sizeof(T)));
+  }
+  explicit DevVec(const std::vector<T>& v) : DevVec(v.size()) {
+    SPEX_CUDA(cudaMemcpy(p, v.data(), n * sizeof(T), cudaMemcpyHostToDevice));
+  }
+  ~DevVec() { cudaFree(p); }
+  std::vector<T> host() const {
+    std::vector<T> v(n);
+    SPEX_CUDA(cudaMemcpy(v.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
+    return v;
+  }
+};
+
+} // namespace
+
+std::vector<double> deviceLegendreSums(const std::vector<double>& coeff,
+                                       const std::vector<double>& u) {
+  DevVec<double> c(coeff), du(u), out(u.size());
+  launchLegendreSums(c.p, int(coeff.size()), du.p, int(u.size()), out.p, nullptr);
+  SPEX_CUDA(cudaDeviceSynchronize());
+  return out.host();
+}
+
+std::vector<double> deviceGaussHermiteBasis(int deg, int hsize, const std::vector<double>& d,
+                                            const std::vector<double>& sigma) {
+  DevVec<double> dd(d), ds(sigma), out(d.size() * (deg + 1) * (2 * hsize + 1));
+  launchGaussHermiteBasis(deg, hsize, dd.p, ds.p, int(d.size()), out.p, nullptr);
+  SPEX_CUDA(cudaDeviceSynchronize());
+  return out.host();
+}
+
+std::vector<Spot> deviceSpots(const GaussHermitePsf& psf, const std::vector<int>& fibers,
+                              const std::vector<double>& waves) {
+  std::vector<double> pool;
+  std::vector<DevLegendre> sets;
+  auto add = [&](const LegendreSet& l) {
+    sets.push_back({int(pool.size()), l.coeff.cols, l.wavemin, l.wavemax});
+    pool.insert(pool.end(), l.coeff.data.begin(), l.coeff.data.end());
+  };
+  add(psf.xTrace);
+  add(psf.yTrace);
+  add(psf.ghSigX);
+  add(psf.ghSigY);
+  for (int i = 0; i <= psf.ghdegX; ++i)
+    for (int j = 0; j <= psf.ghdegY; ++j) add(psf.ghCoeff(i, j));
+  DevVec<double> dpool(pool);
+  DevVec<DevLegendre> dsets(sets);
+  DevPsf dp;
+  dp.pool = dpool.p;
+  dp.sets = dsets.p;
+  dp.nfiber = psf.nfiber;
+  dp.hsizeX = psf.hsizeX;
+  dp.hsizeY = psf.hsizeY;
+  dp.degX = psf.ghdegX;
+  dp.degY = psf.ghdegY;
+  const int npix = psf.spotNx() * psf.spotNy();
+  DevVec<int> df(fibers);
+  DevVec<double> dw(waves), dv(fibers.size() * npix);
+  DevVec<int2> dc(fibers.size());
+  launchSpotList(dp, df.p, dw.p, int(fibers.size()), dv.p, dc.p, nullptr);
+  SPEX_CUDA(cudaDeviceSynchronize());
+  const std::vector<double> v = dv.host();
+  const std::vector<int2> c = dc.host();
+  std::vector<Spot> out(fibers.size());
+  for (std::size_t i = 0; i < fibers.size(); ++i) {
+    Spot& s = out[i];
+    s.nx = psf.spotNx();
+    s.ny = psf.spotNy();
+    s.xc = c[i].x;
+    s.yc = c[i].y;
+    s.v.assign(v.begin() + i * npix, v.begin() + (i + 1) * npix);
+  }
+  return out;
+}
+
+} // namespace spex::gpu
+
+#include <cusolverDn.h>
+
+#include <cmath>
+#include <random>
+
+namespace spex::gpu {
+
+BlockEighComparison compareBlockEigh(int nb, int count, int repeat, unsigned seed) {
+  BlockEighComparison r;
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> g;
+  std::vector<double> C(std::size_t(count) * nb * nb), B(std::size_t(nb) * nb);
+  for (int m = 0; m < count; ++m) {
+    for (double& v : B) v = g(rng);
+    double* c = C.data() + std::size_t(m) * nb * nb;
+    for (int i = 0; i < nb; ++i)
+      for (int j = 0; j <= i; ++j) {
+        double s = i == j ? 1e-6 : 0.0;
+        for (int k = 0; k < nb; ++k) s += B[k + i * nb] * B[k + j * nb];
+        c[i + j * nb] = c[j + i * nb] = s;
+      }
+  }
+  DevVec<double> dC(C), dA(C.size()), wJ(std::size_t(count) * nb), wS(std::size_t(count) * nb);
+  cudaEvent_t e0, e1;
+  SPEX_CUDA(cudaEventCreate(&e0));
+  SPEX_CUDA(cudaEventCreate(&e1));
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  std::vector<double> tj, ts;
+  for (int it = 0; it <= repeat; ++it) {
+    SPEX_CUDA(cudaEventRecord(e0));
+    launchJacobiEigenvalues(dC.p, nb, count, wJ.p, nullptr);
+    SPEX_CUDA(cudaEventRecord(e1));
+    SPEX_CUDA(cudaEventSynchronize(e1));
+    float ms = 0;
+    SPEX_CUDA(cudaEventElapsedTime(&ms, e0, e1));
+    if (it) tj.push_back(ms * 1e-3);
+  }
+  r.jacobiSeconds = median(tj);
+
+  cusolverDnHandle_t h = nullptr;
+  cusolverDnParams_t prm = nullptr;
+  if (cusolverDnCreate(&h) != CUSOLVER_STATUS_SUCCESS) throw GpuError("cusolverDnCreate failed");
+  cusolverDnCreateParams(&prm);
+  std::size_t dBytes = 0, hBytes = 0;
+  DevVec<int> info(count);
+  if (cusolverDnXsyevBatched_bufferSize(h, prm, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER,
+                                        nb, CUDA_R_64F, dA.p, nb, CUDA_R_64F, wS.p, CUDA_R_64F,
+                                        &dBytes, &hBytes, count) != CUSOLVER_STATUS_SUCCESS) {
+    r.cusolverAvailable = false;
+  } else {
+    DevVec<char> dWork(dBytes);
+    std::vector<char> hWork(std::max<std::size_t>(hBytes, 1));
+    for (int it = 0; it <= repeat; ++it) {
+      SPEX_CUDA(cudaMemcpy(dA.p, dC.p, C.size() * sizeof(double), cudaMemcpyDeviceToDevice));
+      SPEX_CUDA(cudaEventRecord(e0));
+      const cusolverStatus_t st = cusolverDnXsyevBatched(
+          h, prm, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER, nb, CUDA_R_64F, dA.p, nb,
+          CUDA_R_64F, wS.p, CUDA_R_64F, dWork.p, dBytes, hWork.data(), hBytes, info.p, count);
+      SPEX_CUDA(cudaEventRecord(e1));
+      SPEX_CUDA(cudaEventSynchronize(e1));
+      if (st != CUSOLVER_STATUS_SUCCESS) {
+        r.cusolverAvailable = false;
+        break;
+      }
+      float ms = 0;
+      SPEX_CUDA(cudaEventElapsedTime(&ms, e0, e1));
+      if (it) ts.push_back(ms * 1e-3);
+    }
+    if (r.cusolverAvailable) {
+      r.cusolverSeconds = median(ts);
+      const std::vector<double> a = wJ.host(), b = wS.host();
+      for (int m = 0; m < count; ++m) {
+        double mx = 0, d = 0;
+        for (int k = 0; k < nb; ++k) {
+          mx = std::max(mx, std::abs(b[std::size_t(m) * nb + k]));
+          d = std::max(d, std::abs(a[std::size_t(m) * nb + k] - b[std::size_t(m) * nb + k]));
+        }
+        r.maxRelDiff = std::max(r.maxRelDiff, d / mx);
+      }
+    }
+  }
+  cusolverDnDestroyParams(prm);
+  cusolverDnDestroy(h);
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  return r;
+}
+
+} // namespace spex::gpu

@@ -1,0 +1,39 @@
+// Host wrappers that run the device PSF code on given inputs, so the tests can
+// compare it value by value with the C++ evaluation (STYLE.md: the Legendre and
+// Hermite evaluations exist once per language and are tested against each other).
+#pragma once
+
+#include "core/psf/gauss_hermite_psf.h"
+
+#include <vector>
+
+namespace spex::gpu {
+
+// sum_k coeff[k] P_k(u) for every u.
+std::vector<double> deviceLegendreSums(const std::vector<double>& coeff,
+                                       const std::vector<double>& u);
+
+// gaussHermiteBasis(deg, hsize, d[i], sigma[i]) for every i, concatenated:
+// (deg + 1) * (2 hsize + 1) values each.
+std::vector<double> deviceGaussHermiteBasis(int deg, int hsize, const std::vector<double>& d,
+                                            const std::vector<double>& sigma);
+
+// psf.spot(fibers[i], waves[i]) evaluated on the device.
+std::vector<Spot> deviceSpots(const GaussHermitePsf& psf, const std::vector<int>& fibers,
+                              const std::vector<double>& waves);
+
+} // namespace spex::gpu
+
+namespace spex::gpu {
+
+// Eigenvalues of `count` random SPD nb x nb matrices (B^T B + 1e-6 I, B Gaussian,
+// seeded) by the engine's Jacobi kernel and by cusolverDnXsyevBatched; device times
+// are the median of `repeat` runs after a warm-up.
+struct BlockEighComparison {
+  double jacobiSeconds = 0, cusolverSeconds = 0;
+  double maxRelDiff = 0; // max |w_jacobi - w_cusolver| / max |w| over all matrices
+  bool cusolverAvailable = true;
+};
+BlockEighComparison compareBlockEigh(int nb, int count, int repeat, unsigned seed);
+
+} // namespace spex::gpu

@@ -1,0 +1,494 @@
+// Batched dense linear algebra shaped for the patch systems (EXTRACTION.md §4.3-§4.6):
+// inverses of the 74 x 74 diagonal blocks of the Cholesky factor (the rest of L^-1 is
+// built by batched GEMMs on the host side), the deconvolved flux f = L^-T L^-1 y, and
+// the signal decorrelation: a shared-memory parallel Jacobi eigensolver per fiber
+// block C_s of iCov^-1, Q_s = C_s^-1/2 (B&S eqs 17-19), R_s = Q_s / s, ivar = s^2,
+// flux = R_s f_s and the resolution diagonals, written straight into the frame.
+#include "kernels.h"
+
+#include <cstddef>
+
+namespace spex::gpu {
+
+namespace {
+
+// X_kk = L_kk^-1 for every diagonal block k of every patch; one block per (k, patch).
+// Column j of the inverse is independent of the others: thread j runs forward
+// substitution for it, L in shared memory row-major (broadcast reads), X row-major
+// (consecutive threads, consecutive banks).
+__global__ void triInvDiagKernel(BatchView b) {
+  extern __shared__ double sh[];
+  const int k = blockIdx.x, p = blockIdx.y, nb = b.nb, n = b.n;
+  double* Ls = sh;
+  double* Xs = sh + nb * nb;
+  const double* A = b.A + (std::size_t)p * n * n + (std::size_t)k * nb * (n + 1);
+  double* X = b.X + (std::size_t)p * n * n + (std::size_t)k * nb * (n + 1);
+  for (int t = threadIdx.x; t < nb * nb; t += blockDim.x) {
+    const int c = t / nb, r = t % nb; // column-major walk: coalesced global reads
+    Ls[r * nb + c] = r >= c ? A[r + (std::size_t)c * n] : 0.0;
+  }
+  __syncthreads();
+  for (int j = threadIdx.x; j < nb; j += blockDim.x) {
+    Xs[j * nb + j] = 1.0 / Ls[j * nb + j];
+    for (int i = j + 1; i < nb; ++i) {
+      double s = 0.0;
+      for (int m = j; m < i; ++m) s += Ls[i * nb + m] * Xs[m * nb + j];
+      Xs[i * nb + j] = -s / Ls[i * nb + i];
+    }
+  }
+  __syncthreads();
+  for (int t = threadIdx.x; t < nb * nb; t += blockDim.x) {
+    const int c = t / nb, r = t % nb;
+    X[r + (std::size_t)c * n] = r >= c ? Xs[r * nb + c] : 0.0; // upper stays zero for GEMMs
+  }
+}
+
+// f = X^T (X y) with X = L^-1 lower triangular: z = X y (thread per row, coalesced
+// column-major reads), then f_c = sum_{r >= c} X(r, c) z_r (warp per column).
+__global__ void solveFluxKernel(BatchView b) {
+  extern __shared__ double sh[];
+  const int p = blockIdx.x, n = b.n;
+  double* ys = sh;
+  double* zs = sh + n;
+  const double* X = b.X + (std::size_t)p * n * n;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) ys[i] = b.y[(std::size_t)p * n + i];
+  __syncthreads();
+  for (int r = threadIdx.x; r < n; r += blockDim.x) {
+    double s = 0.0;
+    for (int c = 0; c <= r; ++c) s += X[r + (std::size_t)c * n] * ys[c];
+    zs[r] = s;
+  }
+  __syncthreads();
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  for (int c = warp; c < n; c += nw) {
+    double s = 0.0;
+    for (int r = c + lane; r < n; r += 32) s += X[r + (std::size_t)c * n] * zs[r];
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    if (lane == 0) {
+      b.f[(std::size_t)p * n + c] = s;
+      // A non-finite f fails the patch like a failed factorisation (patch_solver.cpp).
+      if (!isfinite(s) && b.info[p] == 0) b.info[p] = -1;
+    }
+  }
+}
+
+constexpr int kJacobiThreads = 512;
+constexpr int kMaxSweeps = 30;
+// Rotate (p, q) while |a_pq| > tol sqrt(|a_pp a_qq|) (relative: keeps the small
+// eigenvalues accurate, Demmel & Veselic 1992) and |a_pq| > kJacobiAbs max_i |a_ii|:
+// below that an element is under the rounding of the matrix itself (LAPACK's syevd,
+// which the CPU engine uses, is only backward stable to ~1e-16 ||C||).
+constexpr double kJacobiTol = 1e-15;
+constexpr double kJacobiAbs = 1e-17;
+// Eigenvalues below this fraction of the largest are raised to it (EXTRACTION.md §4.4).
+constexpr double kEigClip = 1e-14;
+
+struct JacobiShared {
+  int ld, npairMax;
+  std::size_t oA, oV, oC, oS, oT, oApq, oP, oQ, oW, oF, total;
+  __host__ __device__ explicit JacobiShared(int nb) {
+    // ld = 1 (mod 16): a warp walking a column touches every bank once per half-warp.
+    ld = ((nb + 14) / 16) * 16 + 1;
+    npairMax = (nb + 1) / 2;
+    oA = 0;
+    oV = oA + (std::size_t)nb * ld;
+    oC = oV + (std::size_t)nb * ld;
+    oS = oC + npairMax;
+    oT = oS + npairMax;
+    oApq = oT + npairMax;
+    oP = oApq + npairMax; // ints stored in double slots
+    oQ = oP + npairMax;
+    oW = oQ + npairMax;
+    oF = oW + nb;
+    total = oF + nb + 4;
+  }
+};
+
+// Symmetric eigen-decomposition of the nb x nb matrix in A (row-major, ld), vectors
+// accumulated in V; on return diag(A) holds the eigenvalues. Cyclic parallel Jacobi
+// with the round-robin ordering: each round rotates nb/2 disjoint pairs, rows first,
+// then columns and V; the 2x2 block of each pair is set exactly from the rotation.
+__device__ unsigned long long g_jacobiSweeps = 0, g_jacobiBlocks = 0, g_jacobiMaxSweeps = 0;
+
+__device__ void jacobiEigen(double* sh, int nb, const JacobiShared& L) {
+  double* A = sh + L.oA;
+  double* V = sh + L.oV;
+  double* cs = sh + L.oC;
+  double* sn = sh + L.oS;
+  double* dpp = sh + L.oT;
+  double* dqq = sh + L.oApq;
+  int* P = reinterpret_cast<int*>(sh + L.oP);
+  int* Q = reinterpret_cast<int*>(sh + L.oQ);
+  const int ld = L.ld, tid = threadIdx.x;
+  const int lane = tid & 31, warp = tid >> 5, nw = blockDim.x >> 5;
+  const int nbe = nb + (nb & 1), npairs = nbe / 2;
+  __shared__ int rotated;
+  __shared__ double absTol;
+  int sweep = 0;
+  for (; sweep < kMaxSweeps; ++sweep) {
+    if (tid == 0) {
+      rotated = 0;
+      double m = 0.0;
+      for (int k = 0; k < nb; ++k) m = fmax(m, fabs(A[k * ld + k]));
+      absTol = kJacobiAbs * m;
+    }
+    __syncthreads();
+    for (int r = 0; r < nbe - 1; ++r) {
+      if (tid < npairs) {
+        // Round-robin (circle) pairing: position 0 fixed, the others rotate by r.
+        auto player = [&](int pos) { return pos == 0 ? 0 : 1 + (pos - 1 + r) % (nbe - 1); };
+        int p = player(tid), q = player(nbe - 1 - tid);
+        if (p > q) {
+          const int t = p;
+          p = q;
+          q = t;
+        }
+        double c = 1.0, s = 0.0, np = 0.0, nq = 0.0;
+        bool active = false;
+        if (q < nb) {
+          const double apq = A[p * ld + q];
+          const double app = A[p * ld + p], aqq = A[q * ld + q];
+          if (fabs(apq) > kJacobiTol * sqrt(fabs(app * aqq)) && fabs(apq) > absTol &&
+              fabs(apq) > 1e-300) {
+            const double theta = (aqq - app) / (2.0 * apq);
+            const double at = fabs(theta);
+            const double t = at > 1e150 ? 0.5 / theta
+                                        : (theta >= 0 ? 1.0 : -1.0) / (at + sqrt(theta * theta + 1.0));
+            c = 1.0 / sqrt(t * t + 1.0);
+            s = t * c;
+            np = app - t * apq;
+            nq = aqq + t * apq;
+            active = true;
+            rotated = 1;
+          }
+        }
+        cs[tid] = c;
+        sn[tid] = s;
+        dpp[tid] = np;
+        dqq[tid] = nq;
+        P[tid] = active ? p : -1;
+        Q[tid] = q;
+      }
+      __syncthreads();
+      // Rows: A <- J^T A. A warp per pair, lanes along the row.
+      for (int pr = warp; pr < npairs; pr += nw) {
+        const int p = P[pr];
+        if (p < 0) continue;
+        const int q = Q[pr];
+        const double c = cs[pr], s = sn[pr];
+        double* rp = A + p * ld;
+        double* rq = A + q * ld;
+        for (int k = lane; k < nb; k += 32) {
+          const double apk = rp[k], aqk = rq[k];
+          rp[k] = c * apk - s * aqk;
+          rq[k] = s * apk + c * aqk;
+        }
+      }
+      __syncthreads();
+      // Columns: A <- A J and V <- V J. The pair's own 2x2 block is set exactly from
+      // the pre-round values: a'_pp = a_pp - t a_pq, a'_qq = a_qq + t a_pq, a'_pq = 0.
+      for (int pr = warp; pr < npairs; pr += nw) {
+        const int p = P[pr];
+        if (p < 0) continue;
+        const int q = Q[pr];
+        const double c = cs[pr], s = sn[pr];
+        for (int k = lane; k < nb; k += 32) {
+          double* ak = A + k * ld;
+          if (k == p) {
+            ak[p] = dpp[pr];
+            ak[q] = 0.0;
+          } else if (k == q) {
+            ak[q] = dqq[pr];
+            ak[p] = 0.0;
+          } else {
+            const double akp = ak[p], akq = ak[q];
+            ak[p] = c * akp - s * akq;
+            ak[q] = s * akp + c * akq;
+          }
+          double* vk = V + k * ld;
+          const double vkp = vk[p], vkq = vk[q];
+          vk[p] = c * vkp - s * vkq;
+          vk[q] = s * vkp + c * vkq;
+        }
+      }
+      __syncthreads();
+    }
+    const int any = rotated;
+    __syncthreads(); // everyone has read the flag before thread 0 resets it
+    if (!any) break;
+  }
+  if (tid == 0) {
+    atomicAdd(&g_jacobiSweeps, (unsigned long long)(sweep + 1));
+    atomicAdd(&g_jacobiBlocks, 1ull);
+    atomicMax(&g_jacobiMaxSweeps, (unsigned long long)(sweep + 1));
+  }
+}
+
+// Signal decorrelation (EXTRACTION.md §4.4-§4.6) of fiber block s of patch p, for kept
+// fibers only; outputs go straight into the frame arrays at the kept bins.
+__global__ void __launch_bounds__(kJacobiThreads) decorrelateSignalKernel(BatchView b) {
+  extern __shared__ double sh[];
+  const int s = blockIdx.x, p = blockIdx.y, nb = b.nb;
+  const DevPatch pt = b.patches[p];
+  if (b.info[p] != 0) return; // failed Cholesky: the retry pass writes this patch
+  if (s < pt.keptFiberOff || s >= pt.keptFiberOff + pt.nfiber) return;
+  const JacobiShared L(nb);
+  const int ld = L.ld, tid = threadIdx.x, nt = blockDim.x;
+  double* A = sh + L.oA;
+  double* V = sh + L.oV;
+  double* w = sh + L.oW;
+  double* fs = sh + L.oF;
+  if (b.givenEigen) {
+    // Eigen-pairs from cusolverDnXsyevBatched: vectors column-major in K, values in KW.
+    const std::size_t slot = (std::size_t)p * b.maxKept + (s - pt.keptFiberOff);
+    const double* K = b.K + slot * nb * nb;
+    for (int t = tid; t < nb * nb; t += nt) {
+      const int i = t % nb, k = t / nb;
+      V[i * ld + k] = K[t];
+    }
+    for (int k = tid; k < nb; k += nt) A[k * ld + k] = b.KW[slot * nb + k];
+  } else {
+    const double* C = b.C + ((std::size_t)p * b.F + s) * nb * nb;
+    for (int t = tid; t < nb * nb; t += nt) {
+      const int i = t % nb, j = t / nb;
+      A[i * ld + j] = 0.5 * (C[i + (std::size_t)j * nb] + C[j + (std::size_t)i * nb]);
+      V[i * ld + j] = i == j ? 1.0 : 0.0;
+    }
+  }
+  for (int t = tid; t < nb; t += nt) fs[t] = b.f[(std::size_t)p * b.n + s * nb + t];
+  __syncthreads();
+  if (!b.givenEigen) jacobiEigen(sh, nb, L);
+  // w^-1/2 with eigenvalues clipped at kEigClip * max.
+  __shared__ double wmax;
+  if (tid == 0) {
+    double m = A[0];
+    for (int k = 1; k < nb; ++k) m = fmax(m, A[k * ld + k]);
+    wmax = m;
+  }
+  __syncthreads();
+  for (int k = tid; k < nb; k += nt) {
+    const double wk = fmax(A[k * ld + k], kEigClip * wmax);
+    w[k] = wk > 0.0 ? 1.0 / sqrt(wk) : 0.0;
+  }
+  __syncthreads();
+  // Q = V diag(w) V^T into A (A's eigenvalues are no longer needed).
+  for (int t = tid; t < nb * nb; t += nt) {
+    const int i = t / nb, j = t % nb;
+    if (j < i) continue;
+    double q = 0.0;
+    for (int k = 0; k < nb; ++k) q += V[i * ld + k] * w[k] * V[j * ld + k];
+    A[i * ld + j] = q;
+    A[j * ld + i] = q;
+  }
+  __syncthreads();
+  // s_i = sum_j Q_ij; R = Q / s row-wise; ivar = s^2; flux = R f (as applyQ in
+  // core/extract/patch_solver.cpp, operation for operation).
+  double* rs = V; // V is free now: row sums in its first slots
+  for (int i = tid; i < nb; i += nt) {
+    double sum = 0.0;
+    for (int j = 0; j < nb; ++j) sum += A[i * ld + j];
+    rs[i] = sum;
+  }
+  __syncthreads();
+  const DevFrame& o = b.out;
+  const int row = pt.outFiber + (s - pt.keptFiberOff);
+  for (int jj = tid; jj < pt.nwave; jj += nt) {
+    const int i = pt.keptWaveOff + jj;
+    const double inv = rs[i] != 0.0 ? 1.0 / rs[i] : 0.0;
+    double fl = 0.0;
+    for (int j = 0; j < nb; ++j) fl += A[i * ld + j] * inv * fs[j];
+    const std::size_t q = (std::size_t)row * o.nwave + pt.outWave + jj;
+    o.flux[q] = fl;
+    o.ivar[q] = rs[i] * rs[i];
+    o.deconvolved[q] = fs[i];
+  }
+  // RESOLUTION[row, k, j] = R[j - ndiag + k, j], k = 0 .. 2 ndiag (§4.6).
+  const int nd = o.ndiag, nk = 2 * nd + 1;
+  for (int t = tid; t < nk * pt.nwave; t += nt) {
+    const int k = t / pt.nwave, jj = t % pt.nwave;
+    const int j = pt.keptWaveOff + jj, i = j - nd + k;
+    const double v = (i >= 0 && i < nb && rs[i] != 0.0) ? A[i * ld + j] / rs[i] : 0.0;
+    o.resolution[((std::size_t)row * nk + k) * o.nwave + pt.outWave + jj] = v;
+  }
+}
+
+// Noise mode (EXTRACTION.md §4.4, --decorrelate-fibers): E holds the eigenvectors of
+// each whole iCov, W its eigenvalues (ascending). Column k of E is scaled by
+// max(w_k, 1e-14 w_max)^1/4 so that E E^T = iCov^1/2.
+__global__ void noiseScaleKernel(BatchView b, double* E) {
+  const int p = blockIdx.y, n = b.n;
+  const double* w = b.W + (std::size_t)p * n;
+  const double floor = kEigClip * w[n - 1];
+  double* e = E + (std::size_t)p * n * n;
+  for (int t = blockIdx.x * blockDim.x + threadIdx.x; t < n * n; t += gridDim.x * blockDim.x) {
+    const int k = t / n;
+    e[t] *= sqrt(sqrt(fmax(w[k], floor)));
+  }
+}
+
+// Noise-mode outputs of kept fiber block s: Q = iCov^1/2 (in A, symmetric), s_i sums
+// whole rows across fibers, flux = (Q f)_i / s_i, RESOLUTION from the fiber's
+// diagonal block of R (as decorrelateNoise in core/extract/patch_solver.cpp).
+__global__ void noiseOutputsKernel(BatchView b) {
+  extern __shared__ double sh[];
+  const int s = blockIdx.x, p = blockIdx.y, nb = b.nb, n = b.n;
+  const DevPatch pt = b.patches[p];
+  if (b.info[p] != 0) return;
+  if (s < pt.keptFiberOff || s >= pt.keptFiberOff + pt.nfiber) return;
+  const int nReal = pt.nfiberPad * nb, c0 = s * nb;
+  const double* Q = b.A + (std::size_t)p * n * n;
+  const double* f = b.f + (std::size_t)p * n;
+  double* rs = sh;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  const DevFrame& o = b.out;
+  const int row = pt.outFiber + (s - pt.keptFiberOff);
+  for (int i = warp; i < nb; i += nw) {
+    const double* col = Q + (std::size_t)(c0 + i) * n; // row c0+i by symmetry
+    double sum = 0.0, fl = 0.0;
+    for (int j = lane; j < nReal; j += 32) {
+      sum += col[j];
+      fl += col[j] * f[j];
+    }
+    for (int off = 16; off > 0; off >>= 1) {
+      sum += __shfl_xor_sync(0xffffffffu, sum, off);
+      fl += __shfl_xor_sync(0xffffffffu, fl, off);
+    }
+    if (lane == 0) {
+      rs[i] = sum;
+      const int jj = i - pt.keptWaveOff;
+      if (jj >= 0 && jj < pt.nwave) {
+        const std::size_t q = (std::size_t)row * o.nwave + pt.outWave + jj;
+        const double inv = sum != 0.0 ? 1.0 / sum : 0.0;
+        o.flux[q] = fl * inv;
+        o.ivar[q] = sum * sum;
+        o.deconvolved[q] = f[c0 + i];
+      }
+    }
+  }
+  __syncthreads();
+  const int nd = o.ndiag, nk = 2 * nd + 1;
+  for (int t = threadIdx.x; t < nk * pt.nwave; t += blockDim.x) {
+    const int k = t / pt.nwave, jj = t % pt.nwave;
+    const int j = pt.keptWaveOff + jj, i = j - nd + k;
+    const double v = (i >= 0 && i < nb && rs[i] != 0.0)
+                         ? Q[(c0 + i) + (std::size_t)(c0 + j) * n] / rs[i]
+                         : 0.0;
+    o.resolution[((std::size_t)row * nk + k) * o.nwave + pt.outWave + jj] = v;
+  }
+}
+
+// Eigenvalues of count symmetric nb x nb matrices (column-major, packed) by the same
+// Jacobi solver, ascending; for measuring it against cuSOLVER.
+__global__ void __launch_bounds__(kJacobiThreads) jacobiEigenvaluesKernel(const double* C, int nb,
+                                                                         double* w) {
+  extern __shared__ double sh[];
+  const JacobiShared L(nb);
+  const double* c = C + (std::size_t)blockIdx.x * nb * nb;
+  for (int t = threadIdx.x; t < nb * nb; t += blockDim.x) {
+    const int i = t % nb, j = t / nb;
+    sh[L.oA + i * L.ld + j] = c[t];
+    sh[L.oV + i * L.ld + j] = i == j ? 1.0 : 0.0;
+  }
+  __syncthreads();
+  jacobiEigen(sh, nb, L);
+  if (threadIdx.x == 0) { // insertion sort of nb values: test-only
+    double* out = w + (std::size_t)blockIdx.x * nb;
+    for (int k = 0; k < nb; ++k) {
+      const double v = sh[L.oA + k * L.ld + k];
+      int i = k;
+      while (i > 0 && out[i - 1] > v) {
+        out[i] = out[i - 1];
+        --i;
+      }
+      out[i] = v;
+    }
+  }
+}
+
+// Packs the kept fiber blocks (symmetrised) into K for the library eigensolver;
+// slots beyond a patch's kept fibers get the identity.
+__global__ void gatherKeptBlocksKernel(BatchView b) {
+  const int j = blockIdx.x, p = blockIdx.y, nb = b.nb;
+  const DevPatch pt = b.patches[p];
+  double* K = b.K + ((std::size_t)p * b.maxKept + j) * nb * nb;
+  const bool real = j < pt.nfiber;
+  const double* C = b.C + ((std::size_t)p * b.F + pt.keptFiberOff + (real ? j : 0)) * nb * nb;
+  for (int t = threadIdx.x; t < nb * nb; t += blockDim.x) {
+    const int r = t % nb, c = t / nb;
+    K[t] = real ? 0.5 * (C[r + (std::size_t)c * nb] + C[c + (std::size_t)r * nb]) : (r == c ? 1.0 : 0.0);
+  }
+}
+
+} // namespace
+
+void launchTriangularInverseDiag(const BatchView& b, cudaStream_t stream) {
+  const std::size_t shm = sizeof(double) * 2 * b.nb * b.nb;
+  SPEX_CUDA(cudaFuncSetAttribute(triInvDiagKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 int(shm)));
+  triInvDiagKernel<<<dim3(b.F, b.count), 128, shm, stream>>>(b);
+  SPEX_CUDA_LAUNCH("triInvDiagKernel");
+}
+
+void launchSolveFlux(const BatchView& b, cudaStream_t stream) {
+  const std::size_t shm = sizeof(double) * 2 * b.n;
+  if (shm > 48 * 1024)
+    SPEX_CUDA(cudaFuncSetAttribute(solveFluxKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   int(shm)));
+  solveFluxKernel<<<b.count, 256, shm, stream>>>(b);
+  SPEX_CUDA_LAUNCH("solveFluxKernel");
+}
+
+void launchGatherKeptBlocks(const BatchView& b, cudaStream_t stream) {
+  gatherKeptBlocksKernel<<<dim3(b.maxKept, b.count), 256, 0, stream>>>(b);
+  SPEX_CUDA_LAUNCH("gatherKeptBlocksKernel");
+}
+
+void launchDecorrelateSignal(const BatchView& b, cudaStream_t stream) {
+  const std::size_t shm = sizeof(double) * JacobiShared(b.nb).total;
+  SPEX_CUDA(cudaFuncSetAttribute(decorrelateSignalKernel,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize, int(shm)));
+  decorrelateSignalKernel<<<dim3(b.F, b.count), kJacobiThreads, shm, stream>>>(b);
+  SPEX_CUDA_LAUNCH("decorrelateSignalKernel");
+}
+
+} // namespace spex::gpu
+
+namespace spex::gpu {
+
+void launchJacobiEigenvalues(const double* C, int nb, int count, double* w, cudaStream_t stream) {
+  const std::size_t shm = sizeof(double) * JacobiShared(nb).total;
+  SPEX_CUDA(cudaFuncSetAttribute(jacobiEigenvaluesKernel,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize, int(shm)));
+  jacobiEigenvaluesKernel<<<count, kJacobiThreads, shm, stream>>>(C, nb, w);
+  SPEX_CUDA_LAUNCH("jacobiEigenvaluesKernel");
+}
+
+JacobiStats jacobiStats(bool reset) {
+  JacobiStats st;
+  unsigned long long v[3] = {0, 0, 0};
+  SPEX_CUDA(cudaMemcpyFromSymbol(&v[0], g_jacobiSweeps, sizeof(v[0])));
+  SPEX_CUDA(cudaMemcpyFromSymbol(&v[1], g_jacobiBlocks, sizeof(v[1])));
+  SPEX_CUDA(cudaMemcpyFromSymbol(&v[2], g_jacobiMaxSweeps, sizeof(v[2])));
+  st.sweeps = v[0];
+  st.blocks = v[1];
+  st.maxSweeps = v[2];
+  if (reset) {
+    const unsigned long long z = 0;
+    SPEX_CUDA(cudaMemcpyToSymbol(g_jacobiSweeps, &z, sizeof(z)));
+    SPEX_CUDA(cudaMemcpyToSymbol(g_jacobiBlocks, &z, sizeof(z)));
+    SPEX_CUDA(cudaMemcpyToSymbol(g_jacobiMaxSweeps, &z, sizeof(z)));
+  }
+  return st;
+}
+
+void launchNoiseScale(const BatchView& b, double* E, cudaStream_t stream) {
+  noiseScaleKernel<<<dim3(128, b.count), 256, 0, stream>>>(b, E);
+  SPEX_CUDA_LAUNCH("noiseScaleKernel");
+}
+
+void launchNoiseOutputs(const BatchView& b, cudaStream_t stream) {
+  noiseOutputsKernel<<<dim3(b.F, b.count), 256, sizeof(double) * b.nb, stream>>>(b);
+  SPEX_CUDA_LAUNCH("noiseOutputsKernel");
+}
+
+} // namespace spex::gpu

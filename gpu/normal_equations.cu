@@ -1,0 +1,162 @@
+// Normal equations from the sparse spot structure (EXTRACTION.md §4.1) and the weak
+// prior (§4.2). A is never formed: iCov[a, b] is the sum over the overlap of stamps a
+// and b, inside the patch box, of W S_a S_b.
+#include "kernels.h"
+
+namespace spex::gpu {
+
+namespace {
+
+constexpr int kNeThreads = 128;
+
+__device__ __forceinline__ double warpSum(double v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// One block per (unknown a, patch). Row a of iCov for b >= a (mirrored), y[a],
+// fluxweight[a], pixmask_fraction[a].
+__global__ void normalEquationsKernel(BatchView b) {
+  extern __shared__ double sh[];
+  const int p = blockIdx.y, a = blockIdx.x;
+  const DevPatch pt = b.patches[p];
+  const int nReal = pt.nfiberPad * b.nb;
+  if (a >= nReal) return; // identity padding: the prior kernel sets its diagonal
+  const int i = a / b.nb, ka = a % b.nb;
+  const SpotTable& st = b.spots;
+  const int nx = st.nx, ny = st.ny, npix = nx * ny;
+  const long long ia = st.index(pt.fiberPad0 + i, pt.wavePad0 + ka);
+  const int2 ca = st.corner[ia];
+  const double* sa = st.v + ia * npix;
+  double* wsa = sh;              // W S_a over the stamp, 0 outside the box
+  double* red = sh + npix;       // 3 x warps
+
+  double yv = 0.0, fwv = 0.0, pmv = 0.0;
+  for (int t = threadIdx.x; t < npix; t += blockDim.x) {
+    const int X = ca.x + t % nx, Y = ca.y + t / nx;
+    const double s = sa[t];
+    const bool inBox = X >= pt.x0 && X < pt.x1 && Y >= pt.y0 && Y < pt.y1;
+    double w = 0.0, pv = 0.0;
+    if (inBox) {
+      const long long q = (long long)Y * b.npixX + X;
+      w = b.ivar[q];
+      pv = b.pix[q];
+    }
+    const double ws = w * s;
+    wsa[t] = ws;
+    yv += ws * pv;
+    fwv += ws;
+    if (!inBox || w == 0.0) pmv += s; // §4.7: masked or outside the box
+  }
+  yv = warpSum(yv);
+  fwv = warpSum(fwv);
+  pmv = warpSum(pmv);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  if (lane == 0) {
+    red[warp] = yv;
+    red[nw + warp] = fwv;
+    red[2 * nw + warp] = pmv;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    double s0 = 0, s1 = 0, s2 = 0;
+    for (int w = 0; w < nw; ++w) {
+      s0 += red[w];
+      s1 += red[nw + w];
+      s2 += red[2 * nw + w];
+    }
+    const long long o = (long long)p * b.n + a;
+    b.y[o] = s0;
+    b.fw[o] = s1;
+    b.pm[o] = s2;
+  }
+
+  double* A = b.A + (long long)p * b.n * b.n;
+  // Each warp takes candidates bb = a + warp, a + warp + nw, ...; the overlap test is
+  // warp-uniform, the overlap pixels are split over the lanes.
+  for (int bb = a + warp; bb < nReal; bb += nw) {
+    const int j = bb / b.nb, kb = bb % b.nb;
+    const long long ib = st.index(pt.fiberPad0 + j, pt.wavePad0 + kb);
+    const int2 cb = st.corner[ib];
+    const int ox0 = max(max(ca.x, cb.x), pt.x0), ox1 = min(min(ca.x, cb.x) + nx, pt.x1);
+    const int oy0 = max(max(ca.y, cb.y), pt.y0), oy1 = min(min(ca.y, cb.y) + ny, pt.y1);
+    if (ox0 >= ox1 || oy0 >= oy1) continue;
+    const int w = ox1 - ox0, h = oy1 - oy0;
+    const double* sb = st.v + ib * npix;
+    double acc = 0.0;
+    for (int t = lane; t < w * h; t += 32) {
+      const int X = ox0 + t % w, Y = oy0 + t / w;
+      acc += wsa[(Y - ca.y) * nx + (X - ca.x)] * __ldg(sb + (Y - cb.y) * nx + (X - cb.x));
+    }
+    acc = warpSum(acc);
+    if (lane == 0) {
+      A[a + (long long)bb * b.n] = acc;
+      A[bb + (long long)a * b.n] = acc;
+    }
+  }
+}
+
+// §4.2: minweight = 1e-4 max(fluxweight); (minweight - fw)^2 where fw <= minweight,
+// else regularize^2; always + 1e-15. Identity-padding unknowns get diagonal 1.
+__global__ void priorKernel(BatchView b) {
+  __shared__ double red[32];
+  const int p = blockIdx.x;
+  const DevPatch pt = b.patches[p];
+  const int nReal = pt.nfiberPad * b.nb;
+  const double* fw = b.fw + (long long)p * b.n;
+  double m = 0.0;
+  for (int a = threadIdx.x; a < nReal; a += blockDim.x) m = fmax(m, fw[a]);
+  for (int o = 16; o > 0; o >>= 1) m = fmax(m, __shfl_xor_sync(0xffffffffu, m, o));
+  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = m;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    double mm = 0.0;
+    for (int w = 0; w < int(blockDim.x >> 5); ++w) mm = fmax(mm, red[w]);
+    red[0] = mm;
+  }
+  __syncthreads();
+  const double minweight = 1e-4 * red[0];
+  const double reg2 = b.regularize * b.regularize;
+  double* A = b.A + (long long)p * b.n * b.n;
+  double dmax = 0.0;
+  for (int a = threadIdx.x; a < nReal; a += blockDim.x) {
+    double& d = A[a + (long long)a * b.n];
+    const double w = fw[a];
+    const double add = w <= minweight ? (minweight - w) * (minweight - w) : reg2;
+    d = d + add + 1e-15;
+    dmax = fmax(dmax, d);
+  }
+  // Identity padding gets the largest real diagonal: decoupled, it changes nothing,
+  // and it stays below the largest eigenvalue so noise mode's clipping floor
+  // (1e-14 of the largest eigenvalue) is the same as without padding.
+  for (int o = 16; o > 0; o >>= 1) dmax = fmax(dmax, __shfl_xor_sync(0xffffffffu, dmax, o));
+  __syncthreads();
+  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = dmax;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    double mm = 0.0;
+    for (int w = 0; w < int(blockDim.x >> 5); ++w) mm = fmax(mm, red[w]);
+    red[0] = mm > 0.0 ? mm : 1.0;
+  }
+  __syncthreads();
+  for (int a = nReal + threadIdx.x; a < b.n; a += blockDim.x) A[a + (long long)a * b.n] = red[0];
+}
+
+} // namespace
+
+void launchNormalEquations(const BatchView& b, cudaStream_t stream) {
+  const int npix = b.spots.nx * b.spots.ny;
+  const std::size_t shm = sizeof(double) * (npix + 3 * (kNeThreads / 32));
+  if (shm > 48 * 1024)
+    SPEX_CUDA(cudaFuncSetAttribute(normalEquationsKernel,
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize, int(shm)));
+  normalEquationsKernel<<<dim3(b.n, b.count), kNeThreads, shm, stream>>>(b);
+  SPEX_CUDA_LAUNCH("normalEquationsKernel");
+}
+
+void launchPrior(const BatchView& b, cudaStream_t stream) {
+  priorKernel<<<b.count, 256, 0, stream>>>(b);
+  SPEX_CUDA_LAUNCH("priorKernel");
+}
+
+} // namespace spex::gpu

@@ -1,0 +1,227 @@
+// Spots on the device (EXTRACTION.md §2): one thread block per spot. The table kernel
+// fills every spot a device's patches use once per frame, so patches that share a
+// (fiber, bin) through their padding read the same stamp.
+#include "device_psf.cuh"
+#include "kernels.h"
+
+#include "core/errors.h"
+
+#include <string>
+
+namespace spex::gpu {
+
+namespace {
+
+constexpr int kSpotThreads = 128;
+
+// Shared-memory layout of one spot's evaluation (doubles).
+struct SpotShared {
+  int nx, ny, degX, degY, ncoef;
+  int oCoef, oEdgeX, oEdgeY, oBx, oBy, oCol, oV, oRed, total;
+  __host__ __device__ SpotShared(int hx, int hy, int dX, int dY) {
+    nx = 2 * hx + 1;
+    ny = 2 * hy + 1;
+    degX = dX;
+    degY = dY;
+    ncoef = (dX + 1) * (dY + 1);
+    oCoef = 0;                                   // GH-i-j values, then x, y, sx, sy
+    oEdgeX = oCoef + ncoef + 4;                  // (nx+1) * (2 + degX)
+    oEdgeY = oEdgeX + (nx + 1) * (2 + dX);       // (ny+1) * (2 + degY)
+    oBx = oEdgeY + (ny + 1) * (2 + dY);          // (degX+1) * nx
+    oBy = oBx + (dX + 1) * nx;                   // (degY+1) * ny
+    oCol = oBy + (dY + 1) * ny;                  // (degY+1) * nx
+    oV = oCol + (dY + 1) * nx;                   // ny * nx
+    oRed = oV + nx * ny;                         // 32
+    total = oRed + 32;
+  }
+};
+
+__device__ double blockSum(double v, double* red) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  __syncthreads();
+  if (lane == 0) red[warp] = v;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    double s = 0.0;
+    for (int w = 0; w < int(blockDim.x + 31) / 32; ++w) s += red[w];
+    red[0] = s;
+  }
+  __syncthreads();
+  return red[0];
+}
+
+// The block evaluates the spot of (fiber, w) into outV ([ny][nx]) and its corner.
+__device__ void spotBlock(const DevPsf& psf, int fiber, double w, double* outV, int2* outCorner,
+                          double* sh) {
+  const SpotShared L(psf.hsizeX, psf.hsizeY, psf.degX, psf.degY);
+  const int nx = L.nx, ny = L.ny, tid = threadIdx.x, nt = blockDim.x;
+  double* coef = sh + L.oCoef;
+  // Legendre sums: GH-i-j (sets 4..), then x, y, sigx, sigy. A GH set with the same
+  // domain as GHSIGX uses its u, exactly as GaussHermitePsf::spotInto does.
+  for (int t = tid; t < L.ncoef + 4; t += nt) {
+    double v;
+    if (t < L.ncoef) {
+      const DevLegendre d = psf.sets[kSetGH + t];
+      const DevLegendre s = psf.sets[kSetSigX];
+      const double u = (d.wmin == s.wmin && d.wmax == s.wmax) ? legendreUDev(w, s.wmin, s.wmax)
+                                                             : legendreUDev(w, d.wmin, d.wmax);
+      v = legendreSumDev(psf.pool + d.offset + (long long)fiber * d.ncoeff, d.ncoeff, u);
+    } else {
+      v = evalSet(psf, t - L.ncoef, fiber, w); // kSetX .. kSetSigY
+    }
+    coef[t] = v;
+  }
+  __syncthreads();
+  const double xx = coef[L.ncoef + kSetX], yy = coef[L.ncoef + kSetY];
+  const double sx = coef[L.ncoef + kSetSigX], sy = coef[L.ncoef + kSetSigY];
+  // Sub-pixel offsets in [-0.5, 0.5): ((x + 0.5) mod 1) - 0.5 with a floor modulo.
+  const double dx = (xx + 0.5) - floor(xx + 0.5) - 0.5;
+  const double dy = (yy + 0.5) - floor(yy + 0.5) - 0.5;
+  const int sX = 2 + L.degX, sY = 2 + L.degY;
+  for (int e = tid; e < (nx + 1) + (ny + 1); e += nt) {
+    if (e <= nx) {
+      double* r = sh + L.oEdgeX + e * sX;
+      basisEdge(e, L.degX, psf.hsizeX, dx, sx, r, r + 1, r + 2);
+    } else {
+      const int ey = e - (nx + 1);
+      double* r = sh + L.oEdgeY + ey * sY;
+      basisEdge(ey, L.degY, psf.hsizeY, dy, sy, r, r + 1, r + 2);
+    }
+  }
+  __syncthreads();
+  // Pixel-integrated basis: degree 0 the Gaussian over the pixel, degree k >= 1
+  // He_{k-1}(t_lo) g(t_lo) - He_{k-1}(t_hi) g(t_hi).
+  const int nbx = (L.degX + 1) * nx, nby = (L.degY + 1) * ny;
+  for (int t = tid; t < nbx + nby; t += nt) {
+    const bool isX = t < nbx;
+    const int tt = isX ? t : t - nbx, n = isX ? nx : ny, s = isX ? sX : sY;
+    const int k = tt / n, c = tt % n;
+    const double* lo = sh + (isX ? L.oEdgeX : L.oEdgeY) + c * s;
+    const double* hi = lo + s;
+    const double v = k == 0 ? 0.5 * (hi[0] - lo[0]) : lo[2 + k - 1] * lo[1] - hi[2 + k - 1] * hi[1];
+    sh[(isX ? L.oBx : L.oBy) + tt] = v;
+  }
+  __syncthreads();
+  // colSum[j][ix] = sum_i GH_ij Bx_i[ix]
+  for (int t = tid; t < (L.degY + 1) * nx; t += nt) {
+    const int j = t / nx, ix = t % nx;
+    double cs = 0.0;
+    for (int i = 0; i <= L.degX; ++i) {
+      const double a = coef[i * (L.degY + 1) + j];
+      if (a == 0.0) continue;
+      cs += a * sh[L.oBx + i * nx + ix];
+    }
+    sh[L.oCol + t] = cs;
+  }
+  __syncthreads();
+  // spot[iy][ix] = sum_j By_j[iy] colSum[j][ix]; clip negatives; normalise.
+  double part = 0.0;
+  for (int t = tid; t < nx * ny; t += nt) {
+    const int iy = t / nx, ix = t % nx;
+    double v = 0.0;
+    for (int j = 0; j <= L.degY; ++j) v += sh[L.oBy + j * ny + iy] * sh[L.oCol + j * nx + ix];
+    if (v < 0.0) v = 0.0;
+    sh[L.oV + t] = v;
+    part += v;
+  }
+  const double sum = blockSum(part, sh + L.oRed);
+  for (int t = tid; t < nx * ny; t += nt) {
+    const double v = sh[L.oV + t];
+    outV[t] = sum > 0.0 ? v / sum : v;
+  }
+  if (tid == 0) {
+    outCorner->x = int(floor(xx - psf.hsizeX + 0.5));
+    outCorner->y = int(floor(yy - psf.hsizeY + 0.5));
+  }
+}
+
+__global__ void spotTableKernel(DevPsf psf, SpotTable table, double wmin, double dw) {
+  extern __shared__ double sh[];
+  const long long idx = blockIdx.x;
+  const int fiber = table.f0 + int(idx / table.nk);
+  const int k = table.k0 + int(idx % table.nk);
+  const double w = wmin + k * dw; // WaveGrid::at
+  spotBlock(psf, fiber, w, table.v + idx * (table.nx * table.ny), table.corner + idx, sh);
+}
+
+__global__ void spotListKernel(DevPsf psf, const int* fibers, const double* waves, double* v,
+                               int2* corner) {
+  extern __shared__ double sh[];
+  const int idx = blockIdx.x;
+  const int npix = (2 * psf.hsizeX + 1) * (2 * psf.hsizeY + 1);
+  spotBlock(psf, fibers[idx], waves[idx], v + (long long)idx * npix, corner + idx, sh);
+}
+
+__global__ void legendreKernel(const double* c, int n, const double* u, int count, double* out) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < count) out[i] = legendreSumDev(c, n, u[i]);
+}
+
+__global__ void basisKernel(int deg, int hsize, const double* d, const double* sigma, int count,
+                            double* out) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= count) return;
+  const int n = 2 * hsize + 1;
+  double e0[3 + 16], e1[3 + 16];
+  double* o = out + (long long)i * (deg + 1) * n;
+  for (int c = 0; c < n; ++c) {
+    basisEdge(c, deg, hsize, d[i], sigma[i], e0, e0 + 1, e0 + 2);
+    basisEdge(c + 1, deg, hsize, d[i], sigma[i], e1, e1 + 1, e1 + 2);
+    o[c] = 0.5 * (e1[0] - e0[0]);
+    for (int k = 1; k <= deg; ++k) o[k * n + c] = e0[2 + k - 1] * e0[1] - e1[2 + k - 1] * e1[1];
+  }
+}
+
+std::size_t spotSharedBytes(const DevPsf& psf) {
+  return sizeof(double) * SpotShared(psf.hsizeX, psf.hsizeY, psf.degX, psf.degY).total;
+}
+
+} // namespace
+
+void throwIfCuda(cudaError_t err, const char* what, const char* file, int line) {
+  if (err == cudaSuccess) return;
+  cudaGetLastError(); // clear a sticky launch error so later calls report their own
+  throw GpuError(std::string("CUDA error in ") + what + " (" + file + ":" + std::to_string(line) +
+                 "): " + cudaGetErrorName(err) + ": " + cudaGetErrorString(err));
+}
+
+void launchSpotTable(const DevPsf& psf, const SpotTable& table, double wmin, double dw,
+                     cudaStream_t stream) {
+  const long long count = (long long)table.nf * table.nk;
+  if (count <= 0) return;
+  const std::size_t shm = spotSharedBytes(psf);
+  if (shm > 48 * 1024)
+    SPEX_CUDA(cudaFuncSetAttribute(spotTableKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   int(shm)));
+  spotTableKernel<<<unsigned(count), kSpotThreads, shm, stream>>>(psf, table, wmin, dw);
+  SPEX_CUDA_LAUNCH("spotTableKernel");
+}
+
+void launchSpotList(const DevPsf& psf, const int* fibers, const double* waves, int count,
+                    double* v, int2* corner, cudaStream_t stream) {
+  if (count <= 0) return;
+  const std::size_t shm = spotSharedBytes(psf);
+  if (shm > 48 * 1024)
+    SPEX_CUDA(cudaFuncSetAttribute(spotListKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   int(shm)));
+  spotListKernel<<<count, kSpotThreads, shm, stream>>>(psf, fibers, waves, v, corner);
+  SPEX_CUDA_LAUNCH("spotListKernel");
+}
+
+void launchLegendreSums(const double* coeff, int ncoeff, const double* u, int count, double* out,
+                        cudaStream_t stream) {
+  if (count <= 0) return;
+  legendreKernel<<<(count + 127) / 128, 128, 0, stream>>>(coeff, ncoeff, u, count, out);
+  SPEX_CUDA_LAUNCH("legendreKernel");
+}
+
+void launchGaussHermiteBasis(int deg, int hsize, const double* d, const double* sigma, int count,
+                             double* out, cudaStream_t stream) {
+  if (count <= 0) return;
+  if (deg > 16) throw GpuError("launchGaussHermiteBasis: degree > 16");
+  basisKernel<<<(count + 63) / 64, 64, 0, stream>>>(deg, hsize, d, sigma, count, out);
+  SPEX_CUDA_LAUNCH("basisKernel");
+}
+
+} // namespace spex::gpu

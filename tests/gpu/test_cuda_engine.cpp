@@ -1,0 +1,308 @@
+// The CUDA engine against the CPU engine (the reference) on simulated frames through
+// the real r0 PSF and the synthetic PSF, and against the truth on a full r frame.
+#include "core/extract/cpu_engine.h"
+#include "core/image.h"
+#include "core/io/psf_io.h"
+#include "core/sim/simulator.h"
+#include "gpu/cuda_engine.h"
+#include "gpu/kernels.h"
+#include "test_data.h"
+
+#include <QTest>
+#include <chrono>
+#include <cmath>
+#include <limits>
+
+using namespace spex;
+
+namespace {
+
+class NullProgress : public ProgressSink {};
+
+// Largest CPU-vs-CUDA differences over the bins the CPU result covers.
+struct Diff {
+  double flux = 0;     // |dflux| sqrt(ivar)
+  double ivar = 0;     // |divar| / ivar
+  double res = 0;      // |dR|
+  double chi2 = 0;     // |dchi2pix| / max(1, chi2pix)
+  double pixmask = 0;  // |dpixmask|
+  double deconv = 0;   // |df| sqrt(ivar) (photons vs per Angstrom: scaled by dw)
+  double model = 0;    // |dmodel| / max|model|
+  long maskDiff = 0, coverDiff = 0, nonFinite = 0, n = 0;
+  QString text() const {
+    return QString("bins %1: flux %2 ivar %3 res %4 chi2pix %5 pixmask %6 f %7 model %8 "
+                   "mask diffs %9 cover diffs %10 non-finite %11")
+        .arg(n).arg(flux).arg(ivar).arg(res).arg(chi2).arg(pixmask).arg(deconv).arg(model)
+        .arg(maskDiff).arg(coverDiff).arg(nonFinite);
+  }
+};
+
+Diff compare(const ExtractionResult& c, const ExtractionResult& g) {
+  Diff d;
+  for (int f = 0; f < c.nfiber; ++f)
+    for (int w = 0; w < c.nwave; ++w) {
+      if (c.covered(f, w) != g.covered(f, w)) ++d.coverDiff;
+      for (double v : {g.flux(f, w), g.ivar(f, w), g.chi2pix(f, w), g.deconvolved(f, w)})
+        if (!std::isfinite(v)) ++d.nonFinite;
+      if (!c.covered(f, w)) continue;
+      ++d.n;
+      const double iv = std::max(c.ivar(f, w), g.ivar(f, w));
+      d.flux = std::max(d.flux, std::abs(c.flux(f, w) - g.flux(f, w)) * std::sqrt(iv));
+      d.deconv = std::max(d.deconv, std::abs(c.deconvolved(f, w) - g.deconvolved(f, w)) /
+                                        c.wave.dw * std::sqrt(iv));
+      if (iv > 0) d.ivar = std::max(d.ivar, std::abs(c.ivar(f, w) - g.ivar(f, w)) / iv);
+      for (int k = 0; k <= 2 * c.ndiag; ++k)
+        d.res = std::max(d.res, std::abs(c.resolution(f, k, w) - g.resolution(f, k, w)));
+      d.chi2 = std::max(d.chi2, std::abs(c.chi2pix(f, w) - g.chi2pix(f, w)) /
+                                    std::max(1.0, std::abs(c.chi2pix(f, w))));
+      d.pixmask = std::max(d.pixmask, std::abs(c.pixmaskFraction(f, w) - g.pixmaskFraction(f, w)));
+      if (c.mask(f, w) != g.mask(f, w)) ++d.maskDiff;
+    }
+  if (c.model && g.model) {
+    double mx = 0, md = 0;
+    for (std::size_t i = 0; i < c.model->data.size(); ++i) {
+      mx = std::max(mx, std::abs(c.model->data[i]));
+      md = std::max(md, std::abs(c.model->data[i] - g.model->data[i]));
+    }
+    d.model = mx > 0 ? md / mx : md;
+  }
+  return d;
+}
+
+void requireAgreement(const Diff& d) {
+  qInfo("%s", qPrintable(d.text()));
+  QVERIFY(d.n > 0);
+  QCOMPARE(d.coverDiff, 0L);
+  QCOMPARE(d.nonFinite, 0L);
+  QVERIFY2(d.flux < 1e-6, qPrintable(d.text()));
+  QVERIFY2(d.ivar < 1e-6, qPrintable(d.text()));
+  QVERIFY2(d.res < 1e-8, qPrintable(d.text()));
+  QVERIFY2(d.chi2 < 1e-6, qPrintable(d.text()));
+  QVERIFY2(d.pixmask < 1e-12, qPrintable(d.text()));
+  QVERIFY2(d.deconv < 1e-6, qPrintable(d.text()));
+  QVERIFY2(d.model < 1e-9, qPrintable(d.text()));
+  QCOMPARE(d.maskDiff, 0L);
+}
+
+// (R t)_i from the RESOLUTION diagonals: RES[k, j] = R[j - nd + k, j].
+double convolved(const ExtractionResult& r, const Array2D<double>& phot, int f, int i) {
+  double s = 0;
+  for (int k = 0; k <= 2 * r.ndiag; ++k) {
+    const int j = i + r.ndiag - k;
+    if (j >= 0 && j < r.nwave) s += r.resolution(f, k, j) * phot(f, j);
+  }
+  return s;
+}
+
+} // namespace
+
+class TestCudaEngine : public QObject {
+  Q_OBJECT
+  GaussHermitePsf realPsf;
+  std::unique_ptr<CudaEngine> cuda;
+
+  ExtractionRequest request(const GaussHermitePsf& psf, const Image& img, const WaveGrid& g,
+                            int f0, int nf, PatchParams pp = {}, bool model = true) {
+    ExtractionRequest req;
+    req.image = &img;
+    req.psf = &psf;
+    req.wave = g;
+    req.fiberMin = f0;
+    req.nFiber = nf;
+    req.params = pp;
+    req.model = model;
+    return req;
+  }
+  ExtractionResult runCpu(const ExtractionRequest& req) {
+    NullProgress np;
+    CancelToken ct;
+    return CpuEngine().extract(req, np, ct);
+  }
+  ExtractionResult runCuda(const ExtractionRequest& req, Engine* e = nullptr) {
+    NullProgress np;
+    CancelToken ct;
+    return (e ? e : cuda.get())->extract(req, np, ct);
+  }
+
+private slots:
+  void initTestCase() {
+    std::string why;
+    if (!cudaAvailable(&why)) QSKIP(qPrintable("no CUDA device: " + QString::fromStdString(why)));
+    SPEX_REQUIRE_DATA(path, "psf-r0-00067784.fits");
+    realPsf = readPsf(path);
+    cuda = std::make_unique<CudaEngine>();
+    for (const GpuInfo& g : listGpus())
+      qInfo("cuda:%d %s, %d SMs, %.1f GiB", g.device, g.name.c_str(), g.multiprocessors,
+            g.totalBytes / 1073741824.0);
+  }
+
+  void realPsfTwoBundlesMatchCpu() {
+    SimulationOptions so;
+    so.wave = WaveGrid::fromRange(6000, 6800, 0.8);
+    so.fiberMin = 0;
+    so.nFiber = 50;
+    so.seed = 3;
+    const Simulation sim = simulate(realPsf, so);
+    const ExtractionRequest req = request(realPsf, sim.image, so.wave, 0, 50);
+    const ExtractionResult c = runCpu(req), g = runCuda(req);
+    QCOMPARE(g.engine, cuda->name());
+    QCOMPARE(g.patches.size(), c.patches.size());
+    for (std::size_t i = 0; i < c.patches.size(); ++i) {
+      QCOMPARE(g.patches[i].patch, c.patches[i].patch);
+      QCOMPARE(g.patches[i].regularized, c.patches[i].regularized);
+      QCOMPARE(g.patches[i].failed, c.patches[i].failed);
+      QVERIFY(std::abs(g.patches[i].chi2 - c.patches[i].chi2) <= 1e-8 * std::max(1.0, c.patches[i].chi2));
+    }
+    requireAgreement(compare(c, g));
+    // Device-timed phases on the stream lanes.
+    bool sawStream = false, sawDecorrelate = false;
+    for (const ProfileRange& r : g.profile.ranges) {
+      if (g.profile.lanes[r.lane].find("stream") != std::string::npos) sawStream = true;
+      if (r.name == "decorrelate") sawDecorrelate = true;
+      QVERIFY(r.endNs >= r.startNs);
+    }
+    QVERIFY(sawStream && sawDecorrelate);
+  }
+
+  void syntheticPsfEdgesMatchCpu() {
+    // The last bundle over the whole r grid: patches whose padding leaves the grid and
+    // boxes clipped at the CCD edge, bundle-edge patches with 6 solved fibers.
+    const GaussHermitePsf psf = makeSyntheticPsf();
+    SimulationOptions so;
+    so.wave = WaveGrid::fromRange(5760, 7620, 0.8);
+    so.fiberMin = 475;
+    so.nFiber = 25;
+    so.seed = 9;
+    const Simulation sim = simulate(psf, so);
+    const ExtractionRequest req = request(psf, sim.image, so.wave, 475, 25);
+    requireAgreement(compare(runCpu(req), runCuda(req)));
+  }
+
+  void libraryEigensolverMatchesCpu() {
+    SimulationOptions so;
+    so.wave = WaveGrid::fromRange(6000, 6800, 0.8);
+    so.fiberMin = 25;
+    so.nFiber = 50;
+    const Simulation sim = simulate(realPsf, so);
+    const ExtractionRequest req = request(realPsf, sim.image, so.wave, 25, 50);
+    CudaEngineOptions o;
+    o.libraryEigh = true;
+    CudaEngine lib(o);
+    requireAgreement(compare(runCpu(req), runCuda(req, &lib)));
+  }
+
+  void noiseDecorrelationMatchesCpu() {
+    SimulationOptions so;
+    so.wave = WaveGrid::fromRange(6200, 6500, 0.8);
+    so.fiberMin = 25;
+    so.nFiber = 25;
+    const Simulation sim = simulate(realPsf, so);
+    PatchParams pp;
+    pp.mode = Decorrelation::Noise;
+    const ExtractionRequest req = request(realPsf, sim.image, so.wave, 25, 25, pp, false);
+    requireAgreement(compare(runCpu(req), runCuda(req)));
+  }
+
+  void subsetAndSmallBatchesMatch() {
+    SimulationOptions so;
+    so.wave = WaveGrid::fromRange(6000, 6800, 0.8);
+    so.fiberMin = 100;
+    so.nFiber = 25;
+    const Simulation sim = simulate(realPsf, so);
+    ExtractionRequest req = request(realPsf, sim.image, so.wave, 100, 25);
+    req.patches = std::vector<int>{0, 3, 17, 40, 41, 42, 60};
+    // Three workspaces of 2 patches each: several batches per stream, a partial one.
+    CudaEngineOptions o;
+    o.streams = 3;
+    o.maxBatch = 2;
+    CudaEngine small(o);
+    const ExtractionResult c = runCpu(req), g = runCuda(req, &small), g2 = runCuda(req);
+    QCOMPARE(int(g.patches.size()), 7);
+    requireAgreement(compare(c, g));
+    requireAgreement(compare(c, g2));
+  }
+
+  void nonSpdPatchesBehaveLikeCpu() {
+    // An infinite weight on one pixel makes the normal equations of every patch whose
+    // box holds it non-finite: Cholesky (or f) fails, the retry fails too, and both
+    // engines flag the patches regularized and failed and leave their bins at zero.
+    SimulationOptions so;
+    so.wave = WaveGrid::fromRange(6200, 6500, 0.8);
+    so.fiberMin = 0;
+    so.nFiber = 25;
+    Simulation sim = simulate(realPsf, so);
+    const int yc = int(std::lround(realPsf.y(12, 6300))), xc = int(std::lround(realPsf.x(12, 6300)));
+    sim.image.ivar(yc, xc) = std::numeric_limits<double>::infinity();
+    const ExtractionRequest req = request(realPsf, sim.image, so.wave, 0, 25);
+    const ExtractionResult c = runCpu(req), g = runCuda(req);
+    int failed = 0;
+    QCOMPARE(g.patches.size(), c.patches.size());
+    for (std::size_t i = 0; i < c.patches.size(); ++i) {
+      QCOMPARE(g.patches[i].regularized, c.patches[i].regularized);
+      QCOMPARE(g.patches[i].failed, c.patches[i].failed);
+      failed += c.patches[i].failed;
+    }
+    qInfo("%d failed patches", failed);
+    QVERIFY(failed > 0);
+    requireAgreement(compare(c, g));
+  }
+
+  void fullFramePulls() {
+    SimulationOptions so; // the r grid, 500 fibers
+    const auto t0 = std::chrono::steady_clock::now();
+    const Simulation sim = simulate(realPsf, so);
+    const double simS = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const ExtractionRequest req = request(realPsf, sim.image, so.wave, 0, 500, {}, false);
+    const ExtractionResult g = runCuda(req);
+    gpu::jacobiStats(true);
+    const ExtractionResult g2 = runCuda(req); // warm
+    const gpu::JacobiStats js = gpu::jacobiStats(true);
+    qInfo("Jacobi: %llu blocks, %.2f sweeps on average, %llu at most", js.blocks,
+          double(js.sweeps) / double(std::max(1ull, js.blocks)), js.maxSweeps);
+    for (const PhaseStats& ps : g2.profile.phaseStats())
+      qInfo("  %-18s %3d  %8.4f s", ps.name.c_str(), ps.count, ps.totalS);
+    double s = 0, s2 = 0;
+    long n = 0, nan = 0;
+    for (int f = 0; f < g.nfiber; ++f)
+      for (int i = 0; i < g.nwave; ++i) {
+        for (double v : {g.flux(f, i), g.ivar(f, i), g.chi2pix(f, i)})
+          if (!std::isfinite(v)) ++nan;
+        for (int k = 0; k <= 2 * g.ndiag; ++k)
+          if (!std::isfinite(g.resolution(f, k, i))) ++nan;
+        if (i < 6 || i >= g.nwave - 6 || g.ivar(f, i) <= 0 || g.mask(f, i)) continue;
+        const double p = (g.flux(f, i) - convolved(g, sim.truth.phot, f, i) / g.wave.dw) *
+                         std::sqrt(g.ivar(f, i));
+        s += p;
+        s2 += p * p;
+        ++n;
+      }
+    const double mean = s / n, sd = std::sqrt(s2 / n - mean * mean);
+    qInfo("full frame (simulated in %.1f s): %ld bins, pulls mean %.5f std %.5f; CUDA wall %.3f s "
+          "cold, %.3f s warm",
+          simS, n, mean, sd, g.profile.wallNs * 1e-9, g2.profile.wallNs * 1e-9);
+    QCOMPARE(nan, 0L);
+    QVERIFY(n > 500L * 2000);
+    QVERIFY2(std::abs(mean) < 0.01, qPrintable(QString::number(mean)));
+    QVERIFY2(std::abs(sd - 1) < 0.02, qPrintable(QString::number(sd)));
+    QCOMPARE(int(g.patches.size()), 100 * 47);
+    // One stream, so phases do not overlap: the per-phase device times of each
+    // fiber-block eigensolver (docs/benchmarks.md).
+    for (bool lib : {false, true}) {
+      CudaEngineOptions o;
+      o.streams = 1;
+      o.libraryEigh = lib;
+      CudaEngine e(o);
+      runCuda(req, &e);
+      const ExtractionResult r = runCuda(req, &e);
+      qInfo("one stream, %s: wall %.3f s", lib ? "cusolverDnXsyevBatched" : "Jacobi kernel",
+            r.profile.wallNs * 1e-9);
+      for (const PhaseStats& ps : r.profile.phaseStats())
+        qInfo("  %-18s %3d  %8.4f s", ps.name.c_str(), ps.count, ps.totalS);
+      QVERIFY(e.peakDeviceBytes().at(0) > 0);
+      qInfo("  peak device memory held by the engine: %.2f GiB", e.peakDeviceBytes()[0] / 1073741824.0);
+    }
+  }
+};
+
+QTEST_GUILESS_MAIN(TestCudaEngine)
+#include "test_cuda_engine.moc"
