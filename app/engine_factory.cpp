@@ -56,4 +56,23 @@ EngineChoice makeEngine(const std::string& kind, const std::vector<int>& gpus) {
   return c;
 }
 
+std::vector<std::size_t> enginePeakDeviceBytes(const Engine& engine) {
+#ifdef SPEXLAB_HAVE_CUDA
+  if (const auto* c = dynamic_cast<const CudaEngine*>(&engine)) return c->peakDeviceBytes();
+#else
+  (void)engine;
+#endif
+  return {};
+}
+
+GpuCeilings measureGpuCeilings(int device) {
+#ifdef SPEXLAB_HAVE_CUDA
+  const DeviceCeilings d = measureDeviceCeilings(device);
+  return {d.dgemmFlops, d.copyBytesPerS};
+#else
+  (void)device;
+  throw GpuError("this build has no CUDA engine");
+#endif
+}
+
 } // namespace spex

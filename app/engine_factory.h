@@ -5,6 +5,7 @@
 
 #include "core/extract/engine.h"
 
+#include <cstddef>
 #include <memory>
 #include <string>
 #include <vector>
@@ -23,5 +24,16 @@ EngineChoice makeEngine(const std::string& kind, const std::vector<int>& gpus = 
 // "none: <reason>" or the GPUs found, for Help -> About and `spexlab-cli --version`.
 std::string describeGpus();
 bool cudaBuilt();
+
+// Peak device memory (bytes) a CUDA engine has held on each of its GPUs; empty for
+// other engines.
+std::vector<std::size_t> enginePeakDeviceBytes(const Engine& engine);
+
+// The GPU's measured ceilings (cuBLAS DGEMM FLOP/s, device copy bytes/s); throws
+// GpuError without CUDA.
+struct GpuCeilings {
+  double dgemmFlops = 0, copyBytesPerS = 0;
+};
+GpuCeilings measureGpuCeilings(int device);
 
 } // namespace spex

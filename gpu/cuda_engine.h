@@ -71,6 +71,14 @@ private:
   std::vector<std::unique_ptr<Device>> m_devices;
 };
 
+// The card's ceilings, measured (docs/benchmarks.md): cuBLAS DGEMM of 8192^3 in FLOP/s
+// and a 2 GiB device-to-device copy in bytes (read + write) per second.
+struct DeviceCeilings {
+  double dgemmFlops = 0;
+  double copyBytesPerS = 0;
+};
+DeviceCeilings measureDeviceCeilings(int device);
+
 // Factory for the CLI/app: throws GpuError with a clear message when CUDA is unusable.
 // gpus: device ordinals (empty: all visible devices).
 std::unique_ptr<Engine> makeCudaEngine(const std::vector<int>& gpus = {});

@@ -3,6 +3,7 @@
 #include "kernels.h"
 
 #include "core/errors.h"
+#include "cuda_engine.h"
 
 #include <cuda_runtime.h>
 
@@ -187,3 +188,65 @@ BlockEighComparison compareBlockEigh(int nb, int count, int repeat, unsigned see
 }
 
 } // namespace spex::gpu
+
+// ---------------------------------------------------------------------------------
+// The card's two ceilings (METHOD.md): fp64 matrix-product rate through cuBLAS and
+// device-to-device copy bandwidth, each the median of 5 timed runs after a warm-up.
+
+#include <cublas_v2.h>
+
+namespace spex {
+
+DeviceCeilings measureDeviceCeilings(int device) {
+  SPEX_CUDA(cudaSetDevice(device));
+  DeviceCeilings c;
+  cudaEvent_t e0, e1;
+  SPEX_CUDA(cudaEventCreate(&e0));
+  SPEX_CUDA(cudaEventCreate(&e1));
+  auto timed = [&](auto&& work) {
+    work(); // warm-up
+    std::vector<double> t;
+    for (int r = 0; r < 5; ++r) {
+      SPEX_CUDA(cudaEventRecord(e0));
+      work();
+      SPEX_CUDA(cudaEventRecord(e1));
+      SPEX_CUDA(cudaEventSynchronize(e1));
+      float ms = 0;
+      SPEX_CUDA(cudaEventElapsedTime(&ms, e0, e1));
+      t.push_back(ms * 1e-3);
+    }
+    std::sort(t.begin(), t.end());
+    return t[t.size() / 2];
+  };
+  {
+    const int n = 8192;
+    gpu::DevVec<double> a(std::size_t(n) * n), b(std::size_t(n) * n), d(std::size_t(n) * n);
+    // Non-zero operands (METHOD.md: never time on zeros): a ramp the GEMM cannot skip.
+    std::vector<double> h(std::size_t(n) * n);
+    for (std::size_t i = 0; i < h.size(); ++i) h[i] = 1.0 + double(i % 1013) * 1e-3;
+    SPEX_CUDA(cudaMemcpy(a.p, h.data(), h.size() * sizeof(double), cudaMemcpyHostToDevice));
+    SPEX_CUDA(cudaMemcpy(b.p, h.data(), h.size() * sizeof(double), cudaMemcpyHostToDevice));
+    cublasHandle_t handle = nullptr;
+    if (cublasCreate(&handle) != CUBLAS_STATUS_SUCCESS) throw GpuError("cublasCreate failed");
+    const double one = 1.0, zero = 0.0;
+    const double s = timed([&] {
+      if (cublasDgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, a.p, n, b.p, n, &zero, d.p,
+                      n) != CUBLAS_STATUS_SUCCESS)
+        throw GpuError("cublasDgemm failed");
+    });
+    cublasDestroy(handle);
+    c.dgemmFlops = 2.0 * n * double(n) * n / s;
+  }
+  {
+    const std::size_t bytes = std::size_t(2) << 30;
+    gpu::DevVec<char> src(bytes), dst(bytes);
+    SPEX_CUDA(cudaMemset(src.p, 1, bytes));
+    const double s = timed([&] { SPEX_CUDA(cudaMemcpy(dst.p, src.p, bytes, cudaMemcpyDeviceToDevice)); });
+    c.copyBytesPerS = 2.0 * double(bytes) / s; // read + write
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  return c;
+}
+
+} // namespace spex

@@ -6,6 +6,7 @@
 #include "core/io/frame_io.h"
 #include "core/io/preproc_io.h"
 #include "core/io/psf_io.h"
+#include "core/plan/patch_plan.h"
 #include "core/sim/simulator.h"
 #include "options.h"
 
@@ -150,6 +151,49 @@ std::string phaseTable(const ExtractionResult& r, int threads) {
   return os.str();
 }
 
+// Achieved FLOP rates of the CUDA engine's dense solver steps, from the operation
+// counts of the batch layout (kernels.h: every patch solved as F fiber blocks of nb
+// bins, n = F nb) over the device time of each step. With several streams the steps
+// of different batches overlap, so each step's device time includes time it shared:
+// the rates are lower bounds.
+std::string solverRateTable(const ExtractionResult& r, const ExtractionRequest& req, double dgemm) {
+  const PatchPlan plan = makePatchPlan(*req.psf, req.wave, req.fiberMin, req.nFiber, req.params);
+  int F = 1;
+  for (const Patch& p : plan.patches) F = std::max(F, p.nfiberPad);
+  const double nb = plan.patches.empty() ? 0 : plan.patches.front().nwavePad;
+  const double n = F * nb, P = double(r.patches.size());
+  double inverse = F * nb * nb * nb / 3; // diagonal blocks
+  for (int i = 1; i < F; ++i) inverse += 2 * nb * nb * nb * (double(i) * i + i);
+  const struct {
+    const char* phase;
+    double flops;
+    const char* what;
+  } steps[] = {{"cholesky", P * n * n * n / 3, "n^3/3 per patch (potrfBatched)"},
+               {"inverse", P * inverse, "L^-1 by nb-blocks, dense GEMMs"},
+               {"fiber blocks", P * nb * nb * nb * F * (F + 1), "C_f = X_f^T X_f, F(F+1) nb^3"}};
+  std::ostringstream os;
+  char line[256];
+  std::snprintf(line, sizeof line, "\nsolver steps (n = %d = %d x %d, %d patches; rates are lower bounds):\n",
+                int(n), F, int(nb), int(P));
+  os << line;
+  std::snprintf(line, sizeof line, "%-14s %10s %10s %10s %10s  %s\n", "step", "GFLOP", "device s",
+                "TFLOP/s", "of DGEMM", "count");
+  os << line;
+  const auto stats = r.profile.phaseStats();
+  for (const auto& st : steps) {
+    const auto it = std::find_if(stats.begin(), stats.end(),
+                                 [&](const PhaseStats& s) { return s.name == st.phase; });
+    if (it == stats.end() || it->totalS <= 0) continue;
+    const double rate = st.flops / it->totalS;
+    char share[32] = "-";
+    if (dgemm > 0) std::snprintf(share, sizeof share, "%.1f%%", 100 * rate / dgemm);
+    std::snprintf(line, sizeof line, "%-14s %10.1f %10.4f %10.2f %10s  %s\n", st.phase,
+                  st.flops * 1e-9, it->totalS, rate * 1e-12, share, st.what);
+    os << line;
+  }
+  return os.str();
+}
+
 struct Inputs {
   GaussHermitePsf psf;
   Image image;
@@ -272,7 +316,7 @@ int cmdSimulate(const std::vector<std::string>& args) {
 }
 
 int cmdBench(const std::vector<std::string>& args) {
-  Options o(kAliases, kExtractValued, {"--json", "--decorrelate-fibers", "--quiet"});
+  Options o(kAliases, kExtractValued, {"--json", "--decorrelate-fibers", "--quiet", "--ceilings"});
   o.parse(args);
   const PatchParams params = paramsFrom(o);
   Inputs in;
@@ -343,6 +387,21 @@ int cmdBench(const std::vector<std::string>& args) {
   std::printf("\nwall: median %.3f s over %d run%s (", median, repeat, repeat == 1 ? "" : "s");
   for (std::size_t i = 0; i < walls.size(); ++i) std::printf("%s%.3f", i ? ", " : "", walls[i]);
   std::printf(")\nthroughput: %.0f bins/s, %.1f patches/s\n", bins / median, r.patches.size() / median);
+  const std::vector<std::size_t> peak = enginePeakDeviceBytes(*choice.engine);
+  for (std::size_t d = 0; d < peak.size(); ++d)
+    std::printf("peak device memory held by the engine on GPU %zu: %.2f GiB\n", d,
+                double(peak[d]) / double(1ull << 30));
+  if (!peak.empty()) {
+    double dgemm = 0;
+    if (o.has("--ceilings")) {
+      const std::vector<int> gpus = gpusFrom(o);
+      const GpuCeilings c = measureGpuCeilings(gpus.empty() ? 0 : gpus.front());
+      dgemm = c.dgemmFlops;
+      std::printf("ceilings measured on that GPU: DGEMM %.1f TFLOP/s (cuBLAS, 8192^3), device copy "
+                  "%.0f GB/s (read + write)\n", c.dgemmFlops * 1e-12, c.copyBytesPerS * 1e-9);
+    }
+    std::printf("%s", solverRateTable(r, req, dgemm).c_str());
+  }
   return 0;
 }
 

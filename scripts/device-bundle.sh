@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Gather what a run on the GPU machine needs (docs/benchmarks.md, "How the GPU runs
+# were made") into .device/ (git-ignored): the CLI and the GPU test binaries of a
+# build, the shared libraries they load that are not glibc or CUDA (CFITSIO pulls in
+# libcurl and friends; OpenBLAS and Qt come along too), and the real DESI PSF for the
+# benchmark. Usage: scripts/device-bundle.sh [BUILD_DIR] [extra binaries...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${1:-build}
+shift || true
+DATA=${SPEXLAB_TEST_DATA:-../shared/data}
+STAGE=$(mktemp -d)
+mkdir -p "$STAGE/bin" "$STAGE/lib" "$STAGE/data" .device
+bins=("$BUILD/app/spexlab-cli" "$BUILD"/tests/gpu/test_cuda_engine "$BUILD"/tests/gpu/test_device_psf "$@")
+for b in "${bins[@]}"; do
+  [ -x "$b" ] || { echo "device-bundle: missing $b (build first)" >&2; exit 1; }
+  cp "$b" "$STAGE/bin/"
+  # Everything ldd resolves outside glibc and the CUDA toolkit.
+  ldd "$b" | awk '/=> \// {print $3}' | grep -v -E '/(libc|libm|libpthread|libdl|librt|ld-linux[^/]*|libstdc\+\+|libgcc_s)\.so' \
+    | grep -v -E '/usr/local/cuda|libcuda\.so|libcu(blas|solver|sparse|blasLt|dart)|libnvJitLink' \
+    | while read -r lib; do cp -nL "$lib" "$STAGE/lib/"; done
+done
+cp "$DATA/psf-r0-00067784.fits" "$STAGE/data/"
+tar -C "$STAGE" -cJf .device/stage.tar.xz bin lib data
+cp scripts/device-run.sh .device/run.sh
+rm -rf "$STAGE"
+ls -la .device

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine (through the device tool), from .device/: unpacks the
+# bundle made by scripts/device-bundle.sh and runs the named steps, logs under $OUT.
+#   gpu     nvidia-smi summary          psf     test_device_psf
+#   engine  test_cuda_engine (CUDA vs CPU, pulls, non-SPD, subsets)
+#   cold    simulate a full r frame to files, then one cold `extract --engine cuda`
+#           (new process: CUDA init, FITS read, extraction, FITS write) and a CPU
+#           extraction of the same files with all cores, then `compare`
+#   bench   spexlab-cli bench --engine cuda --repeat 5 (warm median) and --json
+#   streams the warm median with 1, 3 and 4 streams, and with the Jacobi kernel
+#   bench1  bench on GPU 0 only (--gpus 0); bench2 over GPUs 0 and 1 (--gpus 0,1)
+#   memcheck / racecheck   compute-sanitizer on the small engine tests
+cd "$(dirname "$0")"
+D=/tmp/dev
+mkdir -p $D && tar -xJf stage.tar.xz -C $D || exit 1
+export LD_LIBRARY_PATH=$D/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+export SPEXLAB_TEST_DATA=$D/data QT_QPA_PLATFORM=offscreen PATH=/usr/local/cuda/bin:$PATH
+B=$D/bin
+PSF=$D/data/psf-r0-00067784.fits
+OUT=${OUT:-/tmp/out}
+# Wall time of a whole process (GNU time is not always installed there).
+walltime() {
+  local s=$(date +%s%N) rc
+  "$@"; rc=$?
+  echo "process wall: $(( ($(date +%s%N) - s) / 1000000 )) ms"
+  return $rc
+}
+mkdir -p "$OUT"
+for step in "$@"; do
+  echo "=== $step"
+  case $step in
+    gpu) nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,driver_version --format=csv | tee $OUT/gpu.txt
+         ldd $B/test_cuda_engine | grep "not found" ;;
+    psf) timeout 120 $B/test_device_psf 2>&1 | tee $OUT/test_device_psf.log | grep -E "PASS|FAIL|SKIP|QINFO|Totals|Loc" ;;
+    engine) timeout 400 $B/test_cuda_engine 2>&1 | tee $OUT/test_cuda_engine.log | grep -E "PASS|FAIL|SKIP|QINFO|Totals|Loc|QWARN" ;;
+    cold) mkdir -p $D/frame
+          $B/spexlab-cli simulate -o $D/frame --psf $PSF -w 5760,7620,0.8 > $OUT/simulate.log 2>&1
+          walltime $B/spexlab-cli extract -i $D/frame/preproc.fits -p $D/frame/psf.fits -o $D/frame/frame-cuda.fits \
+             -w 5760,7620,0.8 --engine cuda --profile $OUT/trace-cuda.json > $OUT/cold-cuda.log 2>&1
+          tail -8 $OUT/cold-cuda.log
+          walltime $B/spexlab-cli extract -i $D/frame/preproc.fits -p $D/frame/psf.fits -o $D/frame/frame-cpu.fits \
+             -w 5760,7620,0.8 --engine cpu --profile $OUT/trace-cpu.json > $OUT/cold-cpu.log 2>&1
+          tail -4 $OUT/cold-cpu.log
+          $B/spexlab-cli compare $D/frame/frame-cpu.fits $D/frame/frame-cuda.fits 2>&1 | tee $OUT/compare-cpu-cuda.txt ;;
+    bench) timeout 300 $B/spexlab-cli bench --engine cuda --psf $PSF --repeat 5 --ceilings 2>&1 | tee $OUT/bench.txt
+           timeout 300 $B/spexlab-cli bench --engine cuda --psf $PSF --repeat 5 --json > $OUT/bench.json 2>&1 ;;
+    streams) for k in 1 3 4; do echo "streams $k:"; SPEXLAB_CUDA_STREAMS=$k timeout 200 $B/spexlab-cli bench --engine cuda --psf $PSF --repeat 5 --quiet 2>&1 \
+               | tee $OUT/bench_streams$k.txt | grep -E "^wall|peak"; done
+             echo "jacobi kernel:"; SPEXLAB_CUDA_EIGH=jacobi timeout 200 $B/spexlab-cli bench --engine cuda --psf $PSF --repeat 5 --quiet 2>&1 \
+               | tee $OUT/bench_jacobi.txt | grep -E "^wall" ;;
+    bench1) timeout 300 $B/spexlab-cli bench --engine cuda --gpus 0 --psf $PSF --repeat 5 2>&1 | tee $OUT/bench1.txt ;;
+    bench2) timeout 300 $B/spexlab-cli bench --engine cuda --gpus 0,1 --psf $PSF --repeat 5 2>&1 | tee $OUT/bench2.txt ;;
+    memcheck) timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 $B/test_cuda_engine subsetAndSmallBatchesMatch nonSpdPatchesBehaveLikeCpu 2>&1 \
+                | tee $OUT/memcheck.log | grep -E "ERROR SUMMARY|PASS|FAIL|Totals"; echo "memcheck rc ${PIPESTATUS[0]}" ;;
+    racecheck) SPEXLAB_CUDA_EIGH=jacobi timeout 300 compute-sanitizer --tool racecheck --error-exitcode 9 $B/test_cuda_engine subsetAndSmallBatchesMatch 2>&1 \
+                | tee $OUT/racecheck.log | grep -E "ERROR SUMMARY|RACE|PASS|FAIL|Totals"; echo "racecheck rc ${PIPESTATUS[0]}" ;;
+  esac
+done
