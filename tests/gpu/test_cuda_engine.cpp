@@ -222,6 +222,31 @@ private slots:
     requireAgreement(compare(c, g2));
   }
 
+  void severalDevicesSplitBundles() {
+    // The multi-GPU path (bundles split across devices, each device's rows copied back
+    // into one frame, the model images summed) on every visible GPU, and — so that
+    // it runs on a one-GPU machine too — on GPU 0 listed twice (two device states,
+    // two host threads, one card). Three bundles so the cut lands between bundles.
+    SimulationOptions so;
+    so.wave = WaveGrid::fromRange(6400, 6900, 0.8);
+    so.fiberMin = 20;
+    so.nFiber = 60;
+    const Simulation sim = simulate(realPsf, so);
+    const ExtractionRequest req = request(realPsf, sim.image, so.wave, 20, 60);
+    const ExtractionResult c = runCpu(req);
+    std::vector<int> all;
+    for (const GpuInfo& g : listGpus()) all.push_back(g.device);
+    for (const std::vector<int>& gpus : {std::vector<int>{0, 0}, all}) {
+      CudaEngineOptions o;
+      o.gpus = gpus;
+      CudaEngine multi(o);
+      const ExtractionResult g = runCuda(req, &multi);
+      qInfo("%s: %zu patches", multi.name().c_str(), g.patches.size());
+      QCOMPARE(g.patches.size(), c.patches.size());
+      requireAgreement(compare(c, g));
+    }
+  }
+
   void nonSpdPatchesBehaveLikeCpu() {
     // An infinite weight on one pixel makes the normal equations of every patch whose
     // box holds it non-finite: Cholesky (or f) fails, the retry fails too, and both
