@@ -12,5 +12,6 @@ int cmdExtract(const std::vector<std::string>& args);
 int cmdSimulate(const std::vector<std::string>& args);
 int cmdBench(const std::vector<std::string>& args);
 int cmdCompare(const std::vector<std::string>& args);
+int cmdSweep(const std::vector<std::string>& args); // cmd_sweep.cpp
 
 } // namespace spex::cli

@@ -30,6 +30,9 @@ void usage(std::FILE* out) {
                "            [-s -n -w] [--engine] [--threads N] [--repeat 1] [--json]\n"
                "  compare   agreement statistics of two frames: a.fits b.fits [--json]\n"
                "            [--max-sigma X: exit 3 if any bin differs by more than X sigma]\n"
+               "  sweep     time and check patch sizes on a region: [-i -p [--truth|--reference F] | --psf]\n"
+               "            [-s -n -w] [--nwavestep 30,50,80] [--nsubbundles 1,5] [--wavepad-frac 0.2]\n"
+               "            [--engine cpu,cuda] [--threads N] [--csv out.csv] [--json out.json]\n"
                "  version   versions and GPUs found\n");
 }
 
@@ -48,6 +51,7 @@ int main(int argc, char** argv) {
     if (cmd == "simulate") return spex::cli::cmdSimulate(args);
     if (cmd == "bench") return spex::cli::cmdBench(args);
     if (cmd == "compare") return spex::cli::cmdCompare(args);
+    if (cmd == "sweep") return spex::cli::cmdSweep(args);
     if (cmd == "version" || cmd == "--version") {
       std::printf("spexlab-cli %s\nCUDA engine: %s\nGPUs: %s\n", SPEXLAB_VERSION,
                   spex::cudaBuilt() ? "built" : "not built", spex::describeGpus().c_str());

@@ -6,9 +6,13 @@
 #include <algorithm>
 #include <cstdio>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <functional>
+#include <limits>
 #include <sstream>
 #include <thread>
+#include <unistd.h>
 
 #ifdef SPEXLAB_HAVE_NVTX
 #include <nvtx3/nvToolsExt.h>
@@ -169,6 +173,95 @@ void Profile::append(const Profile& other, int64_t offsetNs) {
     ranges.push_back(std::move(r));
   }
   wallNs = std::max(wallNs, other.wallNs + offsetNs);
+}
+
+std::vector<PhaseComparison> comparePhases(const Profile& a, const Profile& b) {
+  std::vector<PhaseComparison> out;
+  auto find = [&](const std::string& n) -> PhaseComparison& {
+    for (auto& c : out)
+      if (c.name == n) return c;
+    out.push_back({});
+    out.back().name = n;
+    return out.back();
+  };
+  for (const PhaseStats& s : a.phaseStats()) find(s.name).a = s;
+  for (const PhaseStats& s : b.phaseStats()) find(s.name).b = s;
+  for (auto& c : out) {
+    c.a.name = c.b.name = c.name;
+    c.ratio = c.a.totalS > 0 ? c.b.totalS / c.a.totalS : std::numeric_limits<double>::quiet_NaN();
+  }
+  std::stable_sort(out.begin(), out.end(), [](const PhaseComparison& x, const PhaseComparison& y) {
+    return std::max(x.a.totalS, x.b.totalS) > std::max(y.a.totalS, y.b.totalS);
+  });
+  return out;
+}
+
+std::string checkNesting(const Profile& p) {
+  // Per lane, sweep the ranges by start (outer first on ties) with a stack of open
+  // ranges; each range must sit directly inside the stack's top at depth - 1.
+  std::vector<std::vector<const ProfileRange*>> byLane(p.lanes.size());
+  for (const ProfileRange& r : p.ranges) {
+    if (r.lane < 0 || std::size_t(r.lane) >= p.lanes.size())
+      return "range '" + r.name + "' has lane " + std::to_string(r.lane) + " of " +
+             std::to_string(p.lanes.size());
+    if (r.endNs < r.startNs) return "range '" + r.name + "' ends before it starts";
+    byLane[r.lane].push_back(&r);
+  }
+  for (std::size_t lane = 0; lane < byLane.size(); ++lane) {
+    auto& v = byLane[lane];
+    std::stable_sort(v.begin(), v.end(), [](const ProfileRange* x, const ProfileRange* y) {
+      return x->startNs != y->startNs ? x->startNs < y->startNs : x->depth < y->depth;
+    });
+    std::vector<const ProfileRange*> open;
+    for (const ProfileRange* r : v) {
+      while (!open.empty() && open.back()->endNs <= r->startNs) open.pop_back();
+      while (!open.empty() && open.back()->depth >= r->depth) {
+        if (open.back()->endNs > r->startNs)
+          return "on lane '" + p.lanes[lane] + "', '" + r->name + "' (depth " +
+                 std::to_string(r->depth) + ") overlaps '" + open.back()->name + "' (depth " +
+                 std::to_string(open.back()->depth) + ")";
+        open.pop_back();
+      }
+      if (r->depth != int(open.size()) ||
+          (!open.empty() && (r->startNs < open.back()->startNs || r->endNs > open.back()->endNs)))
+        return "on lane '" + p.lanes[lane] + "', '" + r->name + "' (depth " +
+               std::to_string(r->depth) + ") is not inside a range of depth " +
+               std::to_string(r->depth - 1);
+      open.push_back(r);
+    }
+  }
+  return {};
+}
+
+Profile readChromeTraceFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError("cannot open Chrome trace '" + path + "'");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  try {
+    return Profile::fromChromeTrace(ss.str());
+  } catch (const SpexError& e) {
+    throw InputError("'" + path + "': " + e.what());
+  }
+}
+
+void writeChromeTraceFile(const Profile& p, const std::string& path) {
+  const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary);
+    out << p.toChromeTrace();
+    out.close();
+    if (!out) {
+      std::remove(tmp.c_str());
+      throw InputError("cannot write Chrome trace '" + path + "'");
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::remove(tmp.c_str());
+    throw InputError("cannot write Chrome trace '" + path + "': " + ec.message());
+  }
 }
 
 ProfileRecorder::ProfileRecorder() : m_origin(std::chrono::steady_clock::now()) {}

@@ -45,6 +45,26 @@ struct Profile {
   void append(const Profile& other, int64_t offsetNs = 0); // lanes merged by name
 };
 
+// One phase of two runs side by side (the run comparison's table): statistics of
+// each run and the ratio of their totals.
+struct PhaseComparison {
+  std::string name;
+  PhaseStats a, b;   // count 0 where the phase is absent from that run
+  double ratio = 0;  // b.totalS / a.totalS; NaN when run a has none
+};
+// Phases of both runs, in order of the larger total, descending.
+std::vector<PhaseComparison> comparePhases(const Profile& a, const Profile& b);
+
+// The first nesting problem of a profile, "" when there is none: on each lane a range
+// of depth d > 0 lies inside a range of depth d - 1, and ranges of one depth do not
+// overlap (ScopedRange's promise; a trace from elsewhere may break it).
+std::string checkNesting(const Profile& p);
+
+// Chrome trace files; errors name the file. The write goes to a temporary file that
+// is renamed, so a failure never leaves half a trace.
+Profile readChromeTraceFile(const std::string& path);
+void writeChromeTraceFile(const Profile& p, const std::string& path);
+
 // Thread-safe collector of ranges; one per run.
 class ProfileRecorder {
 public:

@@ -1,0 +1,718 @@
+#include "analysis_docks.h"
+
+#include "main_window.h"
+
+#include "app/engine_factory.h"
+#include "core/errors.h"
+#include "widgets/profiling/engine_comparison_view.h"
+#include "widgets/profiling/phase_table.h"
+#include "widgets/profiling/run_comparison_view.h"
+#include "widgets/profiling/sweep_view.h"
+#include "widgets/profiling/timeline_view.h"
+#include "widgets/view_state.h"
+
+#include <QCheckBox>
+#include <QComboBox>
+#include <QDockWidget>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QFormLayout>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QLineEdit>
+#include <QMenuBar>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QScrollArea>
+#include <QSplitter>
+#include <QStatusBar>
+#include <QVBoxLayout>
+#include <QtConcurrent>
+
+#include <chrono>
+#include <climits>
+#include <cmath>
+
+namespace spex {
+
+namespace {
+
+// "30, 50,80" -> {30, 50, 80}; false on anything else.
+template <class T>
+bool parseList(const QString& text, std::vector<T>& out) {
+  out.clear();
+  for (const QString& part : text.split(QLatin1Char(','), Qt::SkipEmptyParts)) {
+    bool ok = false;
+    const double v = part.trimmed().toDouble(&ok);
+    if (!ok || !(v > 0)) return false;
+    if constexpr (std::is_integral_v<T>) {
+      if (v != std::floor(v)) return false;
+    }
+    out.push_back(T(v));
+  }
+  return !out.empty();
+}
+
+bool samePlan(const PatchParams& a, const PatchParams& b) {
+  return a.bundlesize == b.bundlesize && a.nsubbundles == b.nsubbundles && a.nwavestep == b.nwavestep &&
+         a.wavepad() == b.wavepad();
+}
+
+} // namespace
+
+void installAnalysisDocks(MainWindow* window) {
+  if (!AnalysisDocks::of(window)) new AnalysisDocks(window);
+}
+
+AnalysisDocks* AnalysisDocks::of(MainWindow* window) {
+  return window ? window->findChild<AnalysisDocks*>(QString(), Qt::FindDirectChildrenOnly) : nullptr;
+}
+
+AnalysisDocks::AnalysisDocks(MainWindow* window) : QObject(window), m_window(window) {
+  buildTimelineDock();
+  buildRunDock();
+  buildEngineDock();
+  buildSweepDock();
+  // Beside the spectrum, which stays in front.
+  QDockWidget* spectrum = window->findChild<QDockWidget*>(QStringLiteral("spectrumDock"));
+  for (QDockWidget* d : {m_timelineDock, m_runDock, m_engineDock, m_sweepDock}) {
+    if (spectrum) window->tabifyDockWidget(spectrum, d);
+    else window->addDockWidget(Qt::BottomDockWidgetArea, d);
+  }
+  if (spectrum) spectrum->raise();
+
+  QMenu* menu = window->menuBar()->addMenu(tr("&Analysis"));
+  for (QDockWidget* d : {m_timelineDock, m_runDock, m_engineDock, m_sweepDock})
+    menu->addAction(d->toggleViewAction());
+  menu->addSeparator();
+  menu->addAction(tr("Open Chrome trace\u2026"), this, [this] {
+    const QString path = QFileDialog::getOpenFileName(m_window, tr("Open Chrome trace"), {}, tr("Chrome trace (*.json)"));
+    if (!path.isEmpty()) openTrace(path);
+  });
+  menu->addAction(tr("Compare CPU vs CUDA"), this, [this] {
+    m_engineDock->show();
+    m_engineDock->raise();
+    compareEngines(QStringLiteral("cpu"), QStringLiteral("cuda"), m_compareWhole->isChecked());
+  });
+  menu->addAction(tr("Patch-size sweep"), this, [this] {
+    m_sweepDock->show();
+    m_sweepDock->raise();
+  });
+
+  // Each finished extraction becomes a run in the timeline.
+  connect(window->job(), &ExtractionJob::engineFinished, this,
+          [this](const QString& engine, std::shared_ptr<ExtractionResult> r) {
+            if (!r) return;
+            auto profile = std::make_shared<const Profile>(r->profile);
+            addRun(tr("%1 #%2 (%3 patches)").arg(engine).arg(m_runCounter + 1).arg(r->patches.size()), profile, r);
+          });
+  // Patch indices of heatmaps belong to the plan they were made for.
+  connect(window->document(), &Document::planChanged, this, [this] {
+    m_window->ccdView()->clearPatchHeatmap();
+    const QSignalBlocker block(m_heatBox);
+    m_heatBox->setCurrentIndex(0);
+  });
+  connect(window->document(), &Document::inputsChanged, this, [this] {
+    m_window->ccdView()->clearPatchHeatmap();
+    m_sweepSelected = -1;
+  });
+  connect(window->ccdView(), &CcdView::heatmapPatchClicked, this, [this](int patch) {
+    m_window->viewState()->setSelectedPatches({patch});
+  });
+  connect(&m_compareWatcher, &QFutureWatcherBase::finished, this, [this] {
+    const CompareOutcome o = m_compareWatcher.result();
+    m_compareButton->setEnabled(true);
+    if (!o.error.isEmpty()) {
+      m_engineCompare->showMessage(tr("The comparison failed: %1").arg(o.error));
+      emit comparisonFinished(false);
+      return;
+    }
+    m_engineCompare->setResults(o.a, o.b, o.wallA, o.wallB);
+    const QString la = tr("%1 #%2 (compare)").arg(QString::fromStdString(o.a->engine)).arg(m_runCounter + 1);
+    addRun(la, std::make_shared<const Profile>(o.a->profile), o.a);
+    const QString lb = tr("%1 #%2 (compare)").arg(QString::fromStdString(o.b->engine)).arg(m_runCounter + 1);
+    addRun(lb, std::make_shared<const Profile>(o.b->profile), o.b);
+    m_runA->setCurrentIndex(int(m_runs.size()) - 2);
+    m_runB->setCurrentIndex(int(m_runs.size()) - 1);
+    setStatus(tr("Compared %1 with %2: speed-up %3x").arg(la, lb).arg(m_engineCompare->speedup(), 0, 'f', 2));
+    emit comparisonFinished(true);
+  });
+  connect(&m_sweepWatcher, &QFutureWatcherBase::finished, this, [this] {
+    m_sweepTimer.stop();
+    m_sweepRun->setEnabled(true);
+    m_sweepCancelButton->setEnabled(false);
+    const SweepOutcome o = m_sweepWatcher.result();
+    if (!o.error.isEmpty()) {
+      m_sweepLabel->setText(tr("Sweep failed: %1").arg(o.error));
+      setStatus(m_sweepLabel->text());
+      emit sweepFinished(false);
+      return;
+    }
+    m_sweep = o.result;
+    m_sweepView->setResult(m_sweep);
+    m_sweepBar->setValue(m_sweepBar->maximum());
+    m_sweepLabel->setText(tr("%1 settings done%2 (%3 accuracy)")
+                              .arg(m_sweep.rows.size())
+                              .arg(m_sweep.cancelled ? tr(", cancelled") : QString())
+                              .arg(QString::fromLatin1(sweepModeName(m_sweep.mode))));
+    // Show the patches of the row with the current plan's setting, if the sweep ran it.
+    m_sweepSelected = -1;
+    const auto plan = m_window->document()->plan();
+    for (int i = 0; plan && i < int(m_sweep.rows.size()); ++i) {
+      const SweepRow& r = m_sweep.rows[i];
+      PatchParams p = plan->params;
+      p.nwavestep = r.nwavestep;
+      p.nsubbundles = r.nsubbundles;
+      p.wavepadFrac = r.wavepadFrac;
+      if (r.ok() && samePlan(p, plan->params)) {
+        m_sweepSelected = i;
+        break;
+      }
+    }
+    if (m_sweepSelected >= 0) setHeatmap(Heatmap::Sweep);
+    emit sweepFinished(m_sweep.cancelled);
+  });
+  m_sweepTimer.setInterval(100);
+  connect(&m_sweepTimer, &QTimer::timeout, this, [this] {
+    const int rows = std::max(1, m_sweepRows.load());
+    const int total = std::max(1, m_sweepPatchTotal.load());
+    m_sweepBar->setRange(0, rows * 100);
+    m_sweepBar->setValue(m_sweepRowNow.load() * 100 + 100 * m_sweepPatchDone.load() / total);
+    m_sweepLabel->setText(tr("setting %1/%2: %3/%4 patches")
+                              .arg(m_sweepRowNow.load() + 1)
+                              .arg(rows)
+                              .arg(m_sweepPatchDone.load())
+                              .arg(m_sweepPatchTotal.load()));
+  });
+}
+
+AnalysisDocks::~AnalysisDocks() {
+  m_compareCancel.cancel();
+  m_sweepCancel.cancel();
+  m_compareWatcher.waitForFinished();
+  m_sweepWatcher.waitForFinished();
+}
+
+void AnalysisDocks::setStatus(const QString& s) {
+  m_status = s;
+  if (m_window->statusBar()) m_window->statusBar()->showMessage(s, 10000);
+}
+
+// --- Timeline dock
+
+void AnalysisDocks::buildTimelineDock() {
+  auto* w = new QWidget;
+  m_runBox = new QComboBox;
+  m_runBox->setMinimumContentsLength(24);
+  m_runBox->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+  auto* open = new QPushButton(tr("Open trace\u2026"));
+  auto* save = new QPushButton(tr("Export trace\u2026"));
+  m_heatBox = new QComboBox;
+  m_heatBox->addItems({tr("none"), tr("wall time per patch"), tr("mean \u03c7\u00b2/pixel per patch"),
+                       tr("extra regularisation"), tr("sweep: patches of the chosen setting")});
+  auto* bar = new QHBoxLayout;
+  bar->addWidget(new QLabel(tr("Run")));
+  bar->addWidget(m_runBox, 1);
+  bar->addWidget(open);
+  bar->addWidget(save);
+  bar->addSpacing(12);
+  bar->addWidget(new QLabel(tr("CCD heatmap")));
+  bar->addWidget(m_heatBox);
+
+  m_timeline = new TimelineView;
+  auto* scroll = new QScrollArea;
+  scroll->setWidget(m_timeline);
+  scroll->setWidgetResizable(true);
+  m_phaseTable = new PhaseTable;
+  m_phaseLabel = new QLabel(m_phaseTable->description());
+  m_phaseLabel->setWordWrap(true);
+  auto* right = new QWidget;
+  auto* rl = new QVBoxLayout(right);
+  rl->setContentsMargins(0, 0, 0, 0);
+  rl->addWidget(m_phaseLabel);
+  rl->addWidget(m_phaseTable, 1);
+  auto* split = new QSplitter(Qt::Horizontal);
+  split->addWidget(scroll);
+  split->addWidget(right);
+  split->setStretchFactor(0, 3);
+  split->setStretchFactor(1, 2);
+  auto* lay = new QVBoxLayout(w);
+  lay->setContentsMargins(2, 2, 2, 2);
+  lay->addLayout(bar);
+  lay->addWidget(split, 1);
+
+  connect(m_runBox, &QComboBox::currentIndexChanged, this, [this](int i) { showRun(i); });
+  connect(open, &QPushButton::clicked, this, [this] {
+    const QString path = QFileDialog::getOpenFileName(m_window, tr("Open Chrome trace"), {}, tr("Chrome trace (*.json)"));
+    if (!path.isEmpty()) openTrace(path);
+  });
+  connect(save, &QPushButton::clicked, this, [this] {
+    const QString path = QFileDialog::getSaveFileName(m_window, tr("Export Chrome trace"), QStringLiteral("profile.json"),
+                                                      tr("Chrome trace (*.json)"));
+    if (!path.isEmpty()) exportTrace(path);
+  });
+  connect(m_heatBox, &QComboBox::currentIndexChanged, this, [this](int i) { setHeatmap(Heatmap(i)); });
+  connect(m_timeline, &TimelineView::selectionChanged, this, [this](qint64 t0, qint64 t1) {
+    m_phaseTable->setTimeRange(t0, t1);
+    m_phaseLabel->setText(m_phaseTable->description());
+  });
+  connect(m_timeline, &TimelineView::patchClicked, this, [this](int, int patch) {
+    const int i = shownRun();
+    const auto plan = m_window->document()->plan();
+    if (i < 0 || !m_runs[i].result || !plan || !samePlan(m_runs[i].result->params, plan->params)) return;
+    if (patch < int(plan->patches.size())) m_window->viewState()->setSelectedPatches({patch});
+  });
+
+  m_timelineDock = new QDockWidget(tr("Timeline"), m_window);
+  m_timelineDock->setObjectName(QStringLiteral("timelineDock"));
+  m_timelineDock->setWidget(w);
+}
+
+void AnalysisDocks::addRun(const QString& label, std::shared_ptr<const Profile> profile,
+                           std::shared_ptr<const ExtractionResult> result) {
+  ++m_runCounter;
+  m_runs.push_back({label, std::move(profile), std::move(result)});
+  refreshRunCombos();
+  m_runBox->setCurrentIndex(int(m_runs.size()) - 1); // shows it
+  emit runsChanged();
+}
+
+void AnalysisDocks::refreshRunCombos() {
+  for (QComboBox* box : {m_runBox, m_runA, m_runB}) {
+    if (!box) continue;
+    const int keep = box->currentIndex();
+    const QSignalBlocker block(box);
+    box->clear();
+    for (const Run& r : m_runs) box->addItem(r.label);
+    box->setCurrentIndex(std::min(keep, box->count() - 1));
+  }
+  if (m_runA && m_runs.size() >= 2 && m_runA->currentIndex() == m_runB->currentIndex()) {
+    const QSignalBlocker ba(m_runA), bb(m_runB);
+    m_runA->setCurrentIndex(int(m_runs.size()) - 2);
+    m_runB->setCurrentIndex(int(m_runs.size()) - 1);
+  }
+  updateRunComparison();
+}
+
+void AnalysisDocks::showRun(int index) {
+  if (index < 0 || index >= int(m_runs.size())) {
+    m_timeline->setProfile(nullptr);
+    m_phaseTable->setProfile(nullptr);
+    m_phaseLabel->setText(m_phaseTable->description());
+    return;
+  }
+  if (m_runBox->currentIndex() != index) {
+    const QSignalBlocker block(m_runBox);
+    m_runBox->setCurrentIndex(index);
+  }
+  const Run& r = m_runs[index];
+  m_timeline->setProfile(r.profile, r.label);
+  m_phaseTable->setProfile(r.profile);
+  m_phaseLabel->setText(m_phaseTable->description());
+  if (m_heatBox->currentIndex() > 0 && Heatmap(m_heatBox->currentIndex()) != Heatmap::Sweep)
+    setHeatmap(Heatmap(m_heatBox->currentIndex()));
+}
+
+int AnalysisDocks::shownRun() const { return m_runBox->currentIndex(); }
+
+bool AnalysisDocks::openTrace(const QString& path) {
+  try {
+    auto p = std::make_shared<const Profile>(readChromeTraceFile(path.toStdString()));
+    addRun(tr("trace %1").arg(QFileInfo(path).fileName()), p);
+    m_timelineDock->show();
+    m_timelineDock->raise();
+    setStatus(tr("Opened %1: %2 ranges on %3 lanes").arg(path).arg(p->ranges.size()).arg(p->lanes.size()));
+    return true;
+  } catch (const std::exception& e) {
+    setStatus(QString::fromStdString(e.what()));
+    m_window->showError(tr("Cannot open trace"), m_status);
+    return false;
+  }
+}
+
+bool AnalysisDocks::exportTrace(const QString& path) const {
+  const int i = shownRun();
+  if (i < 0) return false;
+  try {
+    writeChromeTraceFile(*m_runs[i].profile, path.toStdString());
+    return true;
+  } catch (const std::exception& e) {
+    m_window->showError(tr("Cannot export trace"), QString::fromStdString(e.what()));
+    return false;
+  }
+}
+
+QVector<double> AnalysisDocks::heatmapValues(Heatmap h, QString* why) const {
+  auto fail = [&](const QString& s) {
+    if (why) *why = s;
+    return QVector<double>();
+  };
+  const auto plan = m_window->document()->plan();
+  if (!plan) return fail(tr("No patch plan."));
+  QVector<double> v(int(plan->patches.size()), std::nan(""));
+  const std::vector<PatchDiagnostics>* diags = nullptr;
+  if (h == Heatmap::Sweep) {
+    if (m_sweepSelected < 0 || m_sweepSelected >= int(m_sweep.rows.size()))
+      return fail(tr("Pick a sweep setting first."));
+    const SweepRow& r = m_sweep.rows[m_sweepSelected];
+    PatchParams p = plan->params;
+    p.nwavestep = r.nwavestep;
+    p.nsubbundles = r.nsubbundles;
+    p.wavepadFrac = r.wavepadFrac;
+    if (!samePlan(p, plan->params)) return fail(tr("The chosen sweep setting is not the current plan's."));
+    diags = &r.patchDiagnostics;
+  } else {
+    const int i = shownRun();
+    if (i < 0 || !m_runs[i].result) return fail(tr("The shown run has no per-patch results (an opened trace?)."));
+    const ExtractionResult& r = *m_runs[i].result;
+    if (!samePlan(r.params, plan->params) || r.fiberMin != plan->fiberMin || r.nfiber != plan->nFiber ||
+        r.nwave != plan->wave.n)
+      return fail(tr("The shown run used another patch plan than the current one."));
+    diags = &r.patches;
+  }
+  for (const PatchDiagnostics& d : *diags) {
+    if (d.patch < 0 || d.patch >= v.size()) continue;
+    switch (h) {
+    case Heatmap::WallTime:
+    case Heatmap::Sweep: v[d.patch] = d.seconds; break;
+    case Heatmap::Chi2: v[d.patch] = d.chi2; break;
+    case Heatmap::Regularized:
+      if (d.regularized || d.failed) v[d.patch] = d.failed ? 2 : 1;
+      break;
+    case Heatmap::None: break;
+    }
+  }
+  return v;
+}
+
+bool AnalysisDocks::setHeatmap(Heatmap h) {
+  if (m_heatBox->currentIndex() != int(h)) {
+    const QSignalBlocker block(m_heatBox);
+    m_heatBox->setCurrentIndex(int(h));
+  }
+  CcdView* ccd = m_window->ccdView();
+  if (h == Heatmap::None) {
+    ccd->clearPatchHeatmap();
+    return true;
+  }
+  QString why;
+  const QVector<double> v = heatmapValues(h, &why);
+  if (v.isEmpty()) {
+    ccd->clearPatchHeatmap();
+    setStatus(why);
+    return false;
+  }
+  static const char* labels[] = {"", "patch wall time [s]", "mean chi2/pixel", "1 regularised, 2 failed",
+                                 "sweep: patch wall time [s]"};
+  ccd->setPatchHeatmap(v, tr(labels[int(h)]));
+  int n = 0;
+  for (double x : v) n += std::isfinite(x);
+  setStatus(h == Heatmap::Regularized && n == 0 ? tr("No patch needed extra regularisation.")
+                                                : tr("Heatmap: %1 patches coloured").arg(n));
+  return true;
+}
+
+// --- Run comparison dock
+
+void AnalysisDocks::buildRunDock() {
+  auto* w = new QWidget;
+  m_runA = new QComboBox;
+  m_runB = new QComboBox;
+  for (QComboBox* b : {m_runA, m_runB}) {
+    b->setMinimumContentsLength(20);
+    b->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+    connect(b, &QComboBox::currentIndexChanged, this, [this] { updateRunComparison(); });
+  }
+  m_runCompare = new RunComparisonView;
+  auto* bar = new QHBoxLayout;
+  bar->addWidget(new QLabel(tr("A")));
+  bar->addWidget(m_runA, 1);
+  bar->addWidget(new QLabel(tr("B")));
+  bar->addWidget(m_runB, 1);
+  auto* lay = new QVBoxLayout(w);
+  lay->setContentsMargins(2, 2, 2, 2);
+  lay->addLayout(bar);
+  lay->addWidget(m_runCompare, 1);
+  m_runDock = new QDockWidget(tr("Run comparison"), m_window);
+  m_runDock->setObjectName(QStringLiteral("runComparisonDock"));
+  m_runDock->setWidget(w);
+}
+
+void AnalysisDocks::updateRunComparison() {
+  if (!m_runA) return;
+  const int a = m_runA->currentIndex(), b = m_runB->currentIndex();
+  if (a < 0 || b < 0 || a >= int(m_runs.size()) || b >= int(m_runs.size())) {
+    m_runCompare->setRuns({}, nullptr, {}, nullptr);
+    return;
+  }
+  m_runCompare->setRuns(m_runs[a].label, m_runs[a].profile, m_runs[b].label, m_runs[b].profile);
+}
+
+// --- CPU vs CUDA dock
+
+void AnalysisDocks::buildEngineDock() {
+  auto* w = new QWidget;
+  m_compareButton = new QPushButton(tr("Compare CPU vs CUDA"));
+  m_compareWhole = new QCheckBox(tr("whole frame"));
+  auto* bar = new QHBoxLayout;
+  bar->addWidget(m_compareButton);
+  bar->addWidget(m_compareWhole);
+  bar->addStretch(1);
+  m_engineCompare = new EngineComparisonView;
+  if (!cudaBuilt())
+    m_engineCompare->showMessage(tr("CUDA is not available: this spexlab was built without the CUDA engine. "
+                                    "Build with -DSPEXLAB_CUDA=ON on a machine with a GPU to compare."));
+  auto* lay = new QVBoxLayout(w);
+  lay->setContentsMargins(2, 2, 2, 2);
+  lay->addLayout(bar);
+  lay->addWidget(m_engineCompare, 1);
+  connect(m_compareButton, &QPushButton::clicked, this,
+          [this] { compareEngines(QStringLiteral("cpu"), QStringLiteral("cuda"), m_compareWhole->isChecked()); });
+  m_engineDock = new QDockWidget(tr("CPU vs CUDA"), m_window);
+  m_engineDock->setObjectName(QStringLiteral("engineComparisonDock"));
+  m_engineDock->setWidget(w);
+}
+
+std::optional<std::vector<int>> AnalysisDocks::selectedPatches() const {
+  // As MainWindow::runExtraction: the selected patches, else those of the selected fibers.
+  const auto plan = m_window->document()->plan();
+  std::vector<int> sel;
+  if (!plan) return std::nullopt;
+  for (int p : m_window->viewState()->selectedPatches())
+    if (p >= 0 && p < int(plan->patches.size())) sel.push_back(p);
+  if (sel.empty())
+    for (int f : m_window->viewState()->selectedFibers())
+      for (int p : plan->patchesInRegion(f, f + 1, 0, plan->wave.n))
+        if (std::find(sel.begin(), sel.end(), p) == sel.end()) sel.push_back(p);
+  if (sel.empty()) return std::nullopt;
+  std::sort(sel.begin(), sel.end());
+  return sel;
+}
+
+bool AnalysisDocks::compareEngines(const QString& a, const QString& b, bool wholeFrame) {
+  if (isComparing()) return false;
+  Document* doc = m_window->document();
+  const auto plan = doc->plan();
+  if (!plan || !doc->image() || !doc->psf()) {
+    m_engineCompare->showMessage(tr("Open a frame and a PSF first.") +
+                                 (doc->planError().isEmpty() ? QString() : QStringLiteral(" ") + doc->planError()));
+    return false;
+  }
+  // Engines are made here so an unavailable GPU is said at once, in words.
+  std::shared_ptr<Engine> ea, eb;
+  try {
+    ea = std::shared_ptr<Engine>(makeEngine(a.toStdString()).engine.release());
+    eb = std::shared_ptr<Engine>(makeEngine(b.toStdString()).engine.release());
+  } catch (const std::exception& e) {
+    m_engineCompare->showMessage(tr("CUDA is not available here, so there is nothing to compare the CPU with: %1")
+                                     .arg(QString::fromStdString(e.what())));
+    setStatus(m_engineCompare->message());
+    return false;
+  }
+  const auto patches = wholeFrame ? std::nullopt : selectedPatches();
+  const auto image = doc->image();
+  const auto psf = doc->psf();
+  const int threads = doc->settings().threads;
+  m_compareCancel.reset();
+  m_engineCompare->showMessage(tr("Running %1 and %2 on %3\u2026")
+                                   .arg(a, b, patches ? tr("%1 patches").arg(patches->size()) : tr("the whole frame")));
+  m_compareButton->setEnabled(false);
+  const CancelToken* cancel = &m_compareCancel;
+  m_compareWatcher.setFuture(QtConcurrent::run([=]() -> CompareOutcome {
+    CompareOutcome out;
+    ExtractionRequest req;
+    req.image = image.get();
+    req.psf = psf.get();
+    req.wave = plan->wave;
+    req.fiberMin = plan->fiberMin;
+    req.nFiber = plan->nFiber;
+    req.params = plan->params;
+    req.patches = patches;
+    req.threads = threads;
+    req.model = true;
+    ProgressSink none;
+    try {
+      auto t0 = std::chrono::steady_clock::now();
+      out.a = std::make_shared<ExtractionResult>(ea->extract(req, none, *cancel));
+      out.wallA = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      t0 = std::chrono::steady_clock::now();
+      out.b = std::make_shared<ExtractionResult>(eb->extract(req, none, *cancel));
+      out.wallB = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (out.a->cancelled || out.b->cancelled) out.error = QStringLiteral("cancelled");
+    } catch (const std::exception& e) {
+      out.error = QString::fromStdString(e.what());
+    }
+    return out;
+  }));
+  return true;
+}
+
+// --- Sweep dock
+
+void AnalysisDocks::buildSweepDock() {
+  auto* w = new QWidget;
+  m_nwavestep = new QLineEdit(QStringLiteral("30,50,80"));
+  m_nsub = new QLineEdit(QStringLiteral("1,5"));
+  m_wavepad = new QLineEdit(QStringLiteral("0.2"));
+  m_sweepWhole = new QCheckBox(tr("whole frame (else the selection)"));
+  m_sweepCuda = new QCheckBox(tr("also CUDA"));
+  m_sweepCuda->setEnabled(cudaBuilt());
+  m_sweepCuda->setToolTip(cudaBuilt() ? QString() : tr("This spexlab was built without the CUDA engine."));
+  m_sweepRun = new QPushButton(tr("Run sweep"));
+  m_sweepCancelButton = new QPushButton(tr("Cancel"));
+  m_sweepCancelButton->setEnabled(false);
+  m_sweepBar = new QProgressBar;
+  m_sweepBar->setRange(0, 1);
+  m_sweepBar->setValue(0);
+  m_sweepLabel = new QLabel(tr("Choose values and run."));
+  m_sweepView = new SweepView;
+
+  auto* form = new QFormLayout;
+  form->addRow(tr("nwavestep"), m_nwavestep);
+  form->addRow(tr("nsubbundles"), m_nsub);
+  form->addRow(tr("wavepad frac"), m_wavepad);
+  form->addRow(m_sweepWhole);
+  form->addRow(m_sweepCuda);
+  auto* buttons = new QHBoxLayout;
+  buttons->addWidget(m_sweepRun);
+  buttons->addWidget(m_sweepCancelButton);
+  form->addRow(buttons);
+  form->addRow(m_sweepBar);
+  form->addRow(m_sweepLabel);
+  auto* left = new QWidget;
+  left->setLayout(form);
+  left->setMaximumWidth(300);
+  auto* lay = new QHBoxLayout(w);
+  lay->setContentsMargins(2, 2, 2, 2);
+  lay->addWidget(left);
+  lay->addWidget(m_sweepView, 1);
+
+  connect(m_sweepRun, &QPushButton::clicked, this, [this] { startSweep(); });
+  connect(m_sweepCancelButton, &QPushButton::clicked, this, [this] { cancelSweep(); });
+  connect(m_sweepView, &SweepView::rowActivated, this, [this](int row) { selectSweepRow(row); });
+  m_sweepDock = new QDockWidget(tr("Sweep"), m_window);
+  m_sweepDock->setObjectName(QStringLiteral("sweepDock"));
+  m_sweepDock->setWidget(w);
+}
+
+void AnalysisDocks::setSweepFields(const QString& nwavestep, const QString& nsubbundles,
+                                   const QString& wavepadFrac, bool wholeFrame) {
+  m_nwavestep->setText(nwavestep);
+  m_nsub->setText(nsubbundles);
+  m_wavepad->setText(wavepadFrac);
+  m_sweepWhole->setChecked(wholeFrame);
+}
+
+bool AnalysisDocks::startSweep() {
+  if (isSweeping()) return false;
+  Document* doc = m_window->document();
+  const auto plan = doc->plan();
+  if (!plan || !doc->image() || !doc->psf()) {
+    m_sweepLabel->setText(tr("Open a frame and a PSF first."));
+    return false;
+  }
+  SweepSpec spec;
+  if (!parseList(m_nwavestep->text(), spec.nwavestep) || !parseList(m_nsub->text(), spec.nsubbundles) ||
+      !parseList(m_wavepad->text(), spec.wavepadFrac)) {
+    m_sweepLabel->setText(tr("Values are comma-separated positive numbers (integers for nwavestep and nsubbundles)."));
+    return false;
+  }
+  spec.wave = plan->wave;
+  spec.fiberMin = plan->fiberMin;
+  spec.nFiber = plan->nFiber;
+  spec.base = plan->params;
+  spec.threads = doc->settings().threads;
+  spec.region = {plan->fiberMin, plan->fiberMin + plan->nFiber, plan->wave.wmin, plan->wave.last()};
+  const auto sel = m_sweepWhole->isChecked() ? std::nullopt : selectedPatches();
+  if (sel) {
+    // The selection's fibers x bins (kept regions of the selected patches).
+    int f0 = INT_MAX, f1 = INT_MIN, w0 = INT_MAX, w1 = INT_MIN;
+    for (int i : *sel) {
+      const Patch& p = plan->patches[i];
+      f0 = std::min(f0, p.fiber0);
+      f1 = std::max(f1, p.fiber0 + p.nfiber);
+      w0 = std::min(w0, p.wave0);
+      w1 = std::max(w1, p.wave0 + p.nwave);
+    }
+    spec.region = {f0, f1, plan->wave.at(w0), plan->wave.at(w1 - 1)};
+  }
+  std::vector<std::shared_ptr<Engine>> engines;
+  try {
+    engines.push_back(std::shared_ptr<Engine>(makeEngine("cpu").engine.release()));
+    if (m_sweepCuda->isChecked()) engines.push_back(std::shared_ptr<Engine>(makeEngine("cuda").engine.release()));
+  } catch (const std::exception& e) {
+    m_sweepLabel->setText(tr("CUDA is not available: %1").arg(QString::fromStdString(e.what())));
+    return false;
+  }
+  const auto image = doc->image();
+  const auto psf = doc->psf();
+  auto truth = doc->truth();
+  if (truth && (truth->phot.cols != spec.wave.n)) truth.reset(); // another grid: no pulls
+  std::shared_ptr<const ExtractionResult> reference;
+  if (!truth)
+    for (const auto& r : doc->results())
+      if (r && r->fiberMin == spec.fiberMin && r->nfiber == spec.nFiber && r->nwave == spec.wave.n) {
+        reference = r;
+        break;
+      }
+  m_sweepCancel.reset();
+  m_sweepRowNow = 0;
+  m_sweepRows = int(spec.nwavestep.size() * spec.nsubbundles.size() * spec.wavepadFrac.size() * engines.size());
+  m_sweepPatchDone = 0;
+  m_sweepPatchTotal = 0;
+  m_sweepRun->setEnabled(false);
+  m_sweepCancelButton->setEnabled(true);
+  m_sweepBar->setRange(0, m_sweepRows * 100);
+  m_sweepBar->setValue(0);
+  m_sweepTimer.start();
+  const CancelToken* cancel = &m_sweepCancel;
+  m_sweepWatcher.setFuture(QtConcurrent::run([=, this]() -> SweepOutcome {
+    SweepOutcome out;
+    std::vector<Engine*> raw;
+    for (const auto& e : engines) raw.push_back(e.get());
+    SweepInputs in;
+    in.image = image.get();
+    in.psf = psf.get();
+    in.truth = truth.get();
+    in.reference = reference.get();
+    try {
+      out.result = runSweep(
+          raw, in, spec,
+          [this](const SweepProgress& p) {
+            m_sweepRowNow = p.row;
+            m_sweepRows = p.rows;
+            m_sweepPatchDone = p.patchesDone;
+            m_sweepPatchTotal = p.patchesTotal;
+          },
+          *cancel);
+    } catch (const std::exception& e) {
+      out.error = QString::fromStdString(e.what());
+    }
+    return out;
+  }));
+  return true;
+}
+
+void AnalysisDocks::cancelSweep() {
+  m_sweepCancel.cancel();
+  m_sweepLabel->setText(tr("Cancelling after the current patches\u2026"));
+}
+
+void AnalysisDocks::selectSweepRow(int row) {
+  if (row < 0 || row >= int(m_sweep.rows.size())) return;
+  const SweepRow& r = m_sweep.rows[row];
+  if (!r.ok()) {
+    setStatus(tr("That setting failed: %1").arg(QString::fromStdString(r.error)));
+    return;
+  }
+  // Apply the setting so the CCD's patch grid is the one the sweep used for it.
+  RunSettings s = m_window->document()->settings();
+  s.params.nwavestep = r.nwavestep;
+  s.params.nsubbundles = r.nsubbundles;
+  s.params.wavepadFrac = r.wavepadFrac;
+  m_window->document()->setSettings(s);
+  m_sweepSelected = row;
+  setHeatmap(Heatmap::Sweep);
+}
+
+} // namespace spex

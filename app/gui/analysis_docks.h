@@ -1,0 +1,168 @@
+// The workbench's profiling and tuning docks (issue 5), installed on the MainWindow
+// by installAnalysisDocks: Timeline (the Profile of each run, its phase table, Chrome
+// trace open/export, per-patch CCD heatmaps), Run comparison (two runs on one time
+// axis), CPU vs CUDA (both engines on the selection or the frame, in the background)
+// and Sweep (patch-size sweep in the background, with progress and cancel). The views
+// live in widgets/profiling; this file turns their intents into jobs.
+#pragma once
+
+#include "core/extract/engine.h"
+#include "core/sweep/sweep.h"
+
+#include <QFutureWatcher>
+#include <QObject>
+#include <QString>
+#include <QTimer>
+
+#include <atomic>
+#include <memory>
+#include <vector>
+
+class QCheckBox;
+class QComboBox;
+class QDockWidget;
+class QLabel;
+class QLineEdit;
+class QProgressBar;
+class QPushButton;
+
+namespace spex {
+
+class EngineComparisonView;
+class MainWindow;
+class PhaseTable;
+class RunComparisonView;
+class SweepView;
+class TimelineView;
+
+void installAnalysisDocks(MainWindow* window);
+
+class AnalysisDocks : public QObject {
+  Q_OBJECT
+public:
+  explicit AnalysisDocks(MainWindow* window);
+  ~AnalysisDocks() override; // cancels and waits for background work
+
+  // The docks' owner, found from the window (nullptr before installAnalysisDocks).
+  static AnalysisDocks* of(MainWindow* window);
+
+  struct Run {
+    QString label; // "cpu #1", "trace run.json"
+    std::shared_ptr<const Profile> profile;
+    std::shared_ptr<const ExtractionResult> result; // null for opened traces
+  };
+  const std::vector<Run>& runs() const { return m_runs; }
+  void addRun(const QString& label, std::shared_ptr<const Profile> profile,
+              std::shared_ptr<const ExtractionResult> result = nullptr);
+  void showRun(int index); // in the timeline and phase table
+  int shownRun() const;
+
+  // Chrome trace JSON; false after showing the error.
+  bool openTrace(const QString& path);
+  bool exportTrace(const QString& path) const;
+
+  enum class Heatmap { None, WallTime, Chi2, Regularized, Sweep };
+  // Draws a per-patch heatmap of the shown run (or the chosen sweep row) on the CCD;
+  // false with the reason in statusText() when the run used another patch plan.
+  bool setHeatmap(Heatmap h);
+  // Values per plan patch of the current plan for a heatmap, NaN where untouched.
+  QVector<double> heatmapValues(Heatmap h, QString* why = nullptr) const;
+
+  // CPU vs CUDA (engine kinds as makeEngine takes them). Starts in the background;
+  // false (with the reason shown in the view) when it cannot start.
+  bool compareEngines(const QString& a = QStringLiteral("cpu"), const QString& b = QStringLiteral("cuda"),
+                      bool wholeFrame = false);
+  bool isComparing() const { return m_compareWatcher.isRunning(); }
+
+  // Sweep over the comma-separated values in the dock's fields (or those given).
+  bool startSweep();
+  void cancelSweep();
+  bool isSweeping() const { return m_sweepWatcher.isRunning(); }
+  const SweepResult& sweepResult() const { return m_sweep; }
+  void setSweepFields(const QString& nwavestep, const QString& nsubbundles, const QString& wavepadFrac,
+                      bool wholeFrame);
+  void selectSweepRow(int row); // applies its setting to the document and shows its patches
+
+  QString statusText() const { return m_status; }
+
+  TimelineView* timeline() const { return m_timeline; }
+  PhaseTable* phaseTable() const { return m_phaseTable; }
+  RunComparisonView* runComparison() const { return m_runCompare; }
+  EngineComparisonView* engineComparison() const { return m_engineCompare; }
+  SweepView* sweepView() const { return m_sweepView; }
+  QProgressBar* sweepProgress() const { return m_sweepBar; }
+  QDockWidget* timelineDock() const { return m_timelineDock; }
+  QDockWidget* runComparisonDock() const { return m_runDock; }
+  QDockWidget* engineComparisonDock() const { return m_engineDock; }
+  QDockWidget* sweepDock() const { return m_sweepDock; }
+
+signals:
+  void runsChanged();
+  void comparisonFinished(bool ok);
+  void sweepFinished(bool cancelled);
+
+private:
+  struct CompareOutcome {
+    std::shared_ptr<ExtractionResult> a, b;
+    double wallA = 0, wallB = 0;
+    QString error;
+  };
+  struct SweepOutcome {
+    SweepResult result;
+    QString error;
+  };
+
+  void buildTimelineDock();
+  void buildRunDock();
+  void buildEngineDock();
+  void buildSweepDock();
+  void refreshRunCombos();
+  void updateRunComparison();
+  void setStatus(const QString& s);
+  std::optional<std::vector<int>> selectedPatches() const;
+
+  MainWindow* m_window;
+  std::vector<Run> m_runs;
+  int m_runCounter = 0;
+  QString m_status;
+
+  QDockWidget* m_timelineDock = nullptr;
+  QDockWidget* m_runDock = nullptr;
+  QDockWidget* m_engineDock = nullptr;
+  QDockWidget* m_sweepDock = nullptr;
+
+  TimelineView* m_timeline = nullptr;
+  PhaseTable* m_phaseTable = nullptr;
+  QLabel* m_phaseLabel = nullptr;
+  QComboBox* m_runBox = nullptr;
+  QComboBox* m_heatBox = nullptr;
+
+  RunComparisonView* m_runCompare = nullptr;
+  QComboBox* m_runA = nullptr;
+  QComboBox* m_runB = nullptr;
+
+  EngineComparisonView* m_engineCompare = nullptr;
+  QCheckBox* m_compareWhole = nullptr;
+  QPushButton* m_compareButton = nullptr;
+  QFutureWatcher<CompareOutcome> m_compareWatcher;
+  CancelToken m_compareCancel;
+
+  SweepView* m_sweepView = nullptr;
+  QLineEdit* m_nwavestep = nullptr;
+  QLineEdit* m_nsub = nullptr;
+  QLineEdit* m_wavepad = nullptr;
+  QCheckBox* m_sweepWhole = nullptr;
+  QCheckBox* m_sweepCuda = nullptr;
+  QPushButton* m_sweepRun = nullptr;
+  QPushButton* m_sweepCancelButton = nullptr;
+  QProgressBar* m_sweepBar = nullptr;
+  QLabel* m_sweepLabel = nullptr;
+  QFutureWatcher<SweepOutcome> m_sweepWatcher;
+  CancelToken m_sweepCancel;
+  QTimer m_sweepTimer;
+  std::atomic<int> m_sweepRowNow{0}, m_sweepRows{0}, m_sweepPatchDone{0}, m_sweepPatchTotal{0};
+  SweepResult m_sweep;
+  int m_sweepSelected = -1;
+};
+
+} // namespace spex

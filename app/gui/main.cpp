@@ -1,0 +1,83 @@
+// spexlab: the desktop workbench. With no arguments it opens a demo (a simulated
+// frame through the project's synthetic PSF); --preproc/--psf open real inputs;
+// --screenshot renders the window headless for the docs.
+#include "main_window.h"
+#include "screenshot.h"
+
+#include <QApplication>
+#include <QCommandLineParser>
+#include <QSettings>
+#include <QTimer>
+
+#include <cmath>
+
+int main(int argc, char** argv) {
+  QApplication app(argc, argv);
+  QApplication::setOrganizationName(QStringLiteral("SpexLab"));
+  QApplication::setApplicationName(QStringLiteral("spexlab"));
+  QApplication::setApplicationVersion(QStringLiteral(SPEXLAB_VERSION));
+
+  QCommandLineParser cli;
+  cli.setApplicationDescription(QStringLiteral("SpexLab spectro-perfectionism workbench"));
+  cli.addHelpOption();
+  cli.addVersionOption();
+  const QCommandLineOption preproc(QStringLiteral("preproc"), QStringLiteral("Preproc image to open."), QStringLiteral("file"));
+  const QCommandLineOption psf(QStringLiteral("psf"), QStringLiteral("PSF to open with it."), QStringLiteral("file"));
+  const QCommandLineOption truth(QStringLiteral("truth"), QStringLiteral("Simulation truth."), QStringLiteral("file"));
+  const QCommandLineOption frame(QStringLiteral("frame"), QStringLiteral("Frame file to inspect."), QStringLiteral("file"));
+  const QCommandLineOption demoFibers(QStringLiteral("demo-fibers"), QStringLiteral("Fibers lit in the demo (default 50)."), QStringLiteral("n"));
+  const QCommandLineOption shot(QStringLiteral("screenshot"), QStringLiteral("Render the window to a PNG/PDF and exit."), QStringLiteral("file"));
+  const QCommandLineOption extract(QStringLiteral("extract"), QStringLiteral("With --screenshot: extract the whole frame first."));
+  const QCommandLineOption patches(QStringLiteral("extract-patches"), QStringLiteral("With --screenshot: extract n patches around the selection."), QStringLiteral("n"));
+  const QCommandLineOption fiber(QStringLiteral("select-fiber"), QStringLiteral("Fiber to select."), QStringLiteral("n"));
+  const QCommandLineOption wave(QStringLiteral("wave"), QStringLiteral("Wavelength to select [A]."), QStringLiteral("w"));
+  const QCommandLineOption zoom(QStringLiteral("zoom"), QStringLiteral("Zoom on the selection (screen px per CCD px)."), QStringLiteral("z"));
+  const QCommandLineOption raise(QStringLiteral("raise"), QStringLiteral("Dock to show in front: residuals, resolution."), QStringLiteral("dock"));
+  const QCommandLineOption view(QStringLiteral("view"), QStringLiteral("What to grab: window, ccd, spectrum, residuals, resolution."), QStringLiteral("name"));
+  const QCommandLineOption overlays(QStringLiteral("overlays"), QStringLiteral("Overlays to switch on, comma separated (patchGrid, isoWavelength, maskedPixels, ...)."), QStringLiteral("list"));
+  const QCommandLineOption size(QStringLiteral("size"), QStringLiteral("Window size WxH for --screenshot (default 1600x1000)."), QStringLiteral("WxH"));
+  for (const auto* o : {&preproc, &psf, &truth, &frame, &demoFibers, &shot, &extract, &patches, &fiber, &wave, &zoom,
+                        &raise, &view, &overlays, &size})
+    cli.addOption(*o);
+  cli.process(app);
+
+  const bool headless = cli.isSet(shot);
+  spex::MainWindow window;
+  window.setInteractive(!headless);
+  if (headless) {
+    int w = 1600, h = 1000;
+    const QStringList wh = cli.value(size).split(QLatin1Char('x'));
+    if (wh.size() == 2) {
+      w = wh[0].toInt();
+      h = wh[1].toInt();
+    }
+    window.resize(w, h);
+  }
+  window.show();
+
+  bool ok = true;
+  if (cli.isSet(preproc) || cli.isSet(psf)) {
+    ok = window.openInputs(cli.value(preproc), cli.value(psf), cli.value(truth));
+  } else {
+    const int n = cli.isSet(demoFibers) ? cli.value(demoFibers).toInt()
+                                        : QSettings().value(QStringLiteral("demo/fibers"), 50).toInt();
+    ok = window.openDemo(n);
+  }
+  if (ok && cli.isSet(frame)) ok = window.openFrame(cli.value(frame));
+
+  if (headless) {
+    if (!ok) return 1;
+    spex::ScreenshotOptions o;
+    o.path = cli.value(shot);
+    o.extract = cli.isSet(extract);
+    o.patches = cli.value(patches).toInt();
+    o.fiber = cli.isSet(fiber) ? cli.value(fiber).toInt() : -1;
+    o.wave = cli.isSet(wave) ? cli.value(wave).toDouble() : std::nan("");
+    o.zoom = cli.value(zoom).toDouble();
+    o.raise = cli.value(raise);
+    if (cli.isSet(view)) o.view = cli.value(view);
+    if (cli.isSet(overlays)) o.overlaysOn = cli.value(overlays).split(QLatin1Char(','), Qt::SkipEmptyParts);
+    return spex::takeScreenshot(window, o);
+  }
+  return app.exec();
+}

@@ -1,0 +1,82 @@
+#include "screenshot.h"
+
+#include "main_window.h"
+
+#include "widgets/view_state.h"
+
+#include <QApplication>
+#include <QDockWidget>
+#include <QElapsedTimer>
+#include <QEventLoop>
+#include <QTimer>
+
+#include <cmath>
+#include <cstdio>
+
+namespace spex {
+
+namespace {
+void settle(int ms) {
+  // Let queued replots, resizes and layout passes run before grabbing.
+  QElapsedTimer t;
+  t.start();
+  while (t.elapsed() < ms) QApplication::processEvents(QEventLoop::AllEvents, 20);
+}
+
+bool waitForJob(MainWindow& w) {
+  if (!w.isBusy()) return true;
+  QEventLoop loop;
+  QObject::connect(&w, &MainWindow::jobFinished, &loop, &QEventLoop::quit);
+  loop.exec();
+  return true;
+}
+} // namespace
+
+int takeScreenshot(MainWindow& w, const ScreenshotOptions& opt) {
+  settle(200);
+  for (const QString& key : opt.overlaysOn)
+    for (int i = 0; i < kOverlayCount; ++i)
+      if (overlayKey(Overlay(i)) == key) w.overlayAction(Overlay(i))->setChecked(true);
+
+  ViewState* vs = w.viewState();
+  const auto psf = w.document()->psf();
+  if (opt.fiber >= 0 && psf && opt.fiber < psf->nfiber) {
+    vs->selectFiber(opt.fiber);
+    double wave = opt.wave;
+    if (!std::isfinite(wave)) wave = 0.5 * (psf->waveMin() + psf->waveMax());
+    vs->setSelectedWave(wave);
+    if (opt.patches > 0 && w.document()->plan()) {
+      const PatchPlan& plan = *w.document()->plan();
+      const int bin = int(std::lround((wave - plan.wave.wmin) / plan.wave.dw));
+      const int p0 = plan.patchAt(opt.fiber, std::clamp(bin, 0, plan.wave.n - 1));
+      QVector<int> sel;
+      if (p0 >= 0) {
+        // The patch under the selection and its neighbours in wavelength and fiber.
+        const Patch& p = plan.patches[p0];
+        const int half = std::max(1, opt.patches / 2);
+        for (int q : plan.patchesInRegion(p.fiber0 - 5 * (half / 3), p.fiber0 + p.nfiber + 5 * (half / 3),
+                                          std::max(0, p.wave0 - plan.params.nwavestep * half / 2),
+                                          p.wave0 + p.nwave + plan.params.nwavestep * half / 2))
+          if (sel.size() < opt.patches) sel.push_back(q);
+      }
+      vs->setSelectedPatches(sel);
+    }
+    if (opt.zoom > 0) vs->setView(QPointF(psf->x(opt.fiber, wave), psf->y(opt.fiber, wave)), opt.zoom);
+  }
+  if (opt.extract || opt.patches > 0) {
+    if (!w.runExtraction(opt.extract)) return 2;
+    waitForJob(w);
+  }
+  if (!opt.raise.isEmpty())
+    for (QDockWidget* d : w.findChildren<QDockWidget*>())
+      if (d->objectName().startsWith(opt.raise)) {
+        d->show();
+        d->raise();
+      }
+  settle(400);
+  if (!w.exportView(opt.view, opt.path)) return 1;
+  std::printf("spexlab: wrote %s\n", qPrintable(opt.path));
+  return 0;
+}
+
+} // namespace spex

@@ -1,0 +1,212 @@
+// The analysis docks on the real main window (offscreen): an extraction's profile
+// lands in the timeline and phase table; per-patch CCD heatmaps colour exactly the
+// extracted patches; a sweep runs in the background and its heatmap colours exactly
+// the patches it touched; CPU vs CUDA says clearly when CUDA is missing and compares
+// two runs with the numbers of compareFrames; traces export and import.
+#include "gui_test_sim.h"
+
+#include "app/engine_factory.h"
+#include "app/gui/analysis_docks.h"
+#include "app/gui/main_window.h"
+#include "core/extract/compare.h"
+#include "widgets/ccd_view.h"
+#include "widgets/profiling/engine_comparison_view.h"
+#include "widgets/profiling/phase_table.h"
+#include "widgets/profiling/run_comparison_view.h"
+#include "widgets/profiling/sweep_view.h"
+#include "widgets/profiling/timeline_view.h"
+#include "widgets/view_state.h"
+
+#include <QDockWidget>
+#include <QProgressBar>
+#include <QSignalSpy>
+#include <QTemporaryDir>
+#include <QTest>
+
+#include <cmath>
+
+using namespace spex;
+
+class GuiAnalysisDocksTest : public QObject {
+  Q_OBJECT
+  spextest::SmallSim m_sim;
+  std::unique_ptr<MainWindow> m_w;
+  AnalysisDocks* m_docks = nullptr;
+  QTemporaryDir m_dir;
+
+  QSet<int> coloured() const {
+    QSet<int> out;
+    for (int i = 0; i < int(m_w->document()->plan()->patches.size()); ++i)
+      if (m_w->ccdView()->patchHeatmapColor(i).isValid()) out.insert(i);
+    return out;
+  }
+
+private slots:
+  void initTestCase() {
+    m_sim = spextest::makeSmallSim();
+    m_w = std::make_unique<MainWindow>();
+    m_w->setInteractive(false);
+    m_w->resize(1400, 900);
+    m_w->show();
+    QVERIFY(QTest::qWaitForWindowExposed(m_w.get()));
+    m_docks = AnalysisDocks::of(m_w.get());
+    QVERIFY(m_docks);
+    m_w->document()->loadSimulation(m_sim.psf, m_sim.sim, QStringLiteral("small test simulation"));
+    QTest::qWait(20);
+  }
+
+  void extractionProfileShowsInTimeline() {
+    const PatchPlan& plan = *m_w->document()->plan();
+    // Three patches of fibers 5-9.
+    QVector<int> sel;
+    for (int p : plan.patchesInRegion(5, 10, 100, 200)) sel.push_back(p);
+    QVERIFY(sel.size() >= 2);
+    m_w->viewState()->setSelectedPatches(sel);
+    QSignalSpy done(m_w.get(), &MainWindow::jobFinished);
+    QVERIFY(m_w->runExtraction(false));
+    QVERIFY(done.wait(120000));
+    QCOMPARE(int(m_docks->runs().size()), 1);
+    const AnalysisDocks::Run& run = m_docks->runs().front();
+    QVERIFY(run.result);
+    QCOMPARE(int(run.result->patches.size()), int(sel.size()));
+    QCOMPARE(m_docks->timeline()->profile().get(), run.profile.get());
+    QCOMPARE(run.profile->ranges.size(), run.result->profile.ranges.size());
+    // The phase table's numbers are sums of the records.
+    QAbstractItemModel* m = m_docks->phaseTable()->model();
+    for (int r = 0; r < m->rowCount(); ++r) {
+      const std::string name = m->data(m->index(r, 0), Qt::UserRole).toString().toStdString();
+      double total = 0;
+      int count = 0;
+      for (const ProfileRange& x : run.profile->ranges)
+        if (x.name == name) {
+          total += x.durationNs() * 1e-9;
+          ++count;
+        }
+      QCOMPARE(m->data(m->index(r, PhaseStatsModel::Count), Qt::UserRole).toInt(), count);
+      QVERIFY(std::abs(m->data(m->index(r, PhaseStatsModel::Total), Qt::UserRole).toDouble() - total) < 1e-12);
+    }
+    // A selection in the timeline narrows the table.
+    m_docks->timeline()->setSelection(0, run.profile->wallNs / 2);
+    QVERIFY(m_docks->phaseTable()->hasTimeRange());
+
+    // Heatmaps: wall time and chi2 colour exactly the extracted patches.
+    QSet<int> want(sel.begin(), sel.end());
+    QVERIFY(m_docks->setHeatmap(AnalysisDocks::Heatmap::WallTime));
+    QCOMPARE(coloured(), want);
+    QVERIFY(m_docks->setHeatmap(AnalysisDocks::Heatmap::Chi2));
+    QCOMPARE(coloured(), want);
+    const QVector<double> chi2 = m_docks->heatmapValues(AnalysisDocks::Heatmap::Chi2);
+    for (const PatchDiagnostics& d : run.result->patches) QCOMPARE(chi2[d.patch], d.chi2);
+    // Clicking a coloured patch selects it.
+    const Patch& p = plan.patches[sel.front()];
+    m_w->viewState()->setView(QPointF(m_sim.psf.x(p.fiber0 + 2, plan.wave.at(p.wave0 + p.nwave / 2)),
+                                      m_sim.psf.y(p.fiber0 + 2, plan.wave.at(p.wave0 + p.nwave / 2))),
+                              2.0);
+    m_w->viewState()->setSelectedPatches({});
+    const QPoint at = m_w->ccdView()->widgetPosOf(p.fiber0 + 2, plan.wave.at(p.wave0 + p.nwave / 2)).toPoint() + QPoint(3, 0);
+    QTest::mouseClick(m_w->ccdView(), Qt::LeftButton, Qt::NoModifier, at);
+    QCOMPARE(m_w->viewState()->selectedPatches(), QVector<int>{sel.front()});
+    m_docks->setHeatmap(AnalysisDocks::Heatmap::None);
+    QVERIFY(!m_w->ccdView()->hasPatchHeatmap());
+  }
+
+  void traceExportAndImport() {
+    const QString path = m_dir.filePath(QStringLiteral("run.json"));
+    QVERIFY(m_docks->exportTrace(path));
+    QVERIFY(m_docks->openTrace(path));
+    QCOMPARE(int(m_docks->runs().size()), 2);
+    const Profile& a = *m_docks->runs()[0].profile;
+    const Profile& b = *m_docks->runs()[1].profile;
+    QCOMPARE(b.lanes, a.lanes);
+    QCOMPARE(b.ranges.size(), a.ranges.size());
+    for (std::size_t i = 0; i < a.ranges.size(); ++i) {
+      QCOMPARE(b.ranges[i].name, a.ranges[i].name);
+      QCOMPARE(b.ranges[i].startNs, a.ranges[i].startNs);
+      QCOMPARE(b.ranges[i].endNs, a.ranges[i].endNs);
+      QCOMPARE(b.ranges[i].lane, a.ranges[i].lane);
+    }
+    // The two runs are in the run comparison: every phase with ratio 1.
+    QCOMPARE(m_docks->runComparison()->timeline()->trackCount(), 2);
+    for (const PhaseComparison& c : m_docks->runComparison()->model()->comparison())
+      QVERIFY(std::abs(c.ratio - 1.0) < 1e-12);
+    // A trace has no per-patch results, so no heatmap.
+    QVERIFY(!m_docks->setHeatmap(AnalysisDocks::Heatmap::WallTime));
+    QVERIFY(!m_docks->openTrace(m_dir.filePath(QStringLiteral("missing.json"))));
+    QVERIFY(m_docks->statusText().contains(QStringLiteral("missing.json")));
+  }
+
+  void cpuVsCudaSaysWhenCudaIsMissingAndComparesRuns() {
+    if (!cudaBuilt()) {
+      QVERIFY(!m_docks->compareEngines(QStringLiteral("cpu"), QStringLiteral("cuda"), false));
+      QVERIFY(m_docks->engineComparison()->message().contains(QStringLiteral("CUDA is not available")));
+    }
+    // Two engines in the background on the selection (CPU twice where there is no GPU).
+    const QString b = cudaBuilt() && describeGpus().rfind("none", 0) != 0 ? QStringLiteral("cuda") : QStringLiteral("cpu");
+    QSignalSpy done(m_docks, &AnalysisDocks::comparisonFinished);
+    QVERIFY(m_docks->compareEngines(QStringLiteral("cpu"), b, false));
+    QVERIFY(done.wait(120000));
+    QCOMPARE(done.first().first().toBool(), true);
+    EngineComparisonView* v = m_docks->engineComparison();
+    QVERIFY(v->hasComparison());
+    const auto& runs = m_docks->runs();
+    const FrameComparison c = compareFrames(*runs[runs.size() - 2].result, *runs.back().result);
+    QCOMPARE(v->comparison().nbins, c.nbins);
+    QVERIFY(c.nbins > 0);
+    QCOMPARE(v->comparison().maxPull, c.maxPull);
+    QCOMPARE(v->comparison().fractionBelow, c.fractionBelow);
+    QVERIFY(v->speedup() > 0);
+    QCOMPARE(m_docks->runComparison()->timeline()->trackCount(), 2);
+  }
+
+  void sweepInBackgroundColoursTheTouchedPatches() {
+    const PatchPlan plan = *m_w->document()->plan(); // nwavestep 50 (default)
+    QCOMPARE(plan.params.nwavestep, 50);
+    QVector<int> sel;
+    for (int p : plan.patchesInRegion(0, 10, 60, 140)) sel.push_back(p);
+    m_w->viewState()->setSelectedPatches(sel);
+    m_docks->setSweepFields(QStringLiteral("30,50"), QStringLiteral("5"), QStringLiteral("0.2"), false);
+    QSignalSpy done(m_docks, &AnalysisDocks::sweepFinished);
+    QVERIFY(m_docks->startSweep());
+    QVERIFY(m_docks->isSweeping());
+    QVERIFY(!m_docks->startSweep()); // one at a time
+    QVERIFY(done.wait(300000));
+    const SweepResult& r = m_docks->sweepResult();
+    QCOMPARE(int(r.rows.size()), 2);
+    QCOMPARE(r.mode, SweepMode::Truth); // the simulation's truth is on the plan's grid
+    QCOMPARE(r.rows[0].nwavestep, 30);
+    QCOMPARE(r.rows[1].nwavestep, 50);
+    QCOMPARE(m_docks->sweepProgress()->value(), m_docks->sweepProgress()->maximum());
+    QCOMPARE(m_docks->sweepView()->throughputMap()->columns(), 2);
+    // The sweep's region is the selection's fibers x bins; for the current setting
+    // (nwavestep 50) it touched exactly the selected patches, and the CCD says so.
+    QCOMPARE(r.region.fiber0, 0);
+    QCOMPARE(r.region.fiber1, 10);
+    QSet<int> want(sel.begin(), sel.end());
+    QCOMPARE(r.rows[1].patches, int(want.size()));
+    QCOMPARE(coloured(), want);
+    // Picking the other setting applies it and shows the patches it touched in its plan.
+    m_docks->selectSweepRow(0);
+    const PatchPlan& plan30 = *m_w->document()->plan();
+    QCOMPARE(plan30.params.nwavestep, 30);
+    int w0 = 0, w1 = 0;
+    regionBins(plan30.wave, r.region.waveMin, r.region.waveMax, w0, w1);
+    const std::vector<int> touched = plan30.patchesInRegion(r.region.fiber0, r.region.fiber1, w0, w1);
+    QCOMPARE(coloured(), QSet<int>(touched.begin(), touched.end()));
+    QCOMPARE(int(touched.size()), r.rows[0].patches);
+
+    // Cancel: a long sweep stops early and says so.
+    m_docks->setSweepFields(QStringLiteral("20,25,30,35,40,45"), QStringLiteral("1,5"), QStringLiteral("0.2"), true);
+    QSignalSpy done2(m_docks, &AnalysisDocks::sweepFinished);
+    QVERIFY(m_docks->startSweep());
+    m_docks->cancelSweep();
+    QVERIFY(done2.wait(300000));
+    QVERIFY(m_docks->sweepResult().cancelled);
+    QVERIFY(m_docks->sweepResult().rows.size() < 12);
+    // Bad values are refused with a message.
+    m_docks->setSweepFields(QStringLiteral("30,x"), QStringLiteral("5"), QStringLiteral("0.2"), true);
+    QVERIFY(!m_docks->startSweep());
+  }
+};
+
+QTEST_MAIN(GuiAnalysisDocksTest)
+#include "gui_analysis_docks_test.moc"

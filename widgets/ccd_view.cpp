@@ -1,0 +1,493 @@
+#include "ccd_view.h"
+
+#include "colormap.h"
+
+#include <QPainter>
+#include <QPainterPath>
+
+#include <algorithm>
+#include <cmath>
+
+namespace spex {
+
+namespace {
+
+// desispec ccdmask bit names, for the status bar readout.
+const char* maskBitName(int bit) {
+  static const char* names[] = {"BAD",         "HOT",        "DEAD",    "SATURATED",    "COSMIC",
+                                "PIXFLATZERO", "PIXFLATLOW", "HIGHVAR", "BADREADNOISE", "BADAMP"};
+  return bit >= 0 && bit < int(std::size(names)) ? names[bit] : nullptr;
+}
+
+QString maskText(int32_t m) {
+  if (m == 0) return QStringLiteral("0");
+  QStringList parts;
+  for (int b = 0; b < 32; ++b)
+    if (m & (int32_t(1) << b)) {
+      const char* n = maskBitName(b);
+      parts << (n ? QString::fromLatin1(n) : QStringLiteral("bit%1").arg(b));
+    }
+  return QStringLiteral("0x%1 %2").arg(quint32(m), 0, 16).arg(parts.join('|'));
+}
+
+// 1, 2, 5 x 10^k: the smallest at least `atLeast`.
+double niceStep(double atLeast) {
+  const double p = std::pow(10.0, std::floor(std::log10(std::max(atLeast, 1e-9))));
+  for (double m : {1.0, 2.0, 5.0, 10.0})
+    if (m * p >= atLeast) return m * p;
+  return 10 * p;
+}
+
+QPen cosmeticPen(const QColor& c, double width = 1.0, Qt::PenStyle style = Qt::SolidLine) {
+  QPen pen(c, width, style);
+  pen.setCosmetic(true); // width in screen pixels whatever the zoom
+  return pen;
+}
+
+} // namespace
+
+QString overlayName(Overlay o) {
+  switch (o) {
+  case Overlay::Traces: return QStringLiteral("Fiber traces");
+  case Overlay::FiberNumbers: return QStringLiteral("Fiber numbers");
+  case Overlay::Bundles: return QStringLiteral("Bundle boundaries");
+  case Overlay::IsoWavelength: return QStringLiteral("Iso-wavelength lines");
+  case Overlay::PatchGrid: return QStringLiteral("Patch grid");
+  case Overlay::MaskedPixels: return QStringLiteral("Masked pixels");
+  case Overlay::Extracted: return QStringLiteral("Extracted regions");
+  }
+  return {};
+}
+
+QString overlayKey(Overlay o) {
+  switch (o) {
+  case Overlay::Traces: return QStringLiteral("traces");
+  case Overlay::FiberNumbers: return QStringLiteral("fiberNumbers");
+  case Overlay::Bundles: return QStringLiteral("bundles");
+  case Overlay::IsoWavelength: return QStringLiteral("isoWavelength");
+  case Overlay::PatchGrid: return QStringLiteral("patchGrid");
+  case Overlay::MaskedPixels: return QStringLiteral("maskedPixels");
+  case Overlay::Extracted: return QStringLiteral("extracted");
+  }
+  return {};
+}
+
+CcdView::CcdView(ViewState* state, QWidget* parent) : ImageCanvas(state, parent) {
+  connect(this, &ImageCanvas::hovered, this, &CcdView::onHover);
+  connect(this, &ImageCanvas::hoverLeft, this, [this] {
+    viewState()->setHover(-1, std::nan(""));
+    emit readoutChanged(QString());
+  });
+  connect(this, &ImageCanvas::clicked, this, &CcdView::onClick);
+  connect(this, &ImageCanvas::rubberBandSelected, this, &CcdView::onBand);
+  for (auto sig : {&ViewState::fibersChanged, &ViewState::waveChanged, &ViewState::patchesChanged,
+                   &ViewState::hoverChanged})
+    connect(state, sig, this, qOverload<>(&QWidget::update));
+}
+
+void CcdView::setInputs(std::shared_ptr<const Image> image, std::shared_ptr<const GaussHermitePsf> psf) {
+  m_image = std::move(image);
+  if (psf != m_psf) {
+    m_psf = psf;
+    m_traces = psf ? TraceGeometry(psf) : TraceGeometry();
+  }
+  m_plan.reset();
+  m_patchOutlines.clear();
+  m_patchBounds.clear();
+  m_extractedOutlines.clear();
+  m_bundleLines.clear();
+  render();
+  m_maskBuilt = false;
+  setLayer(QImage());
+  if (overlay(Overlay::MaskedPixels)) buildMaskLayer();
+  setLayerVisible(overlay(Overlay::MaskedPixels));
+}
+
+void CcdView::setPlan(std::shared_ptr<const PatchPlan> plan) {
+  m_plan = std::move(plan);
+  rebuildPatchOutlines();
+  update();
+}
+
+void CcdView::rebuildPatchOutlines() {
+  m_patchOutlines.clear();
+  m_patchBounds.clear();
+  m_bundleLines.clear();
+  if (m_traces.empty()) return;
+  const int bundlesize = m_plan ? m_plan->params.bundlesize : 25;
+  for (int f = bundlesize; f < m_traces.nfiber(); f += bundlesize)
+    m_bundleLines.push_back(m_traces.boundaryBefore(f));
+  if (!m_plan) return;
+  const WaveGrid& g = m_plan->wave;
+  for (const Patch& p : m_plan->patches) {
+    const double wlo = g.at(p.wave0) - 0.5 * g.dw;
+    const double whi = g.at(p.wave0 + p.nwave - 1) + 0.5 * g.dw;
+    m_patchOutlines.push_back(m_traces.regionOutline(p.fiber0, p.nfiber, wlo, whi));
+    m_patchBounds.push_back(m_patchOutlines.back().boundingRect());
+  }
+}
+
+void CcdView::setExtracted(const std::vector<std::shared_ptr<const ExtractionResult>>& results) {
+  m_extractedOutlines.clear();
+  if (m_traces.empty()) {
+    update();
+    return;
+  }
+  for (const auto& r : results) {
+    if (!r || r->covered.empty()) continue;
+    // Runs of covered bins per fiber; neighbouring fibers with the same run merge
+    // into one region, so a whole-frame result is a handful of polygons.
+    struct Run { int b0, b1, f0, nf; };
+    std::vector<Run> open;
+    auto flush = [&](const Run& run) {
+      const int f = r->fiberMin + run.f0;
+      if (f < 0 || f + run.nf > m_traces.nfiber()) return;
+      const double wlo = r->wave.at(run.b0) - 0.5 * r->wave.dw;
+      const double whi = r->wave.at(run.b1 - 1) + 0.5 * r->wave.dw;
+      m_extractedOutlines.push_back(m_traces.regionOutline(f, run.nf, wlo, whi));
+    };
+    for (int fi = 0; fi < r->covered.rows; ++fi) {
+      std::vector<Run> runs;
+      const uint8_t* c = r->covered.row(fi);
+      for (int b = 0; b < r->covered.cols;) {
+        if (!c[b]) {
+          ++b;
+          continue;
+        }
+        int e = b;
+        while (e < r->covered.cols && c[e]) ++e;
+        runs.push_back({b, e, fi, 1});
+        b = e;
+      }
+      std::vector<Run> next;
+      for (Run run : runs) {
+        auto it = std::find_if(open.begin(), open.end(), [&](const Run& o) {
+          return o.b0 == run.b0 && o.b1 == run.b1 && o.f0 + o.nf == fi;
+        });
+        if (it != open.end()) {
+          run = *it;
+          run.nf += 1;
+          open.erase(it);
+        }
+        next.push_back(run);
+      }
+      for (const Run& o : open) flush(o);
+      open = std::move(next);
+    }
+    for (const Run& o : open) flush(o);
+  }
+  update();
+}
+
+void CcdView::setScale(const ScaleSettings& settings) {
+  m_scale = settings;
+  render();
+}
+
+void CcdView::render() {
+  if (!m_image || m_image->pix.empty()) {
+    setPicture(QImage());
+    return;
+  }
+  m_range = computeRange(m_image->pix, &m_image->ivar, m_scale);
+  setPicture(renderImage(m_image->pix, m_range, m_scale.stretch, colorTable(m_scale.colormap)));
+  emit rangeChanged(m_range.lo, m_range.hi);
+}
+
+void CcdView::buildMaskLayer() {
+  m_maskBuilt = true;
+  if (!m_image || m_image->ivar.empty()) {
+    setLayer(QImage());
+    return;
+  }
+  // Masked = what extraction ignores: ivar 0 (extraction bits, non-finite input).
+  const int ny = m_image->ny, nx = m_image->nx;
+  QImage layer(nx, ny, QImage::Format_ARGB32_Premultiplied);
+  const QRgb red = qPremultiply(qRgba(255, 40, 40, 170));
+  for (int r = 0; r < ny; ++r) {
+    const double* iv = m_image->ivar.row(r);
+    QRgb* d = reinterpret_cast<QRgb*>(layer.scanLine(ny - 1 - r));
+    for (int c = 0; c < nx; ++c) d[c] = iv[c] > 0 ? 0u : red;
+  }
+  setLayer(layer);
+}
+
+void CcdView::setOverlay(Overlay o, bool on) {
+  m_overlays[int(o)] = on;
+  if (o == Overlay::MaskedPixels) {
+    // Built on first use: a full-CCD layer costs as much as the picture.
+    if (on && !m_maskBuilt) buildMaskLayer();
+    setLayerVisible(on);
+  }
+  update();
+}
+
+QString CcdView::readout(QPointF p) const {
+  if (!m_image) return {};
+  const int col = int(std::lround(p.x())), row = int(std::lround(p.y()));
+  QString s = QStringLiteral("x %1  y %2").arg(p.x(), 0, 'f', 1).arg(p.y(), 0, 'f', 1);
+  if (col >= 0 && col < m_image->nx && row >= 0 && row < m_image->ny) {
+    s += QStringLiteral("  value %1  ivar %2  mask %3")
+             .arg(m_image->pix(row, col), 0, 'g', 6)
+             .arg(m_image->ivar(row, col), 0, 'g', 4)
+             .arg(m_image->mask.empty() ? QStringLiteral("-") : maskText(m_image->mask(row, col)));
+  }
+  if (!m_traces.empty()) {
+    double dx = 0;
+    const int f = m_traces.nearestFiber(p, &dx);
+    if (f >= 0 && dx <= 2 * m_traces.fiberSpacing()) {
+      const double w = m_psf->waveAtRow(f, p.y());
+      s += QStringLiteral("  fiber %1").arg(f);
+      if (std::isfinite(w)) s += QStringLiteral("  \u03bb %1 \u00c5").arg(w, 0, 'f', 2);
+    }
+  }
+  return s;
+}
+
+QPointF CcdView::widgetPosOf(int fiber, double wave) const {
+  return toWidget(m_traces.at(fiber, wave));
+}
+
+QVector<int> CcdView::patchesIn(const QRectF& ccd) const {
+  QVector<int> out;
+  for (std::size_t i = 0; i < m_patchOutlines.size(); ++i) {
+    if (!m_patchBounds[i].intersects(ccd)) continue;
+    QPainterPath path;
+    path.addPolygon(m_patchOutlines[i]);
+    if (path.intersects(ccd)) out.push_back(int(i));
+  }
+  return out;
+}
+
+void CcdView::onHover(QPointF ccd) {
+  emit readoutChanged(readout(ccd));
+  if (m_traces.empty()) return;
+  double dx = 0;
+  const int f = m_traces.nearestFiber(ccd, &dx);
+  if (f >= 0 && dx <= m_traces.fiberSpacing())
+    viewState()->setHover(f, m_psf->waveAtRow(f, ccd.y()));
+  else
+    viewState()->setHover(-1, std::nan(""));
+}
+
+void CcdView::onClick(QPointF ccd, Qt::KeyboardModifiers mods) {
+  if (m_traces.empty()) return;
+  if (!m_heatValues.isEmpty()) {
+    const int hp = patchAt(ccd);
+    if (hp >= 0 && hp < m_heatValues.size() && std::isfinite(m_heatValues[hp])) {
+      emit heatmapPatchClicked(hp);
+      return;
+    }
+  }
+  double dx = 0;
+  const int f = m_traces.nearestFiber(ccd, &dx);
+  // A click selects a trace when it lands within half the gap to the next one, or
+  // a few screen pixels when zoomed out far enough that the gap is tiny.
+  const double tolerance = std::max(0.5 * m_traces.fiberSpacing(), 6.0 / viewState()->zoom());
+  if (f < 0 || dx > tolerance) return;
+  viewState()->selectFiber(f, mods & Qt::ControlModifier);
+  viewState()->setSelectedWave(m_psf->waveAtRow(f, ccd.y()));
+}
+
+void CcdView::setPatchHeatmap(const QVector<double>& values, const QString& label) {
+  m_heatValues = values;
+  m_heatLabel = label;
+  m_heatLo = INFINITY;
+  m_heatHi = -INFINITY;
+  for (double v : m_heatValues)
+    if (std::isfinite(v)) {
+      m_heatLo = std::min(m_heatLo, v);
+      m_heatHi = std::max(m_heatHi, v);
+    }
+  update();
+}
+
+QColor CcdView::patchHeatmapColor(int patch) const {
+  if (patch < 0 || patch >= m_heatValues.size() || patch >= int(m_patchOutlines.size()) ||
+      !std::isfinite(m_heatValues[patch]))
+    return {};
+  const double t = m_heatHi > m_heatLo ? (m_heatValues[patch] - m_heatLo) / (m_heatHi - m_heatLo) : 1.0;
+  return colormapColor(Colormap::Viridis, t);
+}
+
+int CcdView::patchAt(QPointF ccd) const {
+  for (std::size_t i = 0; i < m_patchOutlines.size(); ++i)
+    if (m_patchBounds[i].contains(ccd) && m_patchOutlines[i].containsPoint(ccd, Qt::OddEvenFill))
+      return int(i);
+  return -1;
+}
+
+void CcdView::onBand(QRectF ccd, Qt::KeyboardModifiers mods) {
+  QVector<int> sel = patchesIn(ccd);
+  if (mods & Qt::ControlModifier) {
+    QVector<int> old = viewState()->selectedPatches();
+    for (int p : sel)
+      if (!old.contains(p)) old.push_back(p);
+    sel = old;
+  }
+  std::sort(sel.begin(), sel.end());
+  viewState()->setSelectedPatches(sel);
+}
+
+void CcdView::paintOverlays(QPainter& p) {
+  if (m_traces.empty()) return;
+  const QRectF vis = visibleCcdRect();
+  const QTransform toW = ccdToWidget();
+  p.save();
+  p.setTransform(toW);
+  p.setRenderHint(QPainter::Antialiasing, viewState()->zoom() > 0.5);
+
+  if (overlay(Overlay::Extracted)) {
+    p.setPen(cosmeticPen(QColor(60, 220, 90, 200)));
+    p.setBrush(QColor(60, 220, 90, 45));
+    for (const QPolygonF& poly : m_extractedOutlines)
+      if (poly.boundingRect().intersects(vis)) p.drawPolygon(poly);
+  }
+  if (overlay(Overlay::PatchGrid)) {
+    p.setPen(cosmeticPen(QColor(255, 255, 255, 110)));
+    p.setBrush(Qt::NoBrush);
+    for (std::size_t i = 0; i < m_patchOutlines.size(); ++i)
+      if (m_patchBounds[i].intersects(vis)) p.drawPolygon(m_patchOutlines[i]);
+  }
+  if (!m_heatValues.isEmpty()) {
+    p.setPen(Qt::NoPen);
+    for (int i = 0; i < int(m_patchOutlines.size()); ++i) {
+      QColor c = patchHeatmapColor(i);
+      if (!c.isValid() || !m_patchBounds[i].intersects(vis)) continue;
+      c.setAlpha(170);
+      p.setBrush(c);
+      p.drawPolygon(m_patchOutlines[i]);
+    }
+  }
+  // Selected patches always show, grid overlay or not: they are what Run will do.
+  if (m_plan) {
+    const QVector<int> sel = viewState()->selectedPatches();
+    for (int i : sel) {
+      if (i < 0 || i >= int(m_patchOutlines.size())) continue;
+      p.setPen(cosmeticPen(QColor(255, 170, 0), 1.5));
+      p.setBrush(QColor(255, 170, 0, 60));
+      p.drawPolygon(m_patchOutlines[i]);
+      const PixelBox& b = m_plan->patches[i].box;
+      p.setPen(cosmeticPen(QColor(255, 170, 0, 150), 1, Qt::DashLine));
+      p.setBrush(Qt::NoBrush);
+      p.drawRect(QRectF(b.x0 - 0.5, b.y0 - 0.5, b.width(), b.height()));
+    }
+  }
+  if (overlay(Overlay::Bundles)) {
+    p.setPen(cosmeticPen(QColor(230, 80, 230, 200), 1, Qt::DashLine));
+    for (const QPolygonF& line : m_bundleLines)
+      if (line.boundingRect().intersects(vis)) p.drawPolyline(line);
+  }
+  if (overlay(Overlay::Traces)) {
+    // Zoomed out, neighbouring traces fall on the same screen pixels and would paint
+    // the image over; fade them and, when closer than 1.5 px, draw every fifth.
+    const double px = m_traces.fiberSpacing() * viewState()->zoom();
+    const int alpha = int(std::clamp(px / 6.0, 0.2, 1.0) * 110);
+    const int every = px < 1.5 ? 5 : 1;
+    p.setPen(cosmeticPen(QColor(0, 220, 255, alpha)));
+    for (int f = 0; f < m_traces.nfiber(); f += every)
+      if (m_traces.bounds(f).adjusted(-1, -1, 1, 1).intersects(vis)) p.drawPolyline(m_traces.trace(f));
+  }
+  // The selection is drawn whatever the overlays: it is what the other views show.
+  const QVector<int> fibers = viewState()->selectedFibers();
+  for (int f : fibers) {
+    if (f < 0 || f >= m_traces.nfiber()) continue;
+    p.setPen(cosmeticPen(f == viewState()->selectedFiber() ? QColor(255, 230, 0) : QColor(255, 150, 0), 2));
+    p.drawPolyline(m_traces.trace(f));
+  }
+  p.restore();
+
+  if (overlay(Overlay::IsoWavelength)) drawIsoWavelengths(p, vis);
+  if (overlay(Overlay::FiberNumbers)) drawFiberNumbers(p, vis);
+  if (!m_heatValues.isEmpty() && std::isfinite(m_heatLo)) {
+    // Colour bar, bottom left: min .. max of the heatmap with its label.
+    const QRect bar(12, height() - 34, 160, 10);
+    for (int x = 0; x < bar.width(); ++x)
+      p.fillRect(QRect(bar.left() + x, bar.top(), 1, bar.height()),
+                 colormapColor(Colormap::Viridis, double(x) / (bar.width() - 1)));
+    p.setPen(Qt::white);
+    p.drawRect(bar.adjusted(0, 0, -1, -1));
+    p.drawText(QPointF(bar.left(), bar.top() - 4), m_heatLabel);
+    p.drawText(QRect(bar.left(), bar.bottom() + 2, bar.width(), 14), Qt::AlignLeft,
+               QString::number(m_heatLo, 'g', 3));
+    p.drawText(QRect(bar.left(), bar.bottom() + 2, bar.width(), 14), Qt::AlignRight,
+               QString::number(m_heatHi, 'g', 3));
+  }
+
+  // Markers: the selected (fiber, wavelength) and the hover position from any view.
+  p.setRenderHint(QPainter::Antialiasing, true);
+  const int sf = viewState()->selectedFiber();
+  const double sw = viewState()->selectedWave();
+  if (sf >= 0 && sf < m_traces.nfiber() && std::isfinite(sw)) {
+    const QPointF w = toW.map(m_traces.at(sf, sw));
+    p.setPen(QPen(QColor(255, 230, 0), 2));
+    p.setBrush(Qt::NoBrush);
+    p.drawEllipse(w, 7, 7);
+    p.drawLine(w + QPointF(-11, 0), w + QPointF(-5, 0));
+    p.drawLine(w + QPointF(5, 0), w + QPointF(11, 0));
+  }
+  const int hf = viewState()->hoverFiber();
+  const double hw = viewState()->hoverWave();
+  if (hf >= 0 && hf < m_traces.nfiber() && std::isfinite(hw)) {
+    const QPointF w = toW.map(m_traces.at(hf, hw));
+    p.setPen(QPen(QColor(255, 255, 255), 1.5));
+    p.drawLine(w + QPointF(-6, -6), w + QPointF(6, 6));
+    p.drawLine(w + QPointF(-6, 6), w + QPointF(6, -6));
+  }
+}
+
+void CcdView::drawIsoWavelengths(QPainter& p, const QRectF& vis) const {
+  const double span = m_traces.waveMax() - m_traces.waveMin();
+  const QSize img = viewState()->imageSize();
+  if (span <= 0 || !img.isValid()) return;
+  // About ten lines across the visible rows.
+  const double visibleSpan = span * std::min(1.0, vis.height() / img.height());
+  const double step = niceStep(visibleSpan / 10.0);
+  const QTransform toW = ccdToWidget();
+  QFont font = p.font();
+  font.setPointSizeF(8);
+  p.setFont(font);
+  for (double w = std::ceil(m_traces.waveMin() / step) * step; w <= m_traces.waveMax(); w += step) {
+    const QPolygonF line = m_traces.isoWavelength(w);
+    if (!line.boundingRect().adjusted(-2, -2, 2, 2).intersects(vis)) continue;
+    const QPolygonF wl = toW.map(line);
+    p.setPen(QPen(QColor(255, 255, 160, 140), 1));
+    p.drawPolyline(wl);
+    // Label at the first visible point, so it stays on screen while panning.
+    for (const QPointF& q : wl)
+      if (rect().contains(q.toPoint())) {
+        p.setPen(QColor(255, 255, 160));
+        p.drawText(q + QPointF(3, -3), QStringLiteral("%1 \u00c5").arg(w, 0, 'f', step < 1 ? 1 : 0));
+        break;
+      }
+  }
+}
+
+void CcdView::drawFiberNumbers(QPainter& p, const QRectF& vis) const {
+  const double px = m_traces.fiberSpacing() * viewState()->zoom();
+  int every = 1;
+  for (int k : {1, 5, 25, 50, 100, 250}) {
+    every = k;
+    if (k * px >= 24) break;
+  }
+  const QTransform toW = ccdToWidget();
+  QFont font = p.font();
+  font.setPointSizeF(8);
+  p.setFont(font);
+  p.setPen(QColor(150, 240, 255));
+  // Near the top of the view (largest visible row), inside each trace's rows.
+  const double yTop = vis.bottom() - 14.0 / viewState()->zoom();
+  for (int f = 0; f < m_traces.nfiber(); f += every) {
+    const QRectF& b = m_traces.bounds(f);
+    if (b.right() < vis.left() || b.left() > vis.right()) continue;
+    const double y = std::clamp(yTop, b.top(), b.bottom());
+    const double x = m_traces.xAtRow(f, y);
+    if (std::isnan(x)) continue;
+    const QPointF w = toW.map(QPointF(x, y));
+    const QString t = QString::number(f);
+    const int tw = p.fontMetrics().horizontalAdvance(t);
+    p.drawText(QPointF(w.x() - tw / 2.0, std::max(w.y(), 12.0)), t);
+  }
+}
+
+} // namespace spex

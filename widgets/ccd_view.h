@@ -1,0 +1,116 @@
+// CcdView: the preproc image with the extraction's geometry drawn over it (traces,
+// fiber numbers, bundle boundaries, iso-wavelength lines, the patch grid, masked
+// pixels, regions already extracted). Clicking a trace selects that fiber and the
+// wavelength under the cursor; shift+drag selects the patches under the rectangle.
+// Both go into the shared ViewState; the view never starts an extraction.
+#pragma once
+
+#include "image_canvas.h"
+#include "image_scale.h"
+#include "trace_geometry.h"
+
+#include "core/extract/engine.h"
+#include "core/image.h"
+#include "core/plan/patch_plan.h"
+
+#include <QPolygonF>
+
+#include <array>
+#include <memory>
+#include <vector>
+
+namespace spex {
+
+enum class Overlay {
+  Traces,
+  FiberNumbers,
+  Bundles,
+  IsoWavelength,
+  PatchGrid,
+  MaskedPixels,
+  Extracted,
+};
+constexpr int kOverlayCount = 7;
+QString overlayName(Overlay o);    // "traces", "fiber numbers", ...
+QString overlayKey(Overlay o);     // settings key: "traces", "fiberNumbers", ...
+
+class CcdView : public ImageCanvas {
+  Q_OBJECT
+public:
+  explicit CcdView(ViewState* state, QWidget* parent = nullptr);
+
+  // The image must be the PSF's CCD size (the document checks). Either may be null.
+  void setInputs(std::shared_ptr<const Image> image, std::shared_ptr<const GaussHermitePsf> psf);
+  void setPlan(std::shared_ptr<const PatchPlan> plan);
+  // Results whose `covered` bins are drawn as extracted regions.
+  void setExtracted(const std::vector<std::shared_ptr<const ExtractionResult>>& results);
+
+  void setScale(const ScaleSettings& settings);
+  const ScaleSettings& scale() const { return m_scale; }
+  ScaleRange range() const { return m_range; }
+
+  void setOverlay(Overlay o, bool on);
+  bool overlay(Overlay o) const { return m_overlays[int(o)]; }
+
+  const TraceGeometry& traces() const { return m_traces; }
+  const PatchPlan* plan() const { return m_plan.get(); }
+  // What the status bar shows for a CCD point: x, y, value, ivar, mask bits, the
+  // nearest fiber and the wavelength there.
+  QString readout(QPointF ccd) const;
+  // Widget position of (fiber, wave) under the current zoom: for tests and tools.
+  QPointF widgetPosOf(int fiber, double wave) const;
+  // Patches whose kept region meets the CCD rectangle.
+  QVector<int> patchesIn(const QRectF& ccd) const;
+  // Number of extracted-region outlines (tests check that results show up).
+  int extractedRegionCount() const { return int(m_extractedOutlines.size()); }
+
+  // Per-patch heatmap over the patch outlines (issue 5): values[i] for plan patch i,
+  // NaN where nothing is drawn, coloured on a viridis scale from min to max with a
+  // labelled colour bar. An empty vector removes it. Clicking a coloured patch emits
+  // heatmapPatchClicked.
+  void setPatchHeatmap(const QVector<double>& values, const QString& label);
+  void clearPatchHeatmap() { setPatchHeatmap({}, {}); }
+  bool hasPatchHeatmap() const { return !m_heatValues.isEmpty(); }
+  QString patchHeatmapLabel() const { return m_heatLabel; }
+  // The fill colour of a patch under the heatmap; invalid where it is not coloured.
+  QColor patchHeatmapColor(int patch) const;
+  // The plan patch whose kept region holds a CCD point, -1 if none.
+  int patchAt(QPointF ccd) const;
+
+signals:
+  void readoutChanged(const QString& text);
+  void rangeChanged(double lo, double hi);
+  void heatmapPatchClicked(int patch);
+
+protected:
+  void paintOverlays(QPainter& p) override;
+
+private:
+  void render();
+  void buildMaskLayer();
+  void rebuildPatchOutlines();
+  void onHover(QPointF ccd);
+  void onClick(QPointF ccd, Qt::KeyboardModifiers mods);
+  void onBand(QRectF ccd, Qt::KeyboardModifiers mods);
+  void drawIsoWavelengths(QPainter& p, const QRectF& vis) const;
+  void drawFiberNumbers(QPainter& p, const QRectF& vis) const;
+
+  std::shared_ptr<const Image> m_image;
+  std::shared_ptr<const GaussHermitePsf> m_psf;
+  std::shared_ptr<const PatchPlan> m_plan;
+  TraceGeometry m_traces;
+  ScaleSettings m_scale;
+  ScaleRange m_range;
+  std::array<bool, kOverlayCount> m_overlays{true, true, true, false, false, false, true};
+
+  bool m_maskBuilt = false;
+  std::vector<QPolygonF> m_bundleLines;
+  std::vector<QPolygonF> m_patchOutlines;   // per plan patch, kept region
+  std::vector<QRectF> m_patchBounds;
+  std::vector<QPolygonF> m_extractedOutlines;
+  QVector<double> m_heatValues; // per plan patch, empty: no heatmap
+  QString m_heatLabel;
+  double m_heatLo = 0, m_heatHi = 0;
+};
+
+} // namespace spex

@@ -1,0 +1,66 @@
+// Turning CCD values into colours: the limits (min/max, percentile clip, IRAF-style
+// zscale, manual), the stretch (linear, sqrt, log, asinh) and the render into a
+// cached RGB image. Rendering happens once per scale or colormap change; painting
+// only copies the visible part of the result.
+#pragma once
+
+#include "colormap.h"
+
+#include "core/array.h"
+
+#include <QImage>
+#include <QString>
+#include <QStringList>
+#include <QVector>
+
+#include <vector>
+
+namespace spex {
+
+enum class Stretch { Linear, Sqrt, Log, Asinh };
+enum class Limits { MinMax, Percentile, ZScale, Manual };
+
+QString stretchName(Stretch s);
+QStringList stretchNames();
+Stretch stretchFromName(const QString& name);
+QString limitsName(Limits l);
+QStringList limitsNames();
+Limits limitsFromName(const QString& name);
+
+struct ScaleSettings {
+  Stretch stretch = Stretch::Asinh;
+  // Percentile clip shows the structure of bright traces; zscale (background) is a
+  // click away for cosmetics and faint wings.
+  Limits limits = Limits::Percentile;
+  double percentile = 99.5;  // Percentile: clip below 100 - p and above p
+  double manualMin = 0;      // Manual limits
+  double manualMax = 100;
+  Colormap colormap = Colormap::Grey;
+  bool operator==(const ScaleSettings&) const = default;
+};
+
+struct ScaleRange {
+  double lo = 0;
+  double hi = 1;
+};
+
+// Limits of data under the settings. Pixels whose weight (ivar) is <= 0 are left out
+// when weight is given and some pixel has weight > 0: an image that is mostly
+// masked (a simulation lights one bundle) would otherwise scale to its zeros.
+ScaleRange computeRange(const Array2D<double>& data, const Array2D<double>* weight,
+                        const ScaleSettings& settings);
+
+// IRAF zscale on samples (unsorted, finite): fit a line to the sorted samples with
+// iterative 2.5-sigma rejection and spread the median by slope / contrast.
+ScaleRange zscaleRange(std::vector<double> samples, double contrast = 0.25);
+
+// t in [0, 1] after the limits, stretched to [0, 1].
+double stretchValue(Stretch s, double t);
+
+// Renders data into a Format_RGB32 image with CCD row 0 at the bottom (the
+// astronomers' orientation: image line L holds row data.rows - 1 - L).
+// NaN renders as the colour of the low end.
+QImage renderImage(const Array2D<double>& data, ScaleRange range, Stretch stretch,
+                   const QVector<QRgb>& table);
+
+} // namespace spex

@@ -1,0 +1,82 @@
+// PhaseTable: per-phase statistics of a run (count, total, mean, min, max, share of
+// the wall or of a selected time window) in a sortable table; PhaseComparisonModel
+// puts two runs side by side with the ratio of their totals. Models hold plain
+// PhaseStats from core/profile; sorting goes through Qt::UserRole, which holds the
+// raw number (seconds, count, fraction) behind each displayed text.
+#pragma once
+
+#include "core/profile/profile.h"
+
+#include <QAbstractTableModel>
+#include <QTableView>
+
+#include <memory>
+#include <vector>
+
+class QSortFilterProxyModel;
+
+namespace spex {
+
+class PhaseStatsModel : public QAbstractTableModel {
+  Q_OBJECT
+public:
+  enum Column { Name, Count, Total, Mean, Min, Max, Share, ColumnCount };
+  using QAbstractTableModel::QAbstractTableModel;
+
+  void setStats(std::vector<PhaseStats> stats);
+  const std::vector<PhaseStats>& stats() const { return m_stats; }
+
+  int rowCount(const QModelIndex& parent = {}) const override;
+  int columnCount(const QModelIndex& parent = {}) const override;
+  QVariant data(const QModelIndex& index, int role) const override;
+  QVariant headerData(int section, Qt::Orientation o, int role) const override;
+
+private:
+  std::vector<PhaseStats> m_stats;
+};
+
+class PhaseComparisonModel : public QAbstractTableModel {
+  Q_OBJECT
+public:
+  enum Column { Name, CountA, TotalA, CountB, TotalB, Ratio, ColumnCount };
+  using QAbstractTableModel::QAbstractTableModel;
+
+  void setComparison(std::vector<PhaseComparison> rows, const QString& labelA, const QString& labelB);
+  const std::vector<PhaseComparison>& comparison() const { return m_rows; }
+
+  int rowCount(const QModelIndex& parent = {}) const override;
+  int columnCount(const QModelIndex& parent = {}) const override;
+  QVariant data(const QModelIndex& index, int role) const override;
+  QVariant headerData(int section, Qt::Orientation o, int role) const override;
+
+private:
+  std::vector<PhaseComparison> m_rows;
+  QString m_a = QStringLiteral("A"), m_b = QStringLiteral("B");
+};
+
+// The phase table of one profile, over the whole run or a time window.
+class PhaseTable : public QTableView {
+  Q_OBJECT
+public:
+  explicit PhaseTable(QWidget* parent = nullptr);
+
+  void setProfile(std::shared_ptr<const Profile> profile);
+  // Statistics over [t0, t1) ns; t1 <= t0 means the whole run.
+  void setTimeRange(qint64 t0, qint64 t1);
+  bool hasTimeRange() const { return m_t1 > m_t0; }
+
+  PhaseStatsModel* statsModel() const { return m_model; }
+  QSortFilterProxyModel* proxy() const { return m_proxy; }
+  // One line for a label over the table: what the shares are relative to.
+  QString description() const;
+
+private:
+  void refresh();
+
+  PhaseStatsModel* m_model;
+  QSortFilterProxyModel* m_proxy;
+  std::shared_ptr<const Profile> m_profile;
+  qint64 m_t0 = 0, m_t1 = 0;
+};
+
+} // namespace spex

@@ -1,0 +1,134 @@
+// TimelineView: the phases of one or more runs (Profile) on a shared time axis. One
+// row per lane (CPU thread, CUDA stream) and nesting depth; ranges carry their NVTX
+// names. Wheel zooms about the cursor, drag pans, shift+drag (or right-drag) selects a
+// time range, Esc clears it, double-click shows everything; hovering a range shows its
+// name, duration and patch. Painting costs the visible ranges only: each row is kept
+// sorted with a running maximum of end times, so the first visible range is a binary
+// search away, and ranges narrower than a pixel are merged into one block.
+#pragma once
+
+#include "core/profile/profile.h"
+
+#include <QString>
+#include <QVector>
+#include <QWidget>
+
+#include <memory>
+#include <vector>
+
+namespace spex {
+
+// One run in the timeline. Several tracks stack on one time axis (run comparison).
+struct TimelineTrack {
+  QString label; // "cpu", "cuda:0", a file name; drawn above the track's lanes
+  std::shared_ptr<const Profile> profile;
+};
+
+class TimelineView : public QWidget {
+  Q_OBJECT
+public:
+  explicit TimelineView(QWidget* parent = nullptr);
+
+  void setProfile(std::shared_ptr<const Profile> profile, const QString& label = {});
+  void setTracks(const QVector<TimelineTrack>& tracks);
+  int trackCount() const { return int(m_tracks.size()); }
+  std::shared_ptr<const Profile> profile(int track = 0) const;
+  QString trackLabel(int track) const;
+
+  // --- the time axis (ns since the runs' origin)
+  int64_t totalNs() const { return m_totalNs; } // longest track's wall time
+  int64_t viewStart() const { return m_t0; }
+  int64_t viewEnd() const { return m_t1; }
+  void setViewRange(int64_t t0, int64_t t1);
+  void resetView();
+  // Zooms by `factor` (> 1 zooms in) keeping the time under widget x fixed.
+  void zoomAt(double x, double factor);
+
+  // --- selection; empty when end <= start
+  bool hasSelection() const { return m_s1 > m_s0; }
+  int64_t selectionStart() const { return m_s0; }
+  int64_t selectionEnd() const { return m_s1; }
+  void setSelection(int64_t t0, int64_t t1);
+  void clearSelection() { setSelection(0, 0); }
+
+  // --- geometry, for tests and tools
+  int rowCount() const { return int(m_rows.size()); }
+  QString rowLabel(int row) const;
+  int rowTop(int row) const;
+  static constexpr int kRowHeight = 16;
+  int gutterWidth() const { return kGutter; }
+  double xOf(int64_t t) const;
+  int64_t timeAt(double x) const;
+  // The innermost range under a widget point, nullptr when none.
+  const ProfileRange* rangeAt(QPoint pos, int* track = nullptr) const;
+  QString toolTipAt(QPoint pos) const; // empty when no range is there
+
+  // What the last paint did: boxes drawn, merged sub-pixel blocks, milliseconds.
+  int lastDrawnRanges() const { return m_drawn; }
+  int lastMergedBlocks() const { return m_merged; }
+  double lastPaintMs() const { return m_paintMs; }
+
+  QSize sizeHint() const override;
+  QSize minimumSizeHint() const override;
+
+signals:
+  void viewRangeChanged(qint64 t0, qint64 t1);
+  void selectionChanged(qint64 t0, qint64 t1); // t1 <= t0: cleared
+  // A click (no drag) on a range that belongs to a patch.
+  void patchClicked(int track, int patch);
+
+protected:
+  void paintEvent(QPaintEvent*) override;
+  void wheelEvent(QWheelEvent*) override;
+  void mousePressEvent(QMouseEvent*) override;
+  void mouseMoveEvent(QMouseEvent*) override;
+  void mouseReleaseEvent(QMouseEvent*) override;
+  void mouseDoubleClickEvent(QMouseEvent*) override;
+  void keyPressEvent(QKeyEvent*) override;
+  bool event(QEvent*) override;
+
+private:
+  static constexpr int kGutter = 130;
+  static constexpr int kRuler = 22;
+  static constexpr int kTrackHeader = 16;
+
+  struct Row {
+    int track = 0, lane = 0, depth = 0;
+    int top = 0;                 // widget y of the row
+    bool firstOfLane = false;
+    std::vector<int> ranges;     // indices into the profile, sorted by start
+    std::vector<int64_t> maxEnd; // running maximum of the ends, for the binary search
+  };
+  struct Header {
+    int track = 0, top = 0;
+  };
+
+  void rebuildRows();
+  int rowAtY(int y) const;
+  void paintRow(QPainter& p, const Row& row, const QRect& clip);
+  void paintRuler(QPainter& p);
+
+  std::vector<TimelineTrack> m_tracks;
+  std::vector<Row> m_rows;
+  std::vector<Header> m_headers;
+  int m_contentHeight = kRuler;
+  int64_t m_totalNs = 1;
+  int64_t m_t0 = 0, m_t1 = 1;
+  int64_t m_s0 = 0, m_s1 = 0;
+
+  enum class Drag { None, Pan, Select };
+  Drag m_drag = Drag::None;
+  QPoint m_pressPos;
+  int64_t m_pressT0 = 0, m_pressT1 = 0;
+  bool m_moved = false;
+
+  int m_drawn = 0, m_merged = 0;
+  double m_paintMs = 0;
+};
+
+// A stable colour per phase name, so "solve" looks the same in every view.
+QColor phaseColor(const std::string& name);
+// "1.234 ms", "56.7 µs", "2.345 s"
+QString formatDuration(double seconds);
+
+} // namespace spex

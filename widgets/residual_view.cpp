@@ -1,0 +1,285 @@
+#include "residual_view.h"
+
+#include <qcustomplot.h>
+
+#include <QCheckBox>
+#include <QComboBox>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QSplitter>
+#include <QTimer>
+#include <QVBoxLayout>
+
+#include <algorithm>
+#include <cmath>
+
+namespace spex {
+
+namespace {
+const char* modeName(int m) {
+  static const char* names[] = {"data", "model", "data \u2212 model", "\u03c7 = (data \u2212 model)\u221aivar"};
+  return names[m];
+}
+constexpr double kChiLimit = 5.0; // chi image and histogram span +-5 sigma
+} // namespace
+
+ResidualView::ResidualView(ViewState* state, QWidget* parent) : QWidget(parent), m_state(state) {
+  m_canvas = new ImageCanvas(state, this);
+  m_canvas->setObjectName(QStringLiteral("residualCanvas"));
+  m_canvas->setLeadsFit(false); // it follows the CCD view's zoom and pan
+  m_hist = new QCustomPlot(this);
+  m_hist->setObjectName(QStringLiteral("chiHistogram"));
+  m_hist->xAxis->setLabel(QStringLiteral("\u03c7"));
+  m_hist->yAxis->setLabel(tr("pixels"));
+  m_hist->setMinimumWidth(160);
+  m_hist->legend->setVisible(true);
+  m_hist->legend->setFont(QFont(font().family(), 8));
+  m_hist->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignLeft);
+  // The statistics go in a title line, not the legend: a narrow dock would cut them.
+  m_hist->plotLayout()->insertRow(0);
+  m_histTitle = new QCPTextElement(m_hist, QString(), QFont(font().family(), 9));
+  m_hist->plotLayout()->addElement(0, 0, m_histTitle);
+  m_hist->xAxis->ticker()->setTickCount(5);
+  m_hist->yAxis->ticker()->setTickCount(4);
+
+  m_modeBox = new QComboBox(this);
+  m_blinkWith = new QComboBox(this);
+  for (int m = Data; m <= Chi; ++m) {
+    m_modeBox->addItem(QString::fromUtf8(modeName(m)), m);
+    m_blinkWith->addItem(QString::fromUtf8(modeName(m)), m);
+  }
+  m_modeBox->setCurrentIndex(Chi);
+  m_blinkWith->setCurrentIndex(Data);
+  m_blink = new QCheckBox(tr("blink with"), this);
+  m_note = new QLabel(this);
+  // Long notes must not widen the dock: let them be cut instead.
+  m_note->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
+  m_timer = new QTimer(this);
+  m_timer->setInterval(600);
+  connect(m_timer, &QTimer::timeout, this, &ResidualView::blinkStep);
+  connect(m_modeBox, &QComboBox::currentIndexChanged, this, [this](int i) { setMode(Mode(i)); });
+  connect(m_blinkWith, &QComboBox::currentIndexChanged, this, [this] { rebuild(); });
+  connect(m_blink, &QCheckBox::toggled, this, &ResidualView::setBlink);
+  connect(m_canvas, &ImageCanvas::hovered, this, [this](QPointF p) {
+    const int c = int(std::lround(p.x())), r = int(std::lround(p.y()));
+    if (!m_image || c < 0 || r < 0 || c >= m_image->nx || r >= m_image->ny) return;
+    QString s = QStringLiteral("x %1  y %2  data %3").arg(c).arg(r).arg(m_image->pix(r, c), 0, 'g', 6);
+    if (m_model) {
+      const double mv = (*m_model)(r, c);
+      const double iv = m_image->ivar(r, c);
+      s += QStringLiteral("  model %1  data\u2212model %2  \u03c7 %3")
+               .arg(mv, 0, 'g', 6)
+               .arg(m_image->pix(r, c) - mv, 0, 'g', 5)
+               .arg((m_image->pix(r, c) - mv) * std::sqrt(iv), 0, 'g', 4);
+    }
+    emit readoutChanged(s);
+  });
+
+  auto* bar = new QHBoxLayout;
+  bar->addWidget(new QLabel(tr("show"), this));
+  bar->addWidget(m_modeBox);
+  bar->addWidget(m_blink);
+  bar->addWidget(m_blinkWith);
+  bar->addWidget(m_note, 1);
+  auto* split = new QSplitter(Qt::Horizontal, this);
+  split->setChildrenCollapsible(false);
+  split->addWidget(m_canvas);
+  split->addWidget(m_hist);
+  split->setStretchFactor(0, 3);
+  split->setStretchFactor(1, 2);
+  m_split = split;
+  auto* lay = new QVBoxLayout(this);
+  lay->setContentsMargins(2, 2, 2, 2);
+  lay->addLayout(bar);
+  lay->addWidget(split, 1);
+}
+
+void ResidualView::resizeEvent(QResizeEvent* e) {
+  QWidget::resizeEvent(e);
+  // Image beside the histogram in a wide dock, above it in a tall one.
+  const Qt::Orientation o = height() > width() ? Qt::Vertical : Qt::Horizontal;
+  if (m_split->orientation() != o) {
+    m_split->setOrientation(o);
+    const int len = o == Qt::Vertical ? m_split->height() : m_split->width();
+    m_split->setSizes({len * 3 / 5, len * 2 / 5});
+  }
+}
+
+void ResidualView::setInputs(std::shared_ptr<const Image> image, std::shared_ptr<const Array2D<double>> model,
+                             const QString& modelName) {
+  const bool sameImage = image == m_image;
+  m_image = std::move(image);
+  if (!sameImage || model != m_model) {
+    m_resid = {};
+    m_chi = {};
+  }
+  m_model = std::move(model);
+  if (m_model && m_image && (m_model->rows != m_image->ny || m_model->cols != m_image->nx)) m_model.reset();
+  m_modelName = modelName;
+  if (m_image && !m_image->pix.empty()) m_dataRange = computeRange(m_image->pix, &m_image->ivar, m_dataScale);
+  computeChi();
+  updateHistogram();
+  rebuild();
+}
+
+void ResidualView::setDataScale(const ScaleSettings& s) {
+  if (s == m_dataScale) return;
+  m_dataScale = s;
+  if (m_image && !m_image->pix.empty()) m_dataRange = computeRange(m_image->pix, &m_image->ivar, m_dataScale);
+  rebuild();
+}
+
+void ResidualView::setMode(Mode m) {
+  m_mode = m;
+  if (m_modeBox->currentIndex() != int(m)) m_modeBox->setCurrentIndex(int(m));
+  rebuild();
+}
+
+void ResidualView::setBlink(bool on) {
+  if (m_blink->isChecked() != on) m_blink->setChecked(on);
+  if (on) m_timer->start();
+  else {
+    m_timer->stop();
+    m_showingPartner = false;
+    m_canvas->setShowAlternate(false);
+  }
+}
+
+bool ResidualView::blinking() const { return m_timer->isActive(); }
+
+void ResidualView::blinkStep() {
+  m_showingPartner = !m_showingPartner;
+  m_canvas->setShowAlternate(m_showingPartner);
+  const int m = m_showingPartner ? m_blinkWith->currentIndex() : int(m_mode);
+  m_note->setText(tr("showing %1").arg(QString::fromUtf8(modeName(m))));
+}
+
+const Array2D<double>* ResidualView::arrayOf(Mode m) {
+  if (!m_image) return nullptr;
+  switch (m) {
+  case Data: return &m_image->pix;
+  case Model: return m_model.get();
+  case Residual:
+    if (!m_model) return nullptr;
+    if (m_resid.empty()) {
+      m_resid = Array2D<double>(m_image->ny, m_image->nx);
+      for (std::size_t i = 0; i < m_resid.size(); ++i) m_resid.data[i] = m_image->pix.data[i] - m_model->data[i];
+    }
+    return &m_resid;
+  case Chi: return m_model ? &m_chi : nullptr;
+  }
+  return nullptr;
+}
+
+void ResidualView::computeChi() {
+  m_stats = {};
+  m_chi = {};
+  if (!m_image || !m_model) return;
+  m_chi = Array2D<double>(m_image->ny, m_image->nx);
+  double sum = 0, sum2 = 0;
+  long n = 0;
+  for (std::size_t i = 0; i < m_chi.size(); ++i) {
+    const double iv = m_image->ivar.data[i];
+    const double mv = m_model->data[i];
+    const double chi = (m_image->pix.data[i] - mv) * std::sqrt(std::max(iv, 0.0));
+    m_chi.data[i] = chi;
+    // Only pixels that some extracted spot reaches say anything about the fit.
+    if (iv > 0 && mv != 0) {
+      sum += chi;
+      sum2 += chi * chi;
+      ++n;
+    }
+  }
+  m_stats.n = n;
+  if (n > 0) {
+    m_stats.mean = sum / n;
+    m_stats.sigma = std::sqrt(std::max(0.0, sum2 / n - m_stats.mean * m_stats.mean));
+  }
+}
+
+void ResidualView::updateHistogram() {
+  m_hist->clearGraphs();
+  m_hist->clearPlottables();
+  if (!m_image || !m_model || m_stats.n == 0) {
+    m_histTitle->setText(tr("\u03c7 histogram: no model yet"));
+    m_hist->replot(QCustomPlot::rpQueuedReplot);
+    return;
+  }
+  constexpr int nbin = 100;
+  const double bw = 2 * kChiLimit / nbin;
+  QVector<double> x(nbin), h(nbin, 0.0), g(nbin);
+  for (std::size_t i = 0; i < m_chi.size(); ++i) {
+    if (!(m_image->ivar.data[i] > 0) || m_model->data[i] == 0) continue;
+    const int b = int(std::floor((m_chi.data[i] + kChiLimit) / bw));
+    if (b >= 0 && b < nbin) h[b] += 1;
+  }
+  for (int b = 0; b < nbin; ++b) {
+    x[b] = -kChiLimit + (b + 0.5) * bw;
+    // Unit Gaussian scaled to the number of pixels: what a perfect fit gives.
+    g[b] = m_stats.n * bw * std::exp(-0.5 * x[b] * x[b]) / std::sqrt(2 * M_PI);
+  }
+  auto* bars = new QCPBars(m_hist->xAxis, m_hist->yAxis);
+  bars->setWidth(bw);
+  bars->setData(x, h, true);
+  bars->setPen(Qt::NoPen);
+  bars->setBrush(QColor(70, 130, 180, 170));
+  bars->setName(tr("\u03c7"));
+  m_histTitle->setText(tr("\u03c7 mean %1   \u03c3 %2   (%3 px)")
+                           .arg(m_stats.mean, 0, 'f', 3)
+                           .arg(m_stats.sigma, 0, 'f', 3)
+                           .arg(m_stats.n));
+  QCPGraph* gauss = m_hist->addGraph();
+  gauss->setData(x, g, true);
+  gauss->setPen(QPen(QColor(200, 30, 30), 1.5));
+  gauss->setName(tr("N(0, 1)"));
+  m_hist->xAxis->setRange(-kChiLimit, kChiLimit);
+  m_hist->yAxis->rescale();
+  m_hist->yAxis->setRangeLower(0);
+  m_hist->replot(QCustomPlot::rpQueuedReplot);
+}
+
+QImage ResidualView::renderMode(Mode m) {
+  const Array2D<double>* a = arrayOf(m);
+  if (!a || a->empty()) return {};
+  switch (m) {
+  case Data:
+  case Model:
+    // Same limits for both so that blinking compares like with like.
+    return renderImage(*a, m_dataRange, m_dataScale.stretch, colorTable(m_dataScale.colormap));
+  case Residual: {
+    ScaleSettings s;
+    s.limits = Limits::Percentile;
+    s.percentile = 99.5;
+    const ScaleRange r = computeRange(*a, &m_image->ivar, s);
+    const double lim = std::max(std::abs(r.lo), std::abs(r.hi));
+    return renderImage(*a, {-lim, lim}, Stretch::Linear, colorTable(Colormap::Diverging));
+  }
+  case Chi:
+    return renderImage(*a, {-kChiLimit, kChiLimit}, Stretch::Linear, colorTable(Colormap::Diverging));
+  }
+  return {};
+}
+
+void ResidualView::rebuild() {
+  QImage shown = renderMode(m_mode);
+  const QImage partner = renderMode(Mode(m_blinkWith->currentIndex()));
+  m_showingPartner = false;
+  if (shown.isNull() && m_image && !m_model) {
+    // No model yet: show the data so the view is never blank, and say why.
+    shown = renderMode(Data);
+    m_note->setText(tr("no model yet: run an extraction (the model is built with it)"));
+  } else if (m_model) {
+    m_note->setText(tr("model: %1;  \u03c7 over %2 px: mean %3, \u03c3 %4")
+                        .arg(m_modelName)
+                        .arg(m_stats.n)
+                        .arg(m_stats.mean, 0, 'f', 3)
+                        .arg(m_stats.sigma, 0, 'f', 3));
+  } else {
+    m_note->clear();
+  }
+  m_canvas->setPicture(shown);
+  m_canvas->setAlternatePicture(partner);
+  m_canvas->setShowAlternate(false);
+}
+
+} // namespace spex

@@ -1,0 +1,28 @@
+// What the plot views show: named extraction results ("cpu", "cuda", a frame file)
+// and the simulation truth. Results may be filled in place while a job runs; views
+// re-read them on refresh().
+#pragma once
+
+#include "core/extract/engine.h"
+#include "core/io/frame_io.h"
+
+#include <QColor>
+#include <QString>
+#include <QVector>
+
+#include <memory>
+
+namespace spex {
+
+struct SpectrumSource {
+  QString name; // "cpu", "cuda", "frame"
+  std::shared_ptr<const ExtractionResult> result;
+};
+
+// Truth flux density of one fiber on the result's grid, convolved with that fiber's
+// resolution matrix where the result covers it (EXTRACTION.md §7: flux is compared
+// with R truth / dw). Bins without a match are NaN. `plain` gets truth / dw unconvolved.
+bool truthOnGrid(const Truth& truth, const ExtractionResult& result, int fiber,
+                 QVector<double>* convolved, QVector<double>* plain);
+
+} // namespace spex
