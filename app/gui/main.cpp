@@ -36,7 +36,9 @@ int main(int argc, char** argv) {
   const QCommandLineOption view(QStringLiteral("view"), QStringLiteral("What to grab: window, ccd, spectrum, residuals, resolution."), QStringLiteral("name"));
   const QCommandLineOption overlays(QStringLiteral("overlays"), QStringLiteral("Overlays to switch on, comma separated (patchGrid, isoWavelength, maskedPixels, ...)."), QStringLiteral("list"));
   const QCommandLineOption size(QStringLiteral("size"), QStringLiteral("Window size WxH for --screenshot (default 1600x1000)."), QStringLiteral("WxH"));
-  for (const auto* o : {&preproc, &psf, &truth, &frame, &demoFibers, &shot, &extract, &patches, &fiber, &wave, &zoom,
+  const QCommandLineOption compare(QStringLiteral("compare"), QStringLiteral("With --screenshot: compare two engines, e.g. cpu,cuda (whole frame with --extract)."), QStringLiteral("a,b"));
+  const QCommandLineOption compareRuns(QStringLiteral("compare-runs"), QStringLiteral("With --compare: run the comparison n times (default 1)."), QStringLiteral("n"));
+  for (const auto* o : {&compare, &compareRuns, &preproc, &psf, &truth, &frame, &demoFibers, &shot, &extract, &patches, &fiber, &wave, &zoom,
                         &raise, &view, &overlays, &size})
     cli.addOption(*o);
   cli.process(app);
@@ -76,6 +78,8 @@ int main(int argc, char** argv) {
     o.zoom = cli.value(zoom).toDouble();
     o.raise = cli.value(raise);
     if (cli.isSet(view)) o.view = cli.value(view);
+    o.compare = cli.value(compare).split(QLatin1Char(','), Qt::SkipEmptyParts);
+    if (cli.isSet(compareRuns)) o.compareRuns = cli.value(compareRuns).toInt();
     if (cli.isSet(overlays)) o.overlaysOn = cli.value(overlays).split(QLatin1Char(','), Qt::SkipEmptyParts);
     return spex::takeScreenshot(window, o);
   }

@@ -1,6 +1,9 @@
 #include "screenshot.h"
 
+#include "analysis_docks.h"
 #include "main_window.h"
+
+#include "widgets/profiling/engine_comparison_view.h"
 
 #include "widgets/view_state.h"
 
@@ -8,6 +11,7 @@
 #include <QDockWidget>
 #include <QElapsedTimer>
 #include <QEventLoop>
+#include <QTableWidget>
 #include <QTimer>
 
 #include <cmath>
@@ -63,7 +67,37 @@ int takeScreenshot(MainWindow& w, const ScreenshotOptions& opt) {
     }
     if (opt.zoom > 0) vs->setView(QPointF(psf->x(opt.fiber, wave), psf->y(opt.fiber, wave)), opt.zoom);
   }
-  if (opt.extract || opt.patches > 0) {
+  if (opt.compare.size() == 2) {
+    AnalysisDocks* docks = AnalysisDocks::of(&w);
+    if (!docks) return 2;
+    EngineComparisonView* v = docks->engineComparison();
+    for (int run = 1; run <= std::max(1, opt.compareRuns); ++run) {
+      QEventLoop loop;
+      bool ok = false;
+      const auto c = QObject::connect(docks, &AnalysisDocks::comparisonFinished, &loop, [&](bool good) {
+        ok = good;
+        loop.quit();
+      });
+      if (!docks->compareEngines(opt.compare[0], opt.compare[1], opt.extract)) {
+        std::fprintf(stderr, "spexlab: %s\n", qPrintable(v->message()));
+        return 2;
+      }
+      loop.exec();
+      QObject::disconnect(c);
+      if (!ok || !v->hasComparison()) {
+        std::fprintf(stderr, "spexlab: comparison failed: %s\n", qPrintable(v->message()));
+        return 2;
+      }
+      std::printf("comparison %d of %d: %s vs %s\n", run, opt.compareRuns, qPrintable(opt.compare[0]),
+                  qPrintable(opt.compare[1]));
+      const QTableWidget* t = v->table();
+      for (int r = 0; r < t->rowCount(); ++r)
+        std::printf("  %-34s %s\n", qPrintable(t->item(r, 0)->text()), qPrintable(t->item(r, 1)->text()));
+    }
+    QDockWidget* d = docks->engineComparisonDock();
+    d->show();
+    d->raise();
+  } else if (opt.extract || opt.patches > 0) {
     if (!w.runExtraction(opt.extract)) return 2;
     waitForJob(w);
   }

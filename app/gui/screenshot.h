@@ -22,6 +22,12 @@ struct ScreenshotOptions {
   QString raise;               // dock to bring to front: "residuals", "resolution"
   QString view = "window";     // what to grab: window, ccd, spectrum, residuals, resolution
   QStringList overlaysOn;      // overlay keys to switch on (ccd_view.h overlayKey)
+  // Two engine kinds ("cpu,cuda"): run the CPU-vs-CUDA comparison (on the whole frame
+  // with extract, else on the selected patches) `compareRuns` times in one process
+  // (the first run of a GPU engine pays for its start-up), print each agreement table
+  // to stdout and grab with the comparison dock in front.
+  QStringList compare;
+  int compareRuns = 1;
 };
 
 // Returns the process exit code: 0 when the picture was written.
