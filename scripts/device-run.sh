@@ -10,11 +10,15 @@
 #   streams the warm median with 1, 3 and 4 streams, and with the Jacobi kernel
 #   bench1  bench on GPU 0 only (--gpus 0); bench2 over GPUs 0 and 1 (--gpus 0,1)
 #   memcheck / racecheck   compute-sanitizer on the small engine tests
+#   gui     the workbench offscreen on the frame of `cold` (made if missing): CPU vs
+#           CUDA on the whole frame, twice in one process, screenshot + tables
+#   ceilings  spexlab-cli bench --ceilings alone (cuBLAS DGEMM/cuSOLVER rates)
 cd "$(dirname "$0")"
 D=/tmp/dev
 mkdir -p $D && tar -xJf stage.tar.xz -C $D || exit 1
 export LD_LIBRARY_PATH=$D/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export SPEXLAB_TEST_DATA=$D/data QT_QPA_PLATFORM=offscreen PATH=/usr/local/cuda/bin:$PATH
+export QT_PLUGIN_PATH=$D/plugins FONTCONFIG_FILE=$D/fonts.conf XDG_RUNTIME_DIR=/tmp/xdg-run
 B=$D/bin
 PSF=$D/data/psf-r0-00067784.fits
 OUT=${OUT:-/tmp/out}
@@ -34,7 +38,7 @@ for step in "$@"; do
     psf) timeout 120 $B/test_device_psf 2>&1 | tee $OUT/test_device_psf.log | grep -E "PASS|FAIL|SKIP|QINFO|Totals|Loc" ;;
     engine) timeout 400 $B/test_cuda_engine 2>&1 | tee $OUT/test_cuda_engine.log | grep -E "PASS|FAIL|SKIP|QINFO|Totals|Loc|QWARN" ;;
     cold) mkdir -p $D/frame
-          $B/spexlab-cli simulate -o $D/frame --psf $PSF -w 5760,7620,0.8 > $OUT/simulate.log 2>&1
+          [ -f $D/frame/preproc.fits ] || $B/spexlab-cli simulate -o $D/frame --psf $PSF -w 5760,7620,0.8 > $OUT/simulate.log 2>&1
           walltime $B/spexlab-cli extract -i $D/frame/preproc.fits -p $D/frame/psf.fits -o $D/frame/frame-cuda.fits \
              -w 5760,7620,0.8 --engine cuda --profile $OUT/trace-cuda.json > $OUT/cold-cuda.log 2>&1
           tail -8 $OUT/cold-cuda.log
@@ -54,5 +58,11 @@ for step in "$@"; do
                 | tee $OUT/memcheck.log | grep -E "ERROR SUMMARY|PASS|FAIL|Totals"; echo "memcheck rc ${PIPESTATUS[0]}" ;;
     racecheck) SPEXLAB_CUDA_EIGH=jacobi timeout 300 compute-sanitizer --tool racecheck --error-exitcode 9 $B/test_cuda_engine subsetAndSmallBatchesMatch 2>&1 \
                 | tee $OUT/racecheck.log | grep -E "ERROR SUMMARY|RACE|PASS|FAIL|Totals"; echo "racecheck rc ${PIPESTATUS[0]}" ;;
+    gui) mkdir -p $D/frame /tmp/xdg-run && chmod 700 /tmp/xdg-run
+         [ -f $D/frame/preproc.fits ] || $B/spexlab-cli simulate -o $D/frame --psf $PSF -w 5760,7620,0.8 > $OUT/simulate.log 2>&1
+         timeout 400 $B/spexlab --preproc $D/frame/preproc.fits --psf $D/frame/psf.fits --truth $D/frame/truth.fits \
+            --screenshot $OUT/gui-cpu-vs-cuda.png --size 1800x1200 --compare cpu,cuda --compare-runs 2 --extract 2>&1 \
+            | grep -v propagateSizeHints | tee $OUT/gui-compare.txt ;;
+    ceilings) timeout 200 $B/spexlab-cli bench --engine cuda --psf $PSF --repeat 1 --ceilings 2>&1 | tee $OUT/ceilings.txt ;;
   esac
 done

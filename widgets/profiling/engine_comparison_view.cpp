@@ -2,6 +2,7 @@
 
 #include "../colormap.h"
 
+#include <QEvent>
 #include <QGridLayout>
 #include <QHBoxLayout>
 #include <QHeaderView>
@@ -12,7 +13,9 @@
 #include <QVBoxLayout>
 #include <qcustomplot.h>
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 namespace spex {
 
@@ -34,6 +37,8 @@ EngineComparisonView::EngineComparisonView(QWidget* parent) : QWidget(parent) {
 
   m_image = new QLabel;
   m_image->setMinimumSize(120, 120);
+  m_image->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Ignored);
+  m_image->installEventFilter(this);
   m_image->setAlignment(Qt::AlignCenter);
   m_imageCaption = new QLabel;
   m_imageCaption->setWordWrap(true);
@@ -57,8 +62,10 @@ EngineComparisonView::EngineComparisonView(QWidget* parent) : QWidget(parent) {
   auto* lower = new QSplitter(Qt::Horizontal);
   lower->addWidget(m_table);
   lower->addWidget(imageBox);
-  lower->setStretchFactor(0, 3);
-  lower->setStretchFactor(1, 2);
+  m_table->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Expanding);
+  imageBox->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Expanding);
+  lower->setStretchFactor(0, 1);
+  lower->setStretchFactor(1, 1);
   auto* split = new QSplitter(Qt::Vertical);
   split->addWidget(m_plot);
   split->addWidget(lower);
@@ -202,6 +209,7 @@ void EngineComparisonView::updatePlot() {
 void EngineComparisonView::updateDifferenceImage() {
   m_diffImage = QImage();
   m_diffMax = 0;
+  m_diffScale = 0;
   if (!m_a->model || !m_b->model || m_a->model->rows != m_b->model->rows ||
       m_a->model->cols != m_b->model->cols) {
     m_image->setText(tr("No model images to difference\n(the engines ran without a model)."));
@@ -229,7 +237,21 @@ void EngineComparisonView::updateDifferenceImage() {
   }
   for (int y = y0; y <= y1; ++y)
     for (int x = x0; x <= x1; ++x) m_diffMax = std::max(m_diffMax, std::abs(ma(y, x) - mb(y, x)));
-  const double lim = m_diffMax > 0 ? m_diffMax : 1;
+  // Colour scale: the 99th percentile of |a - b| over pixels either model touches,
+  // so the pattern shows even when a few pixels dominate the maximum.
+  std::vector<float> mags;
+  mags.reserve(std::size_t(x1 - x0 + 1) * std::size_t(y1 - y0 + 1) / 4 + 1);
+  for (int y = y0; y <= y1; y += 2)
+    for (int x = x0; x <= x1; x += 2)
+      if (ma(y, x) != 0 || mb(y, x) != 0) mags.push_back(float(std::abs(ma(y, x) - mb(y, x))));
+  double lim = m_diffMax;
+  if (mags.size() > 100) {
+    auto k = mags.begin() + std::ptrdiff_t(0.99 * double(mags.size() - 1));
+    std::nth_element(mags.begin(), k, mags.end());
+    if (*k > 0) lim = *k;
+  }
+  if (!(lim > 0)) lim = 1;
+  m_diffScale = lim;
   // Row 0 of the CCD at the bottom, as in the CCD view.
   m_diffImage = QImage(x1 - x0 + 1, y1 - y0 + 1, QImage::Format_RGB32);
   const QVector<QRgb> table = colorTable(Colormap::Diverging);
@@ -240,16 +262,29 @@ void EngineComparisonView::updateDifferenceImage() {
       line[x - x0] = table[std::clamp(int(t * 255.0 + 0.5), 0, 255)];
     }
   }
-  m_image->setPixmap(QPixmap::fromImage(m_diffImage.scaled(std::max(120, m_image->width()),
-                                                           std::max(120, m_image->height()),
-                                                           Qt::KeepAspectRatio, Qt::FastTransformation)));
-  m_imageCaption->setText(tr("model %1 \u2212 %2, CCD x %3\u2013%4, y %5\u2013%6; blue \u2212%7 \u2026 red +%7 electrons")
+  rescaleDifferenceImage();
+  m_imageCaption->setText(tr("model %1 \u2212 %2, CCD x %3\u2013%4, y %5\u2013%6; blue \u2212%7 \u2026 red +%7 "
+                             "electrons (99th percentile of |\u0394|; max %8)")
                               .arg(QString::fromStdString(m_a->engine), QString::fromStdString(m_b->engine))
                               .arg(x0)
                               .arg(x1)
                               .arg(y0)
                               .arg(y1)
+                              .arg(lim, 0, 'g', 3)
                               .arg(m_diffMax, 0, 'g', 3));
+}
+
+bool EngineComparisonView::eventFilter(QObject* watched, QEvent* event) {
+  if (watched == m_image && event->type() == QEvent::Resize) rescaleDifferenceImage();
+  return QWidget::eventFilter(watched, event);
+}
+
+void EngineComparisonView::rescaleDifferenceImage() {
+  if (m_diffImage.isNull()) return;
+  // Smooth (averaging) reduction: a 4k model shrunk by sampling would show single pixels.
+  m_image->setPixmap(QPixmap::fromImage(m_diffImage.scaled(std::max(120, m_image->width()),
+                                                           std::max(120, m_image->height()),
+                                                           Qt::KeepAspectRatio, Qt::SmoothTransformation)));
 }
 
 } // namespace spex

@@ -47,12 +47,17 @@ public:
   // The model difference a - b over the CCD box both models touch (null without models).
   const QImage& differenceImage() const { return m_diffImage; }
   double differenceMax() const { return m_diffMax; }
+  double differenceScale() const { return m_diffScale; } // |a - b| at the ends of the colour bar
 
   // Signed pull per bin of one fiber, NaN where a bin is not compared (uncovered or
   // ivar <= 0 in either run).
   static QVector<double> pullSpectrum(const ExtractionResult& a, const ExtractionResult& b, int fiber);
 
+protected:
+  bool eventFilter(QObject* watched, QEvent* event) override;
+
 private:
+  void rescaleDifferenceImage();
   void fillTable();
   void updatePlot();
   void updateDifferenceImage();
@@ -62,7 +67,7 @@ private:
   double m_wallA = 0, m_wallB = 0;
   int m_fiber = -1;
   QImage m_diffImage;
-  double m_diffMax = 0;
+  double m_diffMax = 0, m_diffScale = 0;
 
   QLabel* m_title;
   QSpinBox* m_fiberBox;
