@@ -65,10 +65,17 @@ ImageCanvas::ImageCanvas(ViewState* state, QWidget* parent) : QWidget(parent), m
 }
 
 void ImageCanvas::setPicture(const QImage& rgb) {
+  Pyramid p;
+  p.build(rgb);
+  setPicture(std::move(p));
+}
+
+void ImageCanvas::setPicture(Pyramid pyramid) {
+  m_picture = std::move(pyramid);
+  const QImage& rgb = picture();
   // Fit only when the shared extent changes: a second view getting its first
   // picture must not reset the zoom the user chose in the first.
   const bool newExtent = !rgb.isNull() && rgb.size() != m_state->imageSize();
-  m_picture.build(rgb);
   if (!rgb.isNull()) m_state->setImageSize(rgb.size());
   if (newExtent && m_leadsFit) fit();
   update();
@@ -76,6 +83,11 @@ void ImageCanvas::setPicture(const QImage& rgb) {
 
 void ImageCanvas::setAlternatePicture(const QImage& rgb) {
   m_alternate.build(rgb);
+  update();
+}
+
+void ImageCanvas::setAlternatePicture(Pyramid pyramid) {
+  m_alternate = std::move(pyramid);
   update();
 }
 

@@ -23,8 +23,17 @@ public:
 
   ViewState* viewState() const { return m_state; }
 
+  // A picture and its 2x2-averaged reductions (level k: 2^k CCD pixels per image
+  // pixel). Building one is pure image work: worker threads may do it.
+  struct Pyramid {
+    QVector<QImage> levels;
+    void build(const QImage& base);
+  };
+
   // rgb: rendered with row 0 at the bottom (renderImage). Sets the view's image size.
   void setPicture(const QImage& rgb);
+  void setPicture(Pyramid pyramid); // prebuilt
+  void setAlternatePicture(Pyramid pyramid);
   const QImage& picture() const { return m_picture.levels.isEmpty() ? m_empty : m_picture.levels[0]; }
   // A second picture of the same size to blink against (prebuilt, so a blink is free).
   void setAlternatePicture(const QImage& rgb);
@@ -77,10 +86,6 @@ protected:
   void leaveEvent(QEvent*) override;
 
 private:
-  struct Pyramid {
-    QVector<QImage> levels; // level k is 2^k CCD pixels per image pixel
-    void build(const QImage& base);
-  };
   void drawPyramid(QPainter& p, const Pyramid& pyr) const;
   int imageRows() const;
 

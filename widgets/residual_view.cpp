@@ -1,5 +1,7 @@
 #include "residual_view.h"
 
+#include "background.h"
+
 #include <qcustomplot.h>
 
 #include <QCheckBox>
@@ -8,6 +10,7 @@
 #include <QLabel>
 #include <QSplitter>
 #include <QTimer>
+#include <QtConcurrent/QtConcurrentRun>
 #include <QVBoxLayout>
 
 #include <algorithm>
@@ -57,6 +60,7 @@ ResidualView::ResidualView(ViewState* state, QWidget* parent) : QWidget(parent),
   m_timer = new QTimer(this);
   m_timer->setInterval(600);
   connect(m_timer, &QTimer::timeout, this, &ResidualView::blinkStep);
+  connect(&m_watcher, &QFutureWatcher<Job>::finished, this, &ResidualView::onJobFinished);
   connect(m_modeBox, &QComboBox::currentIndexChanged, this, [this](int i) { setMode(Mode(i)); });
   connect(m_blinkWith, &QComboBox::currentIndexChanged, this, [this] { rebuild(); });
   connect(m_blink, &QCheckBox::toggled, this, &ResidualView::setBlink);
@@ -108,25 +112,35 @@ void ResidualView::resizeEvent(QResizeEvent* e) {
 void ResidualView::setInputs(std::shared_ptr<const Image> image, std::shared_ptr<const Array2D<double>> model,
                              const QString& modelName) {
   const bool sameImage = image == m_image;
-  m_image = std::move(image);
+  if (!sameImage) m_haveRange = false;
+  if (m_model && m_image && m_model->rows == 0) m_model.reset();
+  if (model && image && (model->rows != image->ny || model->cols != image->nx)) model.reset();
   if (!sameImage || model != m_model) {
-    m_resid = {};
-    m_chi = {};
+    m_resid.reset();
+    m_chi.reset();
+    m_stats = {};
+    m_histCounts.clear();
   }
+  m_image = std::move(image);
   m_model = std::move(model);
-  if (m_model && m_image && (m_model->rows != m_image->ny || m_model->cols != m_image->nx)) m_model.reset();
   m_modelName = modelName;
-  if (m_image && !m_image->pix.empty()) m_dataRange = computeRange(m_image->pix, &m_image->ivar, m_dataScale);
-  computeChi();
-  updateHistogram();
+  if (!m_image) {
+    // Nothing to show: clear at once; a running job's answer will be dropped.
+    m_rebuildQueued = false;
+    m_canvas->setPicture(QImage());
+    m_canvas->setAlternatePicture(QImage());
+    m_note->clear();
+    updateHistogram();
+    return;
+  }
   rebuild();
 }
 
 void ResidualView::setDataScale(const ScaleSettings& s) {
   if (s == m_dataScale) return;
   m_dataScale = s;
-  if (m_image && !m_image->pix.empty()) m_dataRange = computeRange(m_image->pix, &m_image->ivar, m_dataScale);
-  rebuild();
+  m_haveRange = false;
+  if (m_image) rebuild();
 }
 
 void ResidualView::setMode(Mode m) {
@@ -154,65 +168,183 @@ void ResidualView::blinkStep() {
   m_note->setText(tr("showing %1").arg(QString::fromUtf8(modeName(m))));
 }
 
-const Array2D<double>* ResidualView::arrayOf(Mode m) {
-  if (!m_image) return nullptr;
-  switch (m) {
-  case Data: return &m_image->pix;
-  case Model: return m_model.get();
-  case Residual:
-    if (!m_model) return nullptr;
-    if (m_resid.empty()) {
-      m_resid = Array2D<double>(m_image->ny, m_image->nx);
-      for (std::size_t i = 0; i < m_resid.size(); ++i) m_resid.data[i] = m_image->pix.data[i] - m_model->data[i];
-    }
-    return &m_resid;
-  case Chi: return m_model ? &m_chi : nullptr;
+void ResidualView::compute(Job& j) {
+  const Image& img = *j.image;
+  if (!j.haveRange && !img.pix.empty()) {
+    j.dataRange = computeRange(img.pix, &img.ivar, j.dataScale);
+    j.haveRange = true;
   }
-  return nullptr;
+  if (j.model && !j.chi) {
+    auto chi = std::make_shared<Array2D<double>>(img.ny, img.nx);
+    constexpr int nbin = 100;
+    const double bw = 2 * kChiLimit / nbin;
+    QVector<double> h(nbin, 0.0);
+    double sum = 0, sum2 = 0;
+    long n = 0;
+    for (std::size_t i = 0; i < chi->size(); ++i) {
+      const double iv = img.ivar.data[i];
+      const double mv = j.model->data[i];
+      const double c = (img.pix.data[i] - mv) * std::sqrt(std::max(iv, 0.0));
+      chi->data[i] = c;
+      // Only pixels that some extracted spot reaches say anything about the fit.
+      if (iv > 0 && mv != 0) {
+        sum += c;
+        sum2 += c * c;
+        ++n;
+        const int b = int(std::floor((c + kChiLimit) / bw));
+        if (b >= 0 && b < nbin) h[b] += 1;
+      }
+    }
+    j.stats = {};
+    j.stats.n = n;
+    if (n > 0) {
+      j.stats.mean = sum / n;
+      j.stats.sigma = std::sqrt(std::max(0.0, sum2 / n - j.stats.mean * j.stats.mean));
+    }
+    j.hist = h;
+    j.chi = std::move(chi);
+  }
+  if (j.model && !j.resid && (j.mode == Residual || j.partnerMode == Residual)) {
+    auto r = std::make_shared<Array2D<double>>(img.ny, img.nx);
+    for (std::size_t i = 0; i < r->size(); ++i) r->data[i] = img.pix.data[i] - j.model->data[i];
+    j.resid = std::move(r);
+  }
+  QImage shown = render(j, j.mode);
+  j.shownIsData = shown.isNull() && !j.model;
+  if (j.shownIsData) shown = render(j, Data); // no model yet: the data, so it is never blank
+  j.shown.build(shown);
+  j.partner.build(render(j, j.partnerMode));
 }
 
-void ResidualView::computeChi() {
-  m_stats = {};
-  m_chi = {};
-  if (!m_image || !m_model) return;
-  m_chi = Array2D<double>(m_image->ny, m_image->nx);
-  double sum = 0, sum2 = 0;
-  long n = 0;
-  for (std::size_t i = 0; i < m_chi.size(); ++i) {
-    const double iv = m_image->ivar.data[i];
-    const double mv = m_model->data[i];
-    const double chi = (m_image->pix.data[i] - mv) * std::sqrt(std::max(iv, 0.0));
-    m_chi.data[i] = chi;
-    // Only pixels that some extracted spot reaches say anything about the fit.
-    if (iv > 0 && mv != 0) {
-      sum += chi;
-      sum2 += chi * chi;
-      ++n;
+QImage ResidualView::render(const Job& j, Mode m) {
+  const Image& img = *j.image;
+  switch (m) {
+  case Data:
+    if (img.pix.empty()) return {};
+    return renderImage(img.pix, j.dataRange, j.dataScale.stretch, colorTable(j.dataScale.colormap));
+  case Model:
+    // Same limits as the data so that blinking compares like with like.
+    if (!j.model) return {};
+    return renderImage(*j.model, j.dataRange, j.dataScale.stretch, colorTable(j.dataScale.colormap));
+  case Residual: {
+    if (!j.resid) return {};
+    ScaleSettings s;
+    s.limits = Limits::Percentile;
+    s.percentile = 99.5;
+    const ScaleRange r = computeRange(*j.resid, &img.ivar, s);
+    const double lim = std::max(std::abs(r.lo), std::abs(r.hi));
+    return renderImage(*j.resid, {-lim, lim}, Stretch::Linear, colorTable(Colormap::Diverging));
+  }
+  case Chi:
+    if (!j.chi) return {};
+    return renderImage(*j.chi, {-kChiLimit, kChiLimit}, Stretch::Linear, colorTable(Colormap::Diverging));
+  }
+  return {};
+}
+
+void ResidualView::rebuild() {
+  if (!m_image) return;
+  if (m_watcher.isRunning()) {
+    m_rebuildQueued = true; // the running job's answer is stale; start again when it ends
+    return;
+  }
+  startJob();
+}
+
+void ResidualView::startJob() {
+  m_rebuildQueued = false;
+  Job j;
+  j.image = m_image;
+  j.model = m_model;
+  j.chi = m_chi;
+  j.resid = m_resid;
+  j.stats = m_stats;
+  j.hist = m_histCounts;
+  j.dataScale = m_dataScale;
+  j.dataRange = m_dataRange;
+  j.haveRange = m_haveRange;
+  j.mode = m_mode;
+  j.partnerMode = Mode(m_blinkWith->currentIndex());
+  m_jobConsumed = false;
+  m_watcher.setFuture(QtConcurrent::run(backgroundPool(), [j]() mutable {
+    compute(j);
+    return j;
+  }));
+}
+
+bool ResidualView::isUpdating() const { return !m_jobConsumed || m_rebuildQueued; }
+
+void ResidualView::waitForUpdate() {
+  while (isUpdating()) {
+    m_watcher.waitForFinished();
+    onJobFinished();
+  }
+}
+
+void ResidualView::onJobFinished() {
+  if (m_jobConsumed || !m_watcher.isFinished()) return;
+  m_jobConsumed = true;
+  if (m_watcher.isCanceled() || m_watcher.future().resultCount() == 0) {
+    if (m_rebuildQueued && m_image) startJob();
+    m_rebuildQueued = false;
+    return;
+  }
+  Job j = m_watcher.result();
+  // A job for other inputs (changed while it ran) is dropped; one for the same inputs
+  // with another mode or scale still hands over its arrays.
+  const bool sameInputs = j.image == m_image && j.model == m_model;
+  if (sameInputs) {
+    m_chi = j.chi;
+    m_resid = j.resid;
+    m_stats = j.stats;
+    m_histCounts = j.hist;
+    if (j.dataScale == m_dataScale) {
+      m_dataRange = j.dataRange;
+      m_haveRange = j.haveRange;
     }
   }
-  m_stats.n = n;
-  if (n > 0) {
-    m_stats.mean = sum / n;
-    m_stats.sigma = std::sqrt(std::max(0.0, sum2 / n - m_stats.mean * m_stats.mean));
+  if (!m_image) { // cleared while it ran
+    m_rebuildQueued = false;
+    return;
   }
+  if (m_rebuildQueued || !sameInputs) {
+    startJob();
+    return;
+  }
+  install(std::move(j));
+}
+
+void ResidualView::install(Job&& j) {
+  m_showingPartner = false;
+  if (j.shownIsData) {
+    m_note->setText(tr("no model yet: run an extraction (the model is built with it)"));
+  } else if (m_model) {
+    m_note->setText(tr("model: %1;  \u03c7 over %2 px: mean %3, \u03c3 %4")
+                        .arg(m_modelName)
+                        .arg(m_stats.n)
+                        .arg(m_stats.mean, 0, 'f', 3)
+                        .arg(m_stats.sigma, 0, 'f', 3));
+  } else {
+    m_note->clear();
+  }
+  m_canvas->setPicture(std::move(j.shown));
+  m_canvas->setAlternatePicture(std::move(j.partner));
+  m_canvas->setShowAlternate(false);
+  updateHistogram();
+  emit updated();
 }
 
 void ResidualView::updateHistogram() {
   m_hist->clearGraphs();
   m_hist->clearPlottables();
-  if (!m_image || !m_model || m_stats.n == 0) {
+  if (!m_image || !m_model || m_stats.n == 0 || m_histCounts.isEmpty()) {
     m_histTitle->setText(tr("\u03c7 histogram: no model yet"));
     m_hist->replot(QCustomPlot::rpQueuedReplot);
     return;
   }
-  constexpr int nbin = 100;
+  const int nbin = int(m_histCounts.size());
   const double bw = 2 * kChiLimit / nbin;
-  QVector<double> x(nbin), h(nbin, 0.0), g(nbin);
-  for (std::size_t i = 0; i < m_chi.size(); ++i) {
-    if (!(m_image->ivar.data[i] > 0) || m_model->data[i] == 0) continue;
-    const int b = int(std::floor((m_chi.data[i] + kChiLimit) / bw));
-    if (b >= 0 && b < nbin) h[b] += 1;
-  }
+  QVector<double> x(nbin), g(nbin);
   for (int b = 0; b < nbin; ++b) {
     x[b] = -kChiLimit + (b + 0.5) * bw;
     // Unit Gaussian scaled to the number of pixels: what a perfect fit gives.
@@ -220,7 +352,7 @@ void ResidualView::updateHistogram() {
   }
   auto* bars = new QCPBars(m_hist->xAxis, m_hist->yAxis);
   bars->setWidth(bw);
-  bars->setData(x, h, true);
+  bars->setData(x, m_histCounts, true);
   bars->setPen(Qt::NoPen);
   bars->setBrush(QColor(70, 130, 180, 170));
   bars->setName(tr("\u03c7"));
@@ -236,50 +368,6 @@ void ResidualView::updateHistogram() {
   m_hist->yAxis->rescale();
   m_hist->yAxis->setRangeLower(0);
   m_hist->replot(QCustomPlot::rpQueuedReplot);
-}
-
-QImage ResidualView::renderMode(Mode m) {
-  const Array2D<double>* a = arrayOf(m);
-  if (!a || a->empty()) return {};
-  switch (m) {
-  case Data:
-  case Model:
-    // Same limits for both so that blinking compares like with like.
-    return renderImage(*a, m_dataRange, m_dataScale.stretch, colorTable(m_dataScale.colormap));
-  case Residual: {
-    ScaleSettings s;
-    s.limits = Limits::Percentile;
-    s.percentile = 99.5;
-    const ScaleRange r = computeRange(*a, &m_image->ivar, s);
-    const double lim = std::max(std::abs(r.lo), std::abs(r.hi));
-    return renderImage(*a, {-lim, lim}, Stretch::Linear, colorTable(Colormap::Diverging));
-  }
-  case Chi:
-    return renderImage(*a, {-kChiLimit, kChiLimit}, Stretch::Linear, colorTable(Colormap::Diverging));
-  }
-  return {};
-}
-
-void ResidualView::rebuild() {
-  QImage shown = renderMode(m_mode);
-  const QImage partner = renderMode(Mode(m_blinkWith->currentIndex()));
-  m_showingPartner = false;
-  if (shown.isNull() && m_image && !m_model) {
-    // No model yet: show the data so the view is never blank, and say why.
-    shown = renderMode(Data);
-    m_note->setText(tr("no model yet: run an extraction (the model is built with it)"));
-  } else if (m_model) {
-    m_note->setText(tr("model: %1;  \u03c7 over %2 px: mean %3, \u03c3 %4")
-                        .arg(m_modelName)
-                        .arg(m_stats.n)
-                        .arg(m_stats.mean, 0, 'f', 3)
-                        .arg(m_stats.sigma, 0, 'f', 3));
-  } else {
-    m_note->clear();
-  }
-  m_canvas->setPicture(shown);
-  m_canvas->setAlternatePicture(partner);
-  m_canvas->setShowAlternate(false);
 }
 
 } // namespace spex

@@ -11,7 +11,10 @@
 #include "core/array.h"
 #include "core/image.h"
 
+#include <QFutureWatcher>
+#include <QImage>
 #include <QPointer>
+#include <QVector>
 #include <QWidget>
 
 #include <memory>
@@ -41,6 +44,9 @@ public:
   explicit ResidualView(ViewState* state, QWidget* parent = nullptr);
 
   // model: CCD-sized model image of an extraction (ExtractionResult::model) or null.
+  // The chi image, its statistics and the full-CCD pictures are computed on a worker
+  // thread (17 M pixels would stall the event loop for a second); the view updates
+  // when they are ready (updated()). waitForUpdate() blocks until then.
   void setInputs(std::shared_ptr<const Image> image, std::shared_ptr<const Array2D<double>> model,
                  const QString& modelName);
   void setDataScale(const ScaleSettings& s); // the CCD view's scale for data and model
@@ -51,22 +57,42 @@ public:
   bool blinking() const;
   void blinkStep(); // show the other image once (the timer calls it)
 
-  ChiStats chiStats() const { return m_stats; }
+  bool isUpdating() const;
+  void waitForUpdate();
+  ChiStats chiStats() const { return m_stats; } // of the last finished update
   ImageCanvas* canvas() const { return m_canvas; }
   QCustomPlot* histogram() const { return m_hist; }
   bool hasModel() const { return bool(m_model); }
 
 signals:
   void readoutChanged(const QString& text);
+  void updated();
 
 protected:
   void resizeEvent(QResizeEvent* e) override;
 
 private:
-  void rebuild();
-  QImage renderMode(Mode m);
-  const Array2D<double>* arrayOf(Mode m);
-  void computeChi();
+  // What a worker computes from a snapshot of the inputs; arrays already computed for
+  // the same inputs are passed in and reused.
+  struct Job {
+    std::shared_ptr<const Image> image;
+    std::shared_ptr<const Array2D<double>> model, chi, resid;
+    ChiStats stats;
+    QVector<double> hist; // chi histogram counts
+    ScaleSettings dataScale;
+    ScaleRange dataRange;
+    bool haveRange = false;
+    Mode mode = Chi, partnerMode = Data;
+    ImageCanvas::Pyramid shown, partner;
+    bool shownIsData = false; // no model: the data stands in
+  };
+  static void compute(Job& job);
+  static QImage render(const Job& job, Mode m);
+
+  void rebuild(); // starts (or queues) a background update of the current state
+  void startJob();
+  void onJobFinished();
+  void install(Job&& job);
   void updateHistogram();
 
   QPointer<ViewState> m_state;
@@ -83,10 +109,15 @@ private:
   std::shared_ptr<const Image> m_image;
   std::shared_ptr<const Array2D<double>> m_model;
   QString m_modelName;
-  Array2D<double> m_resid; // computed on demand, dropped with the inputs
-  Array2D<double> m_chi;
+  std::shared_ptr<const Array2D<double>> m_resid; // computed on demand, dropped with the inputs
+  std::shared_ptr<const Array2D<double>> m_chi;
+  QVector<double> m_histCounts;
   ScaleSettings m_dataScale;
   ScaleRange m_dataRange;
+  bool m_haveRange = false; // m_dataRange is for m_image and m_dataScale
+  QFutureWatcher<Job> m_watcher;
+  bool m_jobConsumed = true;
+  bool m_rebuildQueued = false; // inputs changed while a job ran
   Mode m_mode = Chi;
   bool m_showingPartner = false;
   ChiStats m_stats;

@@ -46,6 +46,11 @@ int main(int argc, char** argv) {
   }
   const std::string cmd = args[0];
   args.erase(args.begin());
+  for (const std::string& a : args)
+    if (a == "-h" || a == "--help") { // `spexlab-cli sweep --help`: the same page
+      usage(stdout);
+      return 0;
+    }
   try {
     if (cmd == "extract") return spex::cli::cmdExtract(args);
     if (cmd == "simulate") return spex::cli::cmdSimulate(args);

@@ -1,5 +1,7 @@
 #include "analysis_docks.h"
 
+#include "widgets/background.h"
+
 #include "main_window.h"
 
 #include "app/engine_factory.h"
@@ -518,7 +520,7 @@ bool AnalysisDocks::compareEngines(const QString& a, const QString& b, bool whol
                                    .arg(a, b, patches ? tr("%1 patches").arg(patches->size()) : tr("the whole frame")));
   m_compareButton->setEnabled(false);
   const CancelToken* cancel = &m_compareCancel;
-  m_compareWatcher.setFuture(QtConcurrent::run([=]() -> CompareOutcome {
+  m_compareWatcher.setFuture(QtConcurrent::run(backgroundPool(), [=]() -> CompareOutcome {
     CompareOutcome out;
     ExtractionRequest req;
     req.image = image.get();
@@ -666,7 +668,7 @@ bool AnalysisDocks::startSweep() {
   m_sweepBar->setValue(0);
   m_sweepTimer.start();
   const CancelToken* cancel = &m_sweepCancel;
-  m_sweepWatcher.setFuture(QtConcurrent::run([=, this]() -> SweepOutcome {
+  m_sweepWatcher.setFuture(QtConcurrent::run(backgroundPool(), [=, this]() -> SweepOutcome {
     SweepOutcome out;
     std::vector<Engine*> raw;
     for (const auto& e : engines) raw.push_back(e.get());

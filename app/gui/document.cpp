@@ -202,7 +202,7 @@ void Document::clearResults() {
   emit resultsChanged();
 }
 
-void Document::beginRun(const QString& engine, const PatchPlan& plan) {
+bool Document::beginRun(const QString& engine, const PatchPlan& plan) {
   auto& cur = m_results[engine];
   ExtractionResult shape;
   shape.fiberMin = plan.fiberMin;
@@ -210,12 +210,38 @@ void Document::beginRun(const QString& engine, const PatchPlan& plan) {
   shape.nwave = plan.wave.n;
   shape.ndiag = m_psf ? m_psf->hsizeY : 0;
   shape.wave = plan.wave;
-  if (!cur || !sameShape(*cur, shape)) {
+  const bool fresh = !cur || !sameShape(*cur, shape) || cur->flux.empty();
+  if (fresh) {
+    // Shape only, no arrays: the worker allocates them (adoptLiveResult).
     cur = std::make_shared<ExtractionResult>();
     cur->engine = engine.toStdString();
-    cur->allocate(plan, shape.ndiag, false, 0, 0);
+    cur->fiberMin = shape.fiberMin;
+    cur->nfiber = shape.nfiber;
+    cur->nwave = shape.nwave;
+    cur->ndiag = shape.ndiag;
+    cur->wave = shape.wave;
+    cur->params = plan.params;
+    m_freshRuns.insert(engine);
+  } else {
+    m_freshRuns.remove(engine);
   }
   m_coveredBefore[engine] = cur->covered;
+  return fresh;
+}
+
+void Document::adoptLiveResult(const QString& engine, std::shared_ptr<ExtractionResult> live) {
+  auto& cur = m_results[engine];
+  // Only into the placeholder it was made for.
+  if (live && cur && cur->flux.empty() && sameShape(*cur, *live)) cur = std::move(live);
+}
+
+void Document::endRuns() {
+  for (auto it = m_results.begin(); it != m_results.end();) {
+    if (it.value() && it.value()->flux.empty() && it.value()->nfiber > 0) it = m_results.erase(it);
+    else ++it;
+  }
+  m_freshRuns.clear();
+  m_coveredBefore.clear();
 }
 
 void Document::applyPatches(const QVector<PatchUpdate>& updates) {
@@ -223,6 +249,7 @@ void Document::applyPatches(const QVector<PatchUpdate>& updates) {
     auto it = m_results.find(u.engine);
     if (it == m_results.end() || !it.value()) continue;
     ExtractionResult& r = *it.value();
+    if (r.flux.empty()) continue; // placeholder: the live result has not arrived
     const Patch& p = u.patch;
     for (int f = 0; f < p.nfiber && f < u.flux.rows; ++f) {
       const int row = p.fiber0 + f - r.fiberMin;
@@ -242,7 +269,10 @@ void Document::applyPatches(const QVector<PatchUpdate>& updates) {
 void Document::finishRun(const QString& engine, std::shared_ptr<ExtractionResult> fin) {
   auto& cur = m_results[engine];
   const Array2D<uint8_t> before = m_coveredBefore.take(engine);
-  if (!cur || !sameShape(*cur, *fin)) {
+  // A result that began empty this run holds nothing the final one lacks: take the
+  // final one as it is instead of copying a whole frame's arrays on the GUI thread.
+  const bool fresh = m_freshRuns.remove(engine);
+  if (!cur || !sameShape(*cur, *fin) || fresh || cur->flux.empty()) {
     cur = fin;
   } else {
     // Merge: bins this run covered take its values; the rest keep earlier runs'.

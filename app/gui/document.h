@@ -12,6 +12,7 @@
 #include "widgets/spectrum_source.h"
 
 #include <QMap>
+#include <QSet>
 #include <QObject>
 #include <QString>
 
@@ -55,11 +56,18 @@ public:
   QString modelSource() const;
   void clearResults();
 
-  // A job for `engine` over `plan` starts: make sure a result of its shape exists
-  // (previous results of the same shape are kept and merged into).
-  void beginRun(const QString& engine, const PatchPlan& plan);
+  // A job for `engine` over `plan` starts: previous results of the same shape are
+  // kept and merged into. Returns true when there is none: the result is then an
+  // empty placeholder of the right shape (views show nothing for it) until the job's
+  // worker delivers the allocated live result through adoptLiveResult, so the GUI
+  // thread never allocates and clears a whole frame's arrays.
+  bool beginRun(const QString& engine, const PatchPlan& plan);
+  void adoptLiveResult(const QString& engine, std::shared_ptr<ExtractionResult> live);
   void applyPatches(const QVector<PatchUpdate>& updates); // live, per patch
   void finishRun(const QString& engine, std::shared_ptr<ExtractionResult> result);
+  // The job is over: drops placeholders that never got their live result (cancelled
+  // before that engine started).
+  void endRuns();
 
 signals:
   void inputsChanged();  // new image/PSF: everything resets
@@ -81,6 +89,7 @@ private:
   QString m_planError;
   QMap<QString, std::shared_ptr<ExtractionResult>> m_results;
   QMap<QString, Array2D<uint8_t>> m_coveredBefore; // per running engine
+  QSet<QString> m_freshRuns; // running engines whose result began empty
   QString m_lastModel;
 };
 

@@ -1,5 +1,7 @@
 #include "extraction_job.h"
 
+#include "widgets/background.h"
+
 #include "app/engine_factory.h"
 #include "core/errors.h"
 
@@ -43,7 +45,7 @@ bool ExtractionJob::start(JobSpec spec) {
   if (m_running) return false;
   m_running = true;
   m_cancel.reset();
-  m_future = QtConcurrent::run([this, spec = std::move(spec)]() mutable { run(std::move(spec)); });
+  m_future = QtConcurrent::run(backgroundPool(), [this, spec = std::move(spec)]() mutable { run(std::move(spec)); });
   return true;
 }
 
@@ -103,6 +105,12 @@ void ExtractionJob::run(JobSpec spec) {
       req.threads = spec.threads;
       const PatchPlan plan = makePatchPlan(*spec.psf, spec.wave, spec.fiberMin, spec.nFiber, spec.params);
       const int total = spec.patches ? int(spec.patches->size()) : int(plan.patches.size());
+      if (spec.freshResults.contains(name)) {
+        auto live = std::make_shared<ExtractionResult>();
+        live->engine = name.toStdString();
+        live->allocate(plan, spec.ndiag, false, 0, 0);
+        post([this, name, live] { emit liveResultReady(name, live); });
+      }
       post([this, name, total] { emit engineStarted(name, total); });
       Sink sink(this, name);
       auto result = std::make_shared<ExtractionResult>(choice.engine->extract(req, sink, m_cancel));

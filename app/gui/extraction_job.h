@@ -41,6 +41,11 @@ struct JobSpec {
   int threads = 0;
   bool model = true;   // the residual view needs it
   QStringList engines; // "cpu", "cuda", run one after the other
+  // Engines whose live result (what the views show while the job runs) is new: the
+  // worker allocates it (over a hundred MB for a whole frame, too slow for the GUI
+  // thread) and hands it over with liveResultReady before that engine's first patch.
+  QStringList freshResults;
+  int ndiag = 0; // the live result's resolution diagonals
 };
 
 class ExtractionJob : public QObject {
@@ -59,6 +64,7 @@ public:
   void waitForWorker();
 
 signals:
+  void liveResultReady(const QString& engine, std::shared_ptr<spex::ExtractionResult> result);
   void engineStarted(const QString& engine, int totalPatches);
   void patchesDone(const QVector<spex::PatchUpdate>& updates);
   void progress(const QString& engine, int done, int total);

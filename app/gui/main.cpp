@@ -32,14 +32,18 @@ int main(int argc, char** argv) {
   const QCommandLineOption fiber(QStringLiteral("select-fiber"), QStringLiteral("Fiber to select."), QStringLiteral("n"));
   const QCommandLineOption wave(QStringLiteral("wave"), QStringLiteral("Wavelength to select [A]."), QStringLiteral("w"));
   const QCommandLineOption zoom(QStringLiteral("zoom"), QStringLiteral("Zoom on the selection (screen px per CCD px)."), QStringLiteral("z"));
-  const QCommandLineOption raise(QStringLiteral("raise"), QStringLiteral("Dock to show in front: residuals, resolution."), QStringLiteral("dock"));
-  const QCommandLineOption view(QStringLiteral("view"), QStringLiteral("What to grab: window, ccd, spectrum, residuals, resolution."), QStringLiteral("name"));
+  const QCommandLineOption raise(QStringLiteral("raise"), QStringLiteral("Dock to show in front: residuals, resolution, timelineDock, runComparisonDock, engineComparisonDock, sweepDock."), QStringLiteral("dock"));
+  const QCommandLineOption view(QStringLiteral("view"), QStringLiteral("What to grab: window, ccd, spectrum, residuals, resolution, or a dock by name (e.g. timelineDock)."), QStringLiteral("name"));
   const QCommandLineOption overlays(QStringLiteral("overlays"), QStringLiteral("Overlays to switch on, comma separated (patchGrid, isoWavelength, maskedPixels, ...)."), QStringLiteral("list"));
   const QCommandLineOption size(QStringLiteral("size"), QStringLiteral("Window size WxH for --screenshot (default 1600x1000)."), QStringLiteral("WxH"));
   const QCommandLineOption compare(QStringLiteral("compare"), QStringLiteral("With --screenshot: compare two engines, e.g. cpu,cuda (whole frame with --extract)."), QStringLiteral("a,b"));
   const QCommandLineOption compareRuns(QStringLiteral("compare-runs"), QStringLiteral("With --compare: run the comparison n times (default 1)."), QStringLiteral("n"));
+  const QCommandLineOption sweep(QStringLiteral("sweep"), QStringLiteral("With --screenshot: run a CPU patch-size sweep NWAVESTEPS:NSUBBUNDLES[:WAVEPADFRACS], e.g. 50,75:3,5 (on the selection, else the whole frame)."), QStringLiteral("spec"));
+  const QCommandLineOption openTrace(QStringLiteral("open-trace"), QStringLiteral("With --screenshot: open a Chrome trace JSON as a run."), QStringLiteral("file"));
+  const QCommandLineOption heatmap(QStringLiteral("heatmap"), QStringLiteral("With --screenshot: per-patch CCD heatmap: wall, chi2, regularized, sweep."), QStringLiteral("kind"));
+  const QCommandLineOption colormap(QStringLiteral("colormap"), QStringLiteral("With --screenshot: CCD colormap (grey, viridis, magma, diverging)."), QStringLiteral("name"));
   for (const auto* o : {&compare, &compareRuns, &preproc, &psf, &truth, &frame, &demoFibers, &shot, &extract, &patches, &fiber, &wave, &zoom,
-                        &raise, &view, &overlays, &size})
+                        &raise, &view, &overlays, &size, &sweep, &openTrace, &heatmap, &colormap})
     cli.addOption(*o);
   cli.process(app);
 
@@ -81,6 +85,10 @@ int main(int argc, char** argv) {
     o.compare = cli.value(compare).split(QLatin1Char(','), Qt::SkipEmptyParts);
     if (cli.isSet(compareRuns)) o.compareRuns = cli.value(compareRuns).toInt();
     if (cli.isSet(overlays)) o.overlaysOn = cli.value(overlays).split(QLatin1Char(','), Qt::SkipEmptyParts);
+    o.sweep = cli.value(sweep);
+    o.openTrace = cli.value(openTrace);
+    o.heatmap = cli.value(heatmap);
+    o.colormap = cli.value(colormap);
     return spex::takeScreenshot(window, o);
   }
   return app.exec();

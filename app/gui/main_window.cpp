@@ -76,6 +76,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     m_progress->setValue(0);
     m_jobLabel->setText(tr("%1: 0/%2 patches").arg(e).arg(total));
   });
+  connect(m_job, &ExtractionJob::liveResultReady, m_doc, &Document::adoptLiveResult);
   connect(m_job, &ExtractionJob::patchesDone, m_doc, &Document::applyPatches);
   connect(m_job, &ExtractionJob::progress, this, [this](const QString& e, int done, int total) {
     m_progress->setValue(done);
@@ -94,6 +95,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     showError(tr("%1 extraction failed").arg(e.toUpper()), msg);
   });
   connect(m_job, &ExtractionJob::finished, this, [this](bool cancelled) {
+    m_doc->endRuns();
     setBusy(false);
     refreshResults();
     if (cancelled) statusBar()->showMessage(tr("Extraction cancelled; finished patches are kept."), 10000);
@@ -140,6 +142,10 @@ void MainWindow::buildViews() {
   QDockWidget* res = dock(m_resolution, tr("Resolution"), QStringLiteral("resolutionDock"), Qt::RightDockWidgetArea);
   QDockWidget* resid = dock(m_residual, tr("Residuals"), QStringLiteral("residualsDock"), Qt::RightDockWidgetArea);
   tabifyDockWidget(res, resid);
+  // A hidden residual dock catches up when it is shown (see updateResiduals).
+  connect(resid, &QDockWidget::visibilityChanged, this, [this](bool visible) {
+    if (visible && m_residualsPending) updateResiduals(true);
+  });
   res->raise();
   m_defaultDocks = [this, spec, res] {
     resizeDocks({spec}, {height() * 37 / 100}, Qt::Vertical);
@@ -552,8 +558,17 @@ void MainWindow::refreshResults() {
   m_ccd->setExtracted(m_doc->results());
 }
 
-void MainWindow::updateResiduals() {
+void MainWindow::updateResiduals(bool force) {
   const QString name = m_doc->modelSource();
+  // Without a model the residual view shows the data: rendering a second full-CCD
+  // picture for a hidden dock would double the cost of opening a frame, so it waits
+  // until the dock is shown (or exported). A model updates it at once.
+  if (name.isEmpty() && !force && !m_residual->isVisible()) {
+    if (!m_residualsPending) m_residual->setInputs(nullptr, nullptr, {});
+    m_residualsPending = true;
+    return;
+  }
+  m_residualsPending = false;
   std::shared_ptr<const Array2D<double>> model;
   if (!name.isEmpty()) {
     auto r = m_doc->result(name);
@@ -623,8 +638,10 @@ bool MainWindow::runExtraction(bool wholeFrame) {
                                "engine in Parameters \u2192 Run."));
     return false;
   }
-  for (const QString& e : engines) m_doc->beginRun(e, *plan);
   JobSpec spec;
+  for (const QString& e : engines)
+    if (m_doc->beginRun(e, *plan)) spec.freshResults << e;
+  spec.ndiag = m_doc->psf() ? m_doc->psf()->hsizeY : 0;
   spec.image = m_doc->image();
   spec.psf = m_doc->psf();
   spec.wave = plan->wave;
@@ -655,6 +672,8 @@ void MainWindow::cancelExtraction() {
 bool MainWindow::exportView(const QString& which, const QString& path) {
   QWidget* w = this;
   QCustomPlot* plot = nullptr;
+  if (which == QLatin1String("residuals") && m_residualsPending) updateResiduals(true);
+  if (which == QLatin1String("residuals") || which == QLatin1String("window")) m_residual->waitForUpdate();
   if (which == QLatin1String("ccd")) w = m_ccd;
   else if (which == QLatin1String("spectrum")) plot = m_spectrum->plot();
   else if (which == QLatin1String("residuals")) w = m_residual;

@@ -100,7 +100,7 @@ private:
   void onInputsChanged();
   void onPlanChanged();
   void refreshResults();
-  void updateResiduals();
+  void updateResiduals(bool force = false);
   void addRecent(const QString& entry);
   void rebuildRecentMenu();
   void openRecent(const QString& entry);
@@ -143,6 +143,7 @@ private:
   QString m_gpus;           // describeGpus(), once: it may initialise the driver
   bool m_cudaUsable = false; // built with CUDA and a GPU found
   bool m_interactive = true;
+  bool m_residualsPending = false; // the hidden residual view waits for new inputs
   const void* m_shownModel = nullptr;
   std::function<void()> m_defaultDocks; // first-show dock sizes
 };

@@ -3,6 +3,7 @@
 #include "analysis_docks.h"
 #include "main_window.h"
 
+#include "widgets/colormap.h"
 #include "widgets/profiling/engine_comparison_view.h"
 
 #include "widgets/view_state.h"
@@ -14,6 +15,7 @@
 #include <QTableWidget>
 #include <QTimer>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -41,6 +43,11 @@ int takeScreenshot(MainWindow& w, const ScreenshotOptions& opt) {
   for (const QString& key : opt.overlaysOn)
     for (int i = 0; i < kOverlayCount; ++i)
       if (overlayKey(Overlay(i)) == key) w.overlayAction(Overlay(i))->setChecked(true);
+  if (!opt.colormap.isEmpty()) {
+    ScaleSettings s = w.scale();
+    s.colormap = colormapFromName(opt.colormap);
+    w.setScale(s);
+  }
 
   ViewState* vs = w.viewState();
   const auto psf = w.document()->psf();
@@ -58,10 +65,19 @@ int takeScreenshot(MainWindow& w, const ScreenshotOptions& opt) {
         // The patch under the selection and its neighbours in wavelength and fiber.
         const Patch& p = plan.patches[p0];
         const int half = std::max(1, opt.patches / 2);
-        for (int q : plan.patchesInRegion(p.fiber0 - 5 * (half / 3), p.fiber0 + p.nfiber + 5 * (half / 3),
-                                          std::max(0, p.wave0 - plan.params.nwavestep * half / 2),
-                                          p.wave0 + p.nwave + plan.params.nwavestep * half / 2))
+        std::vector<int> near = plan.patchesInRegion(p.fiber0 - 5 * (half / 3), p.fiber0 + p.nfiber + 5 * (half / 3),
+                                                     std::max(0, p.wave0 - plan.params.nwavestep * half / 2),
+                                                     p.wave0 + p.nwave + plan.params.nwavestep * half / 2);
+        // Nearest first, so the patch under the selection is always among them.
+        auto distance = [&](int q) {
+          const Patch& o = plan.patches[q];
+          return std::abs(o.wave0 - p.wave0) / double(std::max(1, p.nwave)) +
+                 std::abs(o.fiber0 - p.fiber0) / double(std::max(1, p.nfiber));
+        };
+        std::stable_sort(near.begin(), near.end(), [&](int a, int b) { return distance(a) < distance(b); });
+        for (int q : near)
           if (sel.size() < opt.patches) sel.push_back(q);
+        std::sort(sel.begin(), sel.end());
       }
       vs->setSelectedPatches(sel);
     }
@@ -101,6 +117,54 @@ int takeScreenshot(MainWindow& w, const ScreenshotOptions& opt) {
     if (!w.runExtraction(opt.extract)) return 2;
     waitForJob(w);
   }
+  AnalysisDocks* docks = AnalysisDocks::of(&w);
+  if (!opt.sweep.isEmpty()) {
+    const QStringList parts = opt.sweep.split(QLatin1Char(':'));
+    if (!docks || parts.size() < 2 || parts.size() > 3) {
+      std::fprintf(stderr, "spexlab: --sweep expects NWAVESTEPS:NSUBBUNDLES[:WAVEPADFRACS], e.g. 50,75:3,5\n");
+      return 2;
+    }
+    docks->setSweepFields(parts[0], parts[1], parts.value(2, QStringLiteral("0.2")), false);
+    QEventLoop loop;
+    QObject::connect(docks, &AnalysisDocks::sweepFinished, &loop, &QEventLoop::quit);
+    if (!docks->startSweep()) {
+      std::fprintf(stderr, "spexlab: the sweep did not start\n");
+      return 2;
+    }
+    loop.exec();
+    const SweepResult& r = docks->sweepResult();
+    int good = 0;
+    for (const SweepRow& row : r.rows) good += row.ok();
+    if (good == 0) {
+      std::fprintf(stderr, "spexlab: no sweep setting succeeded\n");
+      return 2;
+    }
+    std::printf("sweep: %d settings, %d ok (%s accuracy)\n", int(r.rows.size()), good, sweepModeName(r.mode));
+    docks->sweepDock()->show();
+    docks->sweepDock()->raise();
+  }
+  if (!opt.openTrace.isEmpty() && (!docks || !docks->openTrace(opt.openTrace))) return 2;
+  if (!opt.heatmap.isEmpty()) {
+    static const std::pair<const char*, AnalysisDocks::Heatmap> kinds[] = {
+        {"none", AnalysisDocks::Heatmap::None},
+        {"wall", AnalysisDocks::Heatmap::WallTime},
+        {"chi2", AnalysisDocks::Heatmap::Chi2},
+        {"regularized", AnalysisDocks::Heatmap::Regularized},
+        {"sweep", AnalysisDocks::Heatmap::Sweep}};
+    bool known = false;
+    for (const auto& [name, kind] : kinds)
+      if (opt.heatmap == QLatin1String(name)) {
+        known = true;
+        if (!docks || !docks->setHeatmap(kind)) {
+          std::fprintf(stderr, "spexlab: no %s heatmap: %s\n", name, docks ? qPrintable(docks->statusText()) : "");
+          return 2;
+        }
+      }
+    if (!known) {
+      std::fprintf(stderr, "spexlab: --heatmap is one of none, wall, chi2, regularized, sweep\n");
+      return 2;
+    }
+  }
   if (!opt.raise.isEmpty())
     for (QDockWidget* d : w.findChildren<QDockWidget*>())
       if (d->objectName().startsWith(opt.raise)) {
@@ -108,6 +172,16 @@ int takeScreenshot(MainWindow& w, const ScreenshotOptions& opt) {
         d->raise();
       }
   settle(400);
+  // A dock by its object name: that dock alone.
+  for (QDockWidget* d : w.findChildren<QDockWidget*>())
+    if (d->objectName() == opt.view) {
+      if (!d->grab().save(opt.path)) {
+        std::fprintf(stderr, "spexlab: could not write %s\n", qPrintable(opt.path));
+        return 1;
+      }
+      std::printf("spexlab: wrote %s\n", qPrintable(opt.path));
+      return 0;
+    }
   if (!w.exportView(opt.view, opt.path)) return 1;
   std::printf("spexlab: wrote %s\n", qPrintable(opt.path));
   return 0;

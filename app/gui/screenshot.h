@@ -19,9 +19,18 @@ struct ScreenshotOptions {
   int fiber = -1;              // select this fiber
   double wave = std::numeric_limits<double>::quiet_NaN(); // and this wavelength
   double zoom = 0;             // > 0: zoom on the selection (screen px per CCD px)
-  QString raise;               // dock to bring to front: "residuals", "resolution"
-  QString view = "window";     // what to grab: window, ccd, spectrum, residuals, resolution
+  QString raise;               // dock to bring to front: "residuals", "resolution", "timelineDock", ...
+  // What to grab: window, ccd, spectrum, residuals, resolution, or a dock's object name
+  // ("timelineDock", "sweepDock", ...: that dock alone).
+  QString view = "window";
   QStringList overlaysOn;      // overlay keys to switch on (ccd_view.h overlayKey)
+  QString colormap;            // CCD colormap by name (colormap.h), empty: as saved
+  // "NWAVESTEPS:NSUBBUNDLES[:WAVEPADFRACS]", each a comma-separated list ("50,75:3,5"):
+  // run a patch-size sweep on the CPU (on the selection, else the whole frame) after
+  // any extraction, and wait for it.
+  QString sweep;
+  QString openTrace;           // a Chrome trace JSON to open as a run
+  QString heatmap;             // per-patch CCD heatmap: wall, chi2, regularized, sweep
   // Two engine kinds ("cpu,cuda"): run the CPU-vs-CUDA comparison (on the whole frame
   // with extract, else on the selected patches) `compareRuns` times in one process
   // (the first run of a GPU engine pays for its start-up), print each agreement table

@@ -14,6 +14,7 @@
 #include <qcustomplot.h>
 
 #include <QApplication>
+#include <QSignalSpy>
 #include <QTest>
 #include <QWheelEvent>
 
@@ -362,6 +363,11 @@ private slots:
       img->pix.data[i] = model->data[i] + g(rng);
     }
     view.setInputs(img, model, QStringLiteral("cpu"));
+    QVERIFY(view.isUpdating()); // computed on a worker thread
+    QSignalSpy updated(&view, &ResidualView::updated);
+    QVERIFY(updated.wait(30000));
+    QVERIFY(!view.isUpdating());
+    QVERIFY(!view.canvas()->picture().isNull());
     const ChiStats s = view.chiStats();
     QCOMPARE(s.n, long(img->pix.size()));
     QVERIFY2(std::abs(s.mean) < 0.03 && std::abs(s.sigma - 1) < 0.03,

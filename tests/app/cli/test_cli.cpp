@@ -91,6 +91,16 @@ private slots:
     QVERIFY(tmp.isValid());
   }
 
+  void helpForEveryCommand() {
+    for (const char* c : {"extract", "simulate", "bench", "compare", "sweep"}) {
+      const Run r = cli({QString::fromLatin1(c), QStringLiteral("--help")});
+      QVERIFY2(r.code == 0 && !r.crashed, c);
+      QVERIFY2(r.out.contains(QStringLiteral("  %1 ").arg(QString::fromLatin1(c))), c);
+    }
+    const Run bad = cli({QStringLiteral("sweep"), QStringLiteral("--nwavestep")});
+    QVERIFY(bad.code != 0 && !bad.crashed);
+  }
+
   void malformedInputsFailCleanly_data() {
     QTest::addColumn<QStringList>("args");
     QTest::addColumn<QString>("expect"); // must appear in stderr
