@@ -1,5 +1,8 @@
 #include "image.h"
 
+#include "parallel.h"
+
+#include <atomic>
 #include <cmath>
 
 namespace spex {
@@ -32,20 +35,26 @@ void FitsHeader::set(const std::string& key, const std::string& value, const std
 }
 
 void Image::sanitize() {
-  int bad = 0;
+  std::atomic<long> bad{0};
   const bool haveMask = mask.size() == pix.size();
-  for (std::size_t i = 0; i < pix.size(); ++i) {
-    const double p = pix.data[i];
-    const double w = ivar.data[i];
-    if (!std::isfinite(p) || !std::isfinite(w) || w < 0) {
-      ++bad;
-      pix.data[i] = 0.0;
-      ivar.data[i] = 0.0;
-      continue;
+  const int rows = int(pix.rows), cols = int(pix.cols);
+  if (ivar.size() != pix.size()) return; // readers check shapes before this
+  parallelFor(rows, [&](int r0, int r1) {
+    long n = 0;
+    for (std::size_t i = std::size_t(r0) * cols; i < std::size_t(r1) * cols; ++i) {
+      const double p = pix.data[i];
+      const double w = ivar.data[i];
+      if (!std::isfinite(p) || !std::isfinite(w) || w < 0) {
+        ++n;
+        pix.data[i] = 0.0;
+        ivar.data[i] = 0.0;
+        continue;
+      }
+      if (haveMask && (mask.data[i] & kExtractionMaskBits)) ivar.data[i] = 0.0;
     }
-    if (haveMask && (mask.data[i] & kExtractionMaskBits)) ivar.data[i] = 0.0;
-  }
-  nonFinitePixels = bad;
+    bad += n;
+  });
+  nonFinitePixels = int(bad.load());
 }
 
 } // namespace spex

@@ -615,8 +615,10 @@ CudaEngine::~CudaEngine() = default;
 
 std::string CudaEngine::name() const {
   std::string s = "cuda:";
-  for (std::size_t i = 0; i < m_options.gpus.size(); ++i)
-    s += (i ? "," : "") + std::to_string(m_options.gpus[i]);
+  for (std::size_t i = 0; i < m_options.gpus.size(); ++i) {
+    if (i) s += ',';
+    s += std::to_string(m_options.gpus[i]);
+  }
   return s;
 }
 

@@ -208,6 +208,7 @@ QImage renderImage(const Array2D<double>& data, ScaleRange range, Stretch stretc
   // Detach once here: scanLine() on worker threads would each check the refcount.
   uchar* bits = img.bits();
   const qsizetype bpl = img.bytesPerLine();
+  populatePages(bits, std::size_t(img.sizeInBytes())); // see core/array.h
   QVector<int> rows(ny);
   std::iota(rows.begin(), rows.end(), 0);
   QtConcurrent::blockingMap(rows, [&](int r) {
