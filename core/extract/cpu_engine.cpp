@@ -54,7 +54,11 @@ ExtractionResult CpuEngine::extract(const ExtractionRequest& req, ProgressSink& 
     }
     const GaussHermitePsf& psf = *req.psf;
     const Image& image = *req.image;
-    result.allocate(plan, psf.hsizeY, req.model, psf.npixX, psf.npixY);
+    {
+      // The frame-sized arrays (and the CCD-sized model): 0.1-0.2 s on a full frame.
+      ScopedRange r(&rec, "allocate");
+      result.allocate(plan, psf.hsizeY, req.model, psf.npixX, psf.npixY);
+    }
     result.engine = name();
     result.psferr = effectivePsfErr(req);
     result.nonFinitePixels = image.nonFinitePixels;

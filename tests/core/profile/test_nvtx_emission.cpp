@@ -57,7 +57,7 @@ private slots:
     QVERIFY(pushes > 0);
     // Same names, same counts: every Profile range was an NVTX range and vice versa.
     QCOMPARE(nvtx, profile);
-    for (const char* phase : {"extract", "plan", "patch", "spots", "normal equations", "solve",
+    for (const char* phase : {"extract", "plan", "allocate", "patch", "spots", "normal equations", "solve",
                               "decorrelate", "chi2pix", "assemble", "finalize"})
       QVERIFY2(profile.count(phase), phase);
   }
