@@ -72,26 +72,44 @@ __global__ void normalEquationsKernel(BatchView b) {
   }
 
   double* A = b.A + (long long)p * b.n * b.n;
-  // Each warp takes candidates bb = a + warp, a + warp + nw, ...; the overlap test is
-  // warp-uniform, the overlap pixels are split over the lanes.
-  for (int bb = a + warp; bb < nReal; bb += nw) {
-    const int j = bb / b.nb, kb = bb % b.nb;
-    const long long ib = st.index(pt.fiberPad0 + j, pt.wavePad0 + kb);
-    const int2 cb = st.corner[ib];
-    const int ox0 = max(max(ca.x, cb.x), pt.x0), ox1 = min(min(ca.x, cb.x) + nx, pt.x1);
-    const int oy0 = max(max(ca.y, cb.y), pt.y0), oy1 = min(min(ca.y, cb.y) + ny, pt.y1);
-    if (ox0 >= ox1 || oy0 >= oy1) continue;
-    const int w = ox1 - ox0, h = oy1 - oy0;
-    const double* sb = st.v + ib * npix;
-    double acc = 0.0;
-    for (int t = lane; t < w * h; t += 32) {
-      const int X = ox0 + t % w, Y = oy0 + t / w;
-      acc += wsa[(Y - ca.y) * nx + (X - ca.x)] * __ldg(sb + (Y - cb.y) * nx + (X - cb.x));
+  // Candidates bb >= a are tested 32 at a time, one per lane (most of a row's 518
+  // candidates do not overlap stamp a); the warp then takes the overlapping ones one
+  // by one, splitting each overlap's pixels over its lanes.
+  for (int base = a + warp * 32; base < nReal; base += nw * 32) {
+    const int bb = base + lane;
+    int ox0 = 0, ox1 = 0, oy0 = 0, oy1 = 0;
+    long long ib = 0;
+    int2 cb = make_int2(0, 0);
+    if (bb < nReal) {
+      const int j = bb / b.nb, kb = bb % b.nb;
+      ib = st.index(pt.fiberPad0 + j, pt.wavePad0 + kb);
+      cb = st.corner[ib];
+      ox0 = max(max(ca.x, cb.x), pt.x0);
+      ox1 = min(min(ca.x, cb.x) + nx, pt.x1);
+      oy0 = max(max(ca.y, cb.y), pt.y0);
+      oy1 = min(min(ca.y, cb.y) + ny, pt.y1);
     }
-    acc = warpSum(acc);
-    if (lane == 0) {
-      A[a + (long long)bb * b.n] = acc;
-      A[bb + (long long)a * b.n] = acc;
+    unsigned hits = __ballot_sync(0xffffffffu, bb < nReal && ox0 < ox1 && oy0 < oy1);
+    while (hits) {
+      const int src = __ffs(hits) - 1;
+      hits &= hits - 1;
+      const int tb = __shfl_sync(0xffffffffu, bb, src);
+      const long long tib = __shfl_sync(0xffffffffu, ib, src);
+      const int tcx = __shfl_sync(0xffffffffu, cb.x, src), tcy = __shfl_sync(0xffffffffu, cb.y, src);
+      const int tx0 = __shfl_sync(0xffffffffu, ox0, src), tx1 = __shfl_sync(0xffffffffu, ox1, src);
+      const int ty0 = __shfl_sync(0xffffffffu, oy0, src), ty1 = __shfl_sync(0xffffffffu, oy1, src);
+      const int w = tx1 - tx0, h = ty1 - ty0;
+      const double* sb = st.v + tib * npix;
+      double acc = 0.0;
+      for (int t = lane; t < w * h; t += 32) {
+        const int X = tx0 + t % w, Y = ty0 + t / w;
+        acc += wsa[(Y - ca.y) * nx + (X - ca.x)] * __ldg(sb + (Y - tcy) * nx + (X - tcx));
+      }
+      acc = warpSum(acc);
+      if (lane == 0) {
+        A[a + (long long)tb * b.n] = acc;
+        A[tb + (long long)a * b.n] = acc;
+      }
     }
   }
 }
