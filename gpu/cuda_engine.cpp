@@ -209,6 +209,7 @@ struct Workspace {
   int n = 0, F = 0, nb = 0, maxBoxArea = 0;
   bool noise = false;
   bool syevLoop = false; // no batched syev of this size: syevd per patch
+  bool potrf = false;    // Cholesky by cusolverDnDpotrfBatched instead of the blocked one
   DeviceArray<double> A, X, T, C, y, fw, pm, f, mbuf, cbuf, chi2, E, W, syevWork;
   DeviceArray<double> K, KW, kWork; // library eigensolver of the kept fiber blocks
   std::vector<char> kHostWork;
@@ -436,16 +437,38 @@ void launchBatch(Workspace& w, BatchView v, const DevPatch* table, int first, in
                                 cudaMemcpyDeviceToDevice, s));
   });
   tl.phase(kPhaseSolve, w.lane, batchId, s, [&] {
-    tl.phase("cholesky", w.lane, batchId, s, [&] {
-      checkCusolver(cusolverDnDpotrfBatched(w.solver, CUBLAS_FILL_MODE_LOWER, n, w.Aptr.get(), n,
-                                            v.info, count),
-                    "cusolverDnDpotrfBatched");
-    }, 1);
-    tl.phase("inverse", w.lane, batchId, s, [&] {
-    gpu::launchTriangularInverseDiag(v, s);
-    // Row block i of X = L^-1: X(i, 0:i) = -X_ii L(i, 0:i) X(0:i, 0:i).
     const double one = 1.0, zero = 0.0, minus = -1.0;
     const long long sT = (long long)nb * std::max(F - 1, 1) * nb;
+    tl.phase("cholesky", w.lane, batchId, s, [&] {
+      if (w.potrf) {
+        checkCusolver(cusolverDnDpotrfBatched(w.solver, CUBLAS_FILL_MODE_LOWER, n, w.Aptr.get(), n,
+                                              v.info, count),
+                      "cusolverDnDpotrfBatched");
+        return;
+      }
+      // Blocked by fiber (nb): diagonal block in shared memory (with its inverse), then
+      // panel L_ik = A_ik L_kk^-T and trailing update A -= L_panel L_panel^T as batched
+      // GEMMs (tensor-core fp64). Twice the trailing flops of a SYRK, at GEMM speed.
+      SPEX_CUDA(cudaMemsetAsync(v.info, 0, sizeof(int) * count, s));
+      for (int k = 0; k < F; ++k) {
+        gpu::launchCholeskyDiag(v, k, s);
+        const int M = n - (k + 1) * nb;
+        if (M <= 0) break;
+        const long long dk = (long long)k * nb * (n + 1);
+        checkCublas(cublasDgemmStridedBatched(w.cublas, CUBLAS_OP_N, CUBLAS_OP_T, M, nb, nb, &one,
+                                              v.A + dk + nb, n, nn, v.X + dk, n, nn, &zero, v.T, M,
+                                              sT, count),
+                    "cublasDgemmStridedBatched (panel)");
+        checkCublas(cublasDgemmStridedBatched(w.cublas, CUBLAS_OP_N, CUBLAS_OP_T, M, M, nb, &minus,
+                                              v.T, M, sT, v.T, M, sT, &one,
+                                              v.A + dk + (long long)nb * (n + 1), n, nn, count),
+                    "cublasDgemmStridedBatched (trailing)");
+        gpu::launchCopyPanel(v, k, sT, s);
+      }
+    }, 1);
+    tl.phase("inverse", w.lane, batchId, s, [&] {
+    if (w.potrf) gpu::launchTriangularInverseDiag(v, s); // else the Cholesky made X_kk
+    // Row block i of X = L^-1: X(i, 0:i) = -X_ii L(i, 0:i) X(0:i, 0:i).
     for (int i = 1; i < F; ++i) {
       const int K = i * nb;
       checkCublas(cublasDgemmStridedBatched(w.cublas, CUBLAS_OP_N, CUBLAS_OP_N, nb, K, K, &one,
@@ -580,6 +603,8 @@ CudaEngine::CudaEngine(CudaEngineOptions options) : m_options(std::move(options)
     for (int d = 0; d < count; ++d) m_options.gpus.push_back(d);
   if (const char* e = std::getenv("SPEXLAB_CUDA_EIGH"); e && *e)
     m_options.libraryEigh = std::string(e) == "cusolver";
+  if (const char* e = std::getenv("SPEXLAB_CUDA_CHOLESKY"); e && *e)
+    m_options.blockedCholesky = std::string(e) != "potrf";
   if (const char* e = std::getenv("SPEXLAB_CUDA_STREAMS"); e && *e)
     m_options.streams = std::atoi(e);
   if (m_options.streams < 1) m_options.streams = 1;
@@ -599,6 +624,7 @@ CudaEngine::CudaEngine(CudaEngineOptions options) : m_options(std::move(options)
     SPEX_CUDA(cudaStreamCreateWithFlags(&dev->main, cudaStreamNonBlocking));
     for (int k = 0; k < m_options.streams; ++k) {
       auto w = std::make_unique<Workspace>();
+      w->potrf = !m_options.blockedCholesky;
       SPEX_CUDA(cudaStreamCreateWithFlags(&w->stream, cudaStreamNonBlocking));
       checkCublas(cublasCreate(&w->cublas), "cublasCreate");
       checkCublas(cublasSetStream(w->cublas, w->stream), "cublasSetStream");

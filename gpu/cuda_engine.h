@@ -45,6 +45,9 @@ struct CudaEngineOptions {
   // Jacobi kernel (0.29 s; docs/benchmarks.md). SPEXLAB_CUDA_EIGH=cusolver|jacobi
   // overrides, and SPEXLAB_CUDA_STREAMS=N the number of streams (for benchmarks).
   bool libraryEigh = true;
+  // Cholesky: true (default), blocked by fiber with batched GEMMs (docs/benchmarks.md,
+  // version 6); false, cusolverDnDpotrfBatched. SPEXLAB_CUDA_CHOLESKY=potrf|blocked.
+  bool blockedCholesky = true;
 };
 
 class CudaEngine : public Engine {

@@ -113,6 +113,10 @@ void launchGaussHermiteBasis(int deg, int hsize, const double* d, const double* 
 void launchNormalEquations(const BatchView& b, cudaStream_t stream);
 void launchPrior(const BatchView& b, cudaStream_t stream);
 void launchTriangularInverseDiag(const BatchView& b, cudaStream_t stream);
+// Blocked Cholesky step k: factor diagonal block k in place, X_kk = L_kk^-1, info on
+// failure; copy a panel T (M x nb, ld M, stride sT) back below diagonal block k.
+void launchCholeskyDiag(const BatchView& b, int k, cudaStream_t stream);
+void launchCopyPanel(const BatchView& b, int k, long long sT, cudaStream_t stream);
 void launchSolveFlux(const BatchView& b, cudaStream_t stream);
 void launchDecorrelateSignal(const BatchView& b, cudaStream_t stream);
 void launchGatherKeptBlocks(const BatchView& b, cudaStream_t stream);

@@ -43,6 +43,73 @@ __global__ void triInvDiagKernel(BatchView b) {
   }
 }
 
+// Blocked Cholesky, step k (cuda_engine.cpp launchBatch): factor the diagonal block
+// A_kk = L_kk L_kk^T in shared memory (right-looking, one column per step), write L_kk
+// into A and X_kk = L_kk^-1 into X (the first block of L^-1's diagonal, so the inverse
+// needs no separate pass), one thread block per patch. A pivot that is not positive
+// (or NaN) is a non-SPD patch: info = its global column + 1, like potrf, and the
+// factorisation goes on with a unit pivot so nothing turns NaN.
+__global__ void cholDiagKernel(BatchView b, int k) {
+  extern __shared__ double sh[];
+  __shared__ int bad;
+  const int p = blockIdx.x, nb = b.nb, n = b.n;
+  double* Ls = sh; // row-major
+  double* Xs = sh + nb * nb;
+  double* A = b.A + (std::size_t)p * n * n + (std::size_t)k * nb * (n + 1);
+  double* X = b.X + (std::size_t)p * n * n + (std::size_t)k * nb * (n + 1);
+  if (threadIdx.x == 0) bad = 0;
+  for (int t = threadIdx.x; t < nb * nb; t += blockDim.x) {
+    const int c = t / nb, r = t % nb;
+    Ls[r * nb + c] = r >= c ? A[r + (std::size_t)c * n] : 0.0;
+  }
+  __syncthreads();
+  for (int j = 0; j < nb; ++j) {
+    if (threadIdx.x == 0) {
+      double d = Ls[j * nb + j];
+      if (!(d > 0.0)) {
+        if (!bad) bad = j + 1;
+        d = 1.0;
+      }
+      Ls[j * nb + j] = sqrt(d);
+    }
+    __syncthreads();
+    const double djj = Ls[j * nb + j];
+    for (int i = j + 1 + threadIdx.x; i < nb; i += blockDim.x) Ls[i * nb + j] /= djj;
+    __syncthreads();
+    const int m = nb - j - 1;
+    for (int t = threadIdx.x; t < m * m; t += blockDim.x) {
+      const int r = j + 1 + t / m, c = j + 1 + t % m;
+      if (r >= c) Ls[r * nb + c] -= Ls[r * nb + j] * Ls[c * nb + j];
+    }
+    __syncthreads();
+  }
+  for (int j = threadIdx.x; j < nb; j += blockDim.x) {
+    Xs[j * nb + j] = 1.0 / Ls[j * nb + j];
+    for (int i = j + 1; i < nb; ++i) {
+      double s = 0.0;
+      for (int m = j; m < i; ++m) s += Ls[i * nb + m] * Xs[m * nb + j];
+      Xs[i * nb + j] = -s / Ls[i * nb + i];
+    }
+  }
+  __syncthreads();
+  for (int t = threadIdx.x; t < nb * nb; t += blockDim.x) {
+    const int c = t / nb, r = t % nb;
+    if (r >= c) A[r + (std::size_t)c * n] = Ls[r * nb + c];
+    X[r + (std::size_t)c * n] = r >= c ? Xs[r * nb + c] : 0.0; // upper stays zero for GEMMs
+  }
+  if (threadIdx.x == 0 && bad && b.info[p] == 0) b.info[p] = k * nb + bad;
+}
+
+// A's panel below diagonal block k (rows (k+1) nb .., columns of block k) <- T, where
+// T (M x nb, leading dimension M, stride sT per patch) holds A_panel L_kk^-T.
+__global__ void copyPanelKernel(BatchView b, int k, long long sT) {
+  const int p = blockIdx.x, c = blockIdx.y, nb = b.nb, n = b.n;
+  const int M = n - (k + 1) * nb;
+  const double* T = b.T + (std::size_t)p * sT + (std::size_t)c * M;
+  double* A = b.A + (std::size_t)p * n * n + (std::size_t)(k * nb + c) * n + (k + 1) * nb;
+  for (int r = threadIdx.x; r < M; r += blockDim.x) A[r] = T[r];
+}
+
 // f = X^T (X y) with X = L^-1 lower triangular: z = X y (thread per row, coalesced
 // column-major reads), then f_c = sum_{r >= c} X(r, c) z_r (warp per column).
 __global__ void solveFluxKernel(BatchView b) {
@@ -427,6 +494,19 @@ void launchTriangularInverseDiag(const BatchView& b, cudaStream_t stream) {
                                  int(shm)));
   triInvDiagKernel<<<dim3(b.F, b.count), 128, shm, stream>>>(b);
   SPEX_CUDA_LAUNCH("triInvDiagKernel");
+}
+
+void launchCholeskyDiag(const BatchView& b, int k, cudaStream_t stream) {
+  const std::size_t shm = sizeof(double) * 2 * b.nb * b.nb;
+  if (shm > 48 * 1024)
+    SPEX_CUDA(cudaFuncSetAttribute(cholDiagKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shm)));
+  cholDiagKernel<<<b.count, 128, shm, stream>>>(b, k);
+  SPEX_CUDA_LAUNCH("cholDiagKernel");
+}
+
+void launchCopyPanel(const BatchView& b, int k, long long sT, cudaStream_t stream) {
+  copyPanelKernel<<<dim3(b.count, b.nb), 128, 0, stream>>>(b, k, sT);
+  SPEX_CUDA_LAUNCH("copyPanelKernel");
 }
 
 void launchSolveFlux(const BatchView& b, cudaStream_t stream) {

@@ -168,7 +168,7 @@ std::string solverRateTable(const ExtractionResult& r, const ExtractionRequest& 
     const char* phase;
     double flops;
     const char* what;
-  } steps[] = {{"cholesky", P * n * n * n / 3, "n^3/3 per patch (potrfBatched)"},
+  } steps[] = {{"cholesky", P * n * n * n / 3, "n^3/3 per patch (the flops of an unblocked one)"},
                {"inverse", P * inverse, "L^-1 by nb-blocks, dense GEMMs"},
                {"fiber blocks", P * nb * nb * nb * F * (F + 1), "C_f = X_f^T X_f, F(F+1) nb^3"}};
   std::ostringstream os;

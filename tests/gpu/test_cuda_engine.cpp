@@ -191,6 +191,21 @@ private slots:
     requireAgreement(compare(runCpu(req), runCuda(req, &lib)));
   }
 
+  void libraryCholeskyMatchesCpu() {
+    // The cuSOLVER potrfBatched path (SPEXLAB_CUDA_CHOLESKY=potrf), kept for A/B runs;
+    // the default blocked Cholesky runs in every other test here.
+    SimulationOptions so;
+    so.wave = WaveGrid::fromRange(6000, 6400, 0.8);
+    so.fiberMin = 25;
+    so.nFiber = 50;
+    const Simulation sim = simulate(realPsf, so);
+    const ExtractionRequest req = request(realPsf, sim.image, so.wave, 25, 50);
+    CudaEngineOptions o;
+    o.blockedCholesky = false;
+    CudaEngine lib(o);
+    requireAgreement(compare(runCpu(req), runCuda(req, &lib)));
+  }
+
   void noiseDecorrelationMatchesCpu() {
     SimulationOptions so;
     so.wave = WaveGrid::fromRange(6200, 6500, 0.8);
