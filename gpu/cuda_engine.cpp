@@ -451,19 +451,24 @@ void launchBatch(Workspace& w, BatchView v, const DevPatch* table, int first, in
       // GEMMs (tensor-core fp64). Twice the trailing flops of a SYRK, at GEMM speed.
       SPEX_CUDA(cudaMemsetAsync(v.info, 0, sizeof(int) * count, s));
       for (int k = 0; k < F; ++k) {
-        gpu::launchCholeskyDiag(v, k, s);
+        // Steps timed apart (nested ranges; a profile sums them per name).
+        tl.phase("diagonal block", w.lane, batchId, s, [&] { gpu::launchCholeskyDiag(v, k, s); }, 2);
         const int M = n - (k + 1) * nb;
         if (M <= 0) break;
         const long long dk = (long long)k * nb * (n + 1);
-        checkCublas(cublasDgemmStridedBatched(w.cublas, CUBLAS_OP_N, CUBLAS_OP_T, M, nb, nb, &one,
-                                              v.A + dk + nb, n, nn, v.X + dk, n, nn, &zero, v.T, M,
-                                              sT, count),
-                    "cublasDgemmStridedBatched (panel)");
-        checkCublas(cublasDgemmStridedBatched(w.cublas, CUBLAS_OP_N, CUBLAS_OP_T, M, M, nb, &minus,
-                                              v.T, M, sT, v.T, M, sT, &one,
-                                              v.A + dk + (long long)nb * (n + 1), n, nn, count),
-                    "cublasDgemmStridedBatched (trailing)");
-        gpu::launchCopyPanel(v, k, sT, s);
+        tl.phase("panel", w.lane, batchId, s, [&] {
+          checkCublas(cublasDgemmStridedBatched(w.cublas, CUBLAS_OP_N, CUBLAS_OP_T, M, nb, nb, &one,
+                                                v.A + dk + nb, n, nn, v.X + dk, n, nn, &zero, v.T, M,
+                                                sT, count),
+                      "cublasDgemmStridedBatched (panel)");
+          gpu::launchCopyPanel(v, k, sT, s);
+        }, 2);
+        tl.phase("trailing update", w.lane, batchId, s, [&] {
+          checkCublas(cublasDgemmStridedBatched(w.cublas, CUBLAS_OP_N, CUBLAS_OP_T, M, M, nb, &minus,
+                                                v.T, M, sT, v.T, M, sT, &one,
+                                                v.A + dk + (long long)nb * (n + 1), n, nn, count),
+                      "cublasDgemmStridedBatched (trailing)");
+        }, 2);
       }
     }, 1);
     tl.phase("inverse", w.lane, batchId, s, [&] {

@@ -73,13 +73,15 @@ __global__ void cholDiagKernel(BatchView b, int k) {
       Ls[j * nb + j] = sqrt(d);
     }
     __syncthreads();
-    const double djj = Ls[j * nb + j];
-    for (int i = j + 1 + threadIdx.x; i < nb; i += blockDim.x) Ls[i * nb + j] /= djj;
+    const double rjj = 1.0 / Ls[j * nb + j];
+    for (int i = j + 1 + threadIdx.x; i < nb; i += blockDim.x) Ls[i * nb + j] *= rjj;
     __syncthreads();
-    const int m = nb - j - 1;
-    for (int t = threadIdx.x; t < m * m; t += blockDim.x) {
-      const int r = j + 1 + t / m, c = j + 1 + t % m;
-      if (r >= c) Ls[r * nb + c] -= Ls[r * nb + j] * Ls[c * nb + j];
+    // Trailing lower triangle, a row per warp, the row's columns over the lanes (no
+    // integer division, no idle upper half).
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    for (int r = j + 1 + warp; r < nb; r += nw) {
+      const double lrj = Ls[r * nb + j];
+      for (int c = j + 1 + lane; c <= r; c += 32) Ls[r * nb + c] -= lrj * Ls[c * nb + j];
     }
     __syncthreads();
   }
@@ -500,7 +502,7 @@ void launchCholeskyDiag(const BatchView& b, int k, cudaStream_t stream) {
   const std::size_t shm = sizeof(double) * 2 * b.nb * b.nb;
   if (shm > 48 * 1024)
     SPEX_CUDA(cudaFuncSetAttribute(cholDiagKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shm)));
-  cholDiagKernel<<<b.count, 128, shm, stream>>>(b, k);
+  cholDiagKernel<<<b.count, 256, shm, stream>>>(b, k);
   SPEX_CUDA_LAUNCH("cholDiagKernel");
 }
 
