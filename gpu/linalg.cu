@@ -12,10 +12,22 @@ namespace spex::gpu {
 
 namespace {
 
-// X_kk = L_kk^-1 for every diagonal block k of every patch; one block per (k, patch).
+// Xs = Ls^-1 for a lower-triangular nb x nb Ls, both row-major in shared memory.
 // Column j of the inverse is independent of the others: thread j runs forward
-// substitution for it, L in shared memory row-major (broadcast reads), X row-major
-// (consecutive threads, consecutive banks).
+// substitution for it (broadcast reads of Ls, consecutive banks in Xs). Only the
+// lower triangle of Xs is written.
+__device__ void invertLowerShared(const double* Ls, double* Xs, int nb) {
+  for (int j = threadIdx.x; j < nb; j += blockDim.x) {
+    Xs[j * nb + j] = 1.0 / Ls[j * nb + j];
+    for (int i = j + 1; i < nb; ++i) {
+      double s = 0.0;
+      for (int m = j; m < i; ++m) s += Ls[i * nb + m] * Xs[m * nb + j];
+      Xs[i * nb + j] = -s / Ls[i * nb + i];
+    }
+  }
+}
+
+// X_kk = L_kk^-1 for every diagonal block k of every patch; one block per (k, patch).
 __global__ void triInvDiagKernel(BatchView b) {
   extern __shared__ double sh[];
   const int k = blockIdx.x, p = blockIdx.y, nb = b.nb, n = b.n;
@@ -28,14 +40,7 @@ __global__ void triInvDiagKernel(BatchView b) {
     Ls[r * nb + c] = r >= c ? A[r + (std::size_t)c * n] : 0.0;
   }
   __syncthreads();
-  for (int j = threadIdx.x; j < nb; j += blockDim.x) {
-    Xs[j * nb + j] = 1.0 / Ls[j * nb + j];
-    for (int i = j + 1; i < nb; ++i) {
-      double s = 0.0;
-      for (int m = j; m < i; ++m) s += Ls[i * nb + m] * Xs[m * nb + j];
-      Xs[i * nb + j] = -s / Ls[i * nb + i];
-    }
-  }
+  invertLowerShared(Ls, Xs, nb);
   __syncthreads();
   for (int t = threadIdx.x; t < nb * nb; t += blockDim.x) {
     const int c = t / nb, r = t % nb;
@@ -85,14 +90,7 @@ __global__ void cholDiagKernel(BatchView b, int k) {
     }
     __syncthreads();
   }
-  for (int j = threadIdx.x; j < nb; j += blockDim.x) {
-    Xs[j * nb + j] = 1.0 / Ls[j * nb + j];
-    for (int i = j + 1; i < nb; ++i) {
-      double s = 0.0;
-      for (int m = j; m < i; ++m) s += Ls[i * nb + m] * Xs[m * nb + j];
-      Xs[i * nb + j] = -s / Ls[i * nb + i];
-    }
-  }
+  invertLowerShared(Ls, Xs, nb);
   __syncthreads();
   for (int t = threadIdx.x; t < nb * nb; t += blockDim.x) {
     const int c = t / nb, r = t % nb;

@@ -113,7 +113,6 @@ void ResidualView::setInputs(std::shared_ptr<const Image> image, std::shared_ptr
                              const QString& modelName) {
   const bool sameImage = image == m_image;
   if (!sameImage) m_haveRange = false;
-  if (m_model && m_image && m_model->rows == 0) m_model.reset();
   if (model && image && (model->rows != image->ny || model->cols != image->nx)) model.reset();
   if (!sameImage || model != m_model) {
     m_resid.reset();

@@ -32,46 +32,45 @@ Image readPreproc(const std::string& path) {
   // 4k x 4k open on two cores. A gzip file is decompressed per handle, so it is read
   // in one go instead. Errors are reported in HDU order, as a serial read would.
   const bool gz = path.size() > 3 && path.compare(path.size() - 3, 3, ".gz") == 0;
-  std::exception_ptr ivarError, maskError;
-  auto readIvar = [&] {
-    try {
-      FitsFile g = FitsFile::openRead(path);
-      g.moveTo("IVAR");
-      img.ivar = g.readImage2D<double>(ny, nx);
-    } catch (...) {
-      ivarError = std::current_exception();
-    }
+  auto readImage = [&](FitsFile& g) {
+    img.pix = g.readImage2D<double>(ny, nx);
+    img.header = g.readHeader();
+  };
+  auto readIvar = [&](FitsFile& g) {
+    g.moveTo("IVAR");
+    img.ivar = g.readImage2D<double>(ny, nx);
   };
   // MASK may be stored as any BITPIX (some tools write float masks); values are
   // converted to int32.
-  auto readMask = [&] {
-    try {
-      FitsFile g = FitsFile::openRead(path);
-      g.moveTo("MASK");
-      img.mask = g.readImage2D<int32_t>(ny, nx);
-    } catch (...) {
-      maskError = std::current_exception();
-    }
+  auto readMask = [&](FitsFile& g) {
+    g.moveTo("MASK");
+    img.mask = g.readImage2D<int32_t>(ny, nx);
   };
   if (gz) {
-    img.pix = f.readImage2D<double>(ny, nx);
-    img.header = f.readHeader();
-    f.moveTo("IVAR");
-    img.ivar = f.readImage2D<double>(ny, nx);
-    f.moveTo("MASK");
-    img.mask = f.readImage2D<int32_t>(ny, nx);
+    readImage(f);
+    readIvar(f);
+    readMask(f);
   } else {
-    std::thread tIvar(readIvar), tMask(readMask);
-    std::exception_ptr imageError;
+    std::exception_ptr errors[3];
+    auto onOwnHandle = [&](auto read, int slot) {
+      return std::thread([&errors, &path, read, slot] {
+        try {
+          FitsFile g = FitsFile::openRead(path);
+          read(g);
+        } catch (...) {
+          errors[slot] = std::current_exception();
+        }
+      });
+    };
+    std::thread tIvar = onOwnHandle(readIvar, 1), tMask = onOwnHandle(readMask, 2);
     try {
-      img.pix = f.readImage2D<double>(ny, nx);
-      img.header = f.readHeader();
+      readImage(f);
     } catch (...) {
-      imageError = std::current_exception();
+      errors[0] = std::current_exception();
     }
     tIvar.join();
     tMask.join();
-    for (const auto& e : {imageError, ivarError, maskError})
+    for (const auto& e : errors)
       if (e) std::rethrow_exception(e);
   }
   img.ny = ny;
