@@ -274,10 +274,14 @@ void ResidualView::startJob() {
 bool ResidualView::isUpdating() const { return !m_jobConsumed || m_rebuildQueued; }
 
 void ResidualView::waitForUpdate() {
+  const bool waited = isUpdating();
   while (isUpdating()) {
     m_watcher.waitForFinished();
     onJobFinished();
   }
+  // The histogram replots on the next event-loop pass; a caller that grabs the view
+  // right away (export, --screenshot) must see it drawn now.
+  if (waited) m_hist->replot(QCustomPlot::rpImmediateRefresh);
 }
 
 void ResidualView::onJobFinished() {
