@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <sys/resource.h>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -316,7 +317,9 @@ int cmdSimulate(const std::vector<std::string>& args) {
 }
 
 int cmdBench(const std::vector<std::string>& args) {
-  Options o(kAliases, kExtractValued, {"--json", "--decorrelate-fibers", "--quiet", "--ceilings"});
+  std::set<std::string> valued = kExtractValued;
+  valued.insert("--patches"); // plan indices: time a selection on a warm engine
+  Options o(kAliases, valued, {"--json", "--decorrelate-fibers", "--quiet", "--ceilings"});
   o.parse(args);
   const PatchParams params = paramsFrom(o);
   Inputs in;
@@ -346,6 +349,11 @@ int cmdBench(const std::vector<std::string>& args) {
   req.nFiber = o.integer("--nspec", in.psf.nfiber - req.fiberMin);
   req.params = params;
   req.threads = o.integer("--threads", 0);
+  if (o.has("--patches")) {
+    std::vector<int> pick;
+    for (double v : numberList(o.str("--patches"), "--patches")) pick.push_back(int(v));
+    req.patches = pick;
+  }
   EngineChoice choice = makeEngine(o.str("--engine", "auto"), gpusFrom(o));
   if (!choice.note.empty()) std::fprintf(stderr, "spexlab-cli bench: %s\n", choice.note.c_str());
   const int repeat = std::max(1, o.integer("--repeat", 1));
@@ -353,8 +361,18 @@ int cmdBench(const std::vector<std::string>& args) {
   ExtractionResult r;
   TerminalProgress progress(!o.has("--json") && !o.has("--quiet"));
   CancelToken cancel;
+  // Process CPU time (user + system) over the extractions: on a shared machine wall
+  // times swing with the load, CPU time much less (docs/benchmarks.md).
+  auto cpuSeconds = [] {
+    rusage u{};
+    getrusage(RUSAGE_SELF, &u);
+    return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + 1e-6 * double(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+  };
+  std::vector<double> cpus;
   for (int i = 0; i < repeat; ++i) {
+    const double c0 = cpuSeconds();
     r = choice.engine->extract(req, progress, cancel);
+    cpus.push_back(cpuSeconds() - c0);
     walls.push_back(r.profile.wallNs * 1e-9);
   }
   std::vector<double> sorted = walls;
@@ -369,6 +387,8 @@ int cmdBench(const std::vector<std::string>& args) {
                 choice.engine->name().c_str(), in.source.c_str(), r.nfiber, r.nwave,
                 r.patches.size(), threads);
     for (std::size_t i = 0; i < walls.size(); ++i) std::printf("%s%.6f", i ? "," : "", walls[i]);
+    std::printf("],\"cpu_s\":[");
+    for (std::size_t i = 0; i < cpus.size(); ++i) std::printf("%s%.6f", i ? "," : "", cpus[i]);
     std::printf("],\"median_s\":%.6f,\"phases\":[", median);
     bool first = true;
     for (const PhaseStats& s : r.profile.phaseStats()) {
@@ -386,7 +406,9 @@ int cmdBench(const std::vector<std::string>& args) {
   std::printf("%s", phaseTable(r, lanes).c_str());
   std::printf("\nwall: median %.3f s over %d run%s (", median, repeat, repeat == 1 ? "" : "s");
   for (std::size_t i = 0; i < walls.size(); ++i) std::printf("%s%.3f", i ? ", " : "", walls[i]);
-  std::printf(")\nthroughput: %.0f bins/s, %.1f patches/s\n", bins / median, r.patches.size() / median);
+  std::printf(")\ncpu time (user + system, all threads): ");
+  for (std::size_t i = 0; i < cpus.size(); ++i) std::printf("%s%.3f", i ? ", " : "", cpus[i]);
+  std::printf(" s\nthroughput: %.0f bins/s, %.1f patches/s\n", bins / median, r.patches.size() / median);
   const std::vector<std::size_t> peak = enginePeakDeviceBytes(*choice.engine);
   for (std::size_t d = 0; d < peak.size(); ++d)
     std::printf("peak device memory held by the engine on GPU %zu: %.2f GiB\n", d,

@@ -109,8 +109,16 @@ public:
   virtual ExtractionResult extract(const ExtractionRequest&, ProgressSink&, const CancelToken&) = 0;
 };
 
+// Fibers [f0, f1) x bins [w0, w1) of a result (relative to its fiberMin); the default
+// (or an empty one) is the whole frame.
+struct FrameRegion {
+  int f0 = 0, f1 = -1, w0 = 0, w1 = -1;
+};
+
 // Applies the per-Angstrom conversion and the frame mask rules (EXTRACTION.md §5) to
-// a result whose flux/ivar are per bin; both engines call it once at the end.
-void finalizeFrame(ExtractionResult& result);
+// a result whose flux/ivar are per bin; both engines call it once at the end. Only
+// covered bins count; a region holding every covered bin gives the same result while
+// reading (and allocating) no more than the region.
+void finalizeFrame(ExtractionResult& result, FrameRegion region = {});
 
 } // namespace spex

@@ -66,6 +66,7 @@ private:
   std::vector<double> m_icov0;   // copy with the prior, for the retry and noise mode
   std::vector<double> m_y, m_fw;
   std::vector<double> m_cs, m_eig, m_q, m_work;
+  std::vector<double> m_z, m_qs;  // eigenvectors and Q_s of one fiber block
   std::vector<int> m_iwork;
   std::vector<double> m_modelBox; // model over the box from all padded spots
   BandedCholesky m_band;
