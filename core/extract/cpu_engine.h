@@ -30,7 +30,7 @@ public:
   // CCD-sized is allocated: the bins and model boxes of the patches it held are cleared
   // and the requested patches filled. Otherwise it is allocated afresh, as extract does.
   void extractInto(const ExtractionRequest& request, ExtractionResult& into, ProgressSink& progress,
-                   const CancelToken& cancel);
+                   const CancelToken& cancel) override;
 
 private:
   struct PlanKey;

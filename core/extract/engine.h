@@ -107,6 +107,13 @@ public:
   // Throws InputError for bad requests. When cancelled it stops starting patches and
   // returns what finished, with `cancelled` set and `covered` marking the filled bins.
   virtual ExtractionResult extract(const ExtractionRequest&, ProgressSink&, const CancelToken&) = 0;
+  // The same into a result the caller keeps between requests (a warm engine answering
+  // patch selections): engines that can reuse its arrays do so, the CPU engine without
+  // any frame- or CCD-sized allocation for a few patches. By default: into = extract().
+  virtual void extractInto(const ExtractionRequest& request, ExtractionResult& into,
+                           ProgressSink& progress, const CancelToken& cancel) {
+    into = extract(request, progress, cancel);
+  }
 };
 
 // Fibers [f0, f1) x bins [w0, w1) of a result (relative to its fiberMin); the default
