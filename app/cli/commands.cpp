@@ -349,6 +349,7 @@ int cmdBench(const std::vector<std::string>& args) {
   req.nFiber = o.integer("--nspec", in.psf.nfiber - req.fiberMin);
   req.params = params;
   req.threads = o.integer("--threads", 0);
+  req.model = o.has("--model"); // bench: build the CCD model image too (nothing is written)
   if (o.has("--patches")) {
     std::vector<int> pick;
     for (double v : numberList(o.str("--patches"), "--patches")) pick.push_back(int(v));

@@ -47,6 +47,9 @@ void finalizeFrame(ExtractionResult& r, FrameRegion g) {
   const int F0 = std::max(0, g.f0), F1 = std::min(r.nfiber, g.f1);
   const int W0 = std::max(0, g.w0), W1 = std::min(r.nwave, g.w1);
   const double dw = r.wave.dw;
+  // A few patches' worth of bins is done in microseconds on the calling thread;
+  // starting threads for it would cost more (and, on a loaded machine, milliseconds).
+  const int threads = double(F1 - F0) * (W1 - W0) >= 65536 ? 0 : 1;
   // Per Angstrom (EXTRACTION.md §5): flux /= dw, ivar *= dw^2. Anything non-finite
   // (a failed patch) becomes flux 0, ivar 0 so no NaN reaches a frame.
   parallelFor(F1 - F0, [&](int a0, int a1) {
@@ -68,7 +71,7 @@ void finalizeFrame(ExtractionResult& r, FrameRegion g) {
         if (pm >= 1.0 - 1e-9) m |= kAllBadPix; // spot sums carry rounding of ~1e-15
         r.mask(f, w) = m;
       }
-  });
+  }, threads);
   // BAD2DFIT: chi2pix above 5x the median over fibers at that wavelength and above 5x
   // the median over wavelengths of that fiber (medians over covered bins). The
   // per-wavelength medians read a transposed copy, so every median reads contiguously.
@@ -81,7 +84,7 @@ void finalizeFrame(ExtractionResult& r, FrameRegion g) {
         chiT[std::size_t(w) * nf + f] = r.chi2pix(F0 + f, W0 + w);
         covT[std::size_t(w) * nf + f] = r.covered(F0 + f, W0 + w) ? 1 : 0;
       }
-  });
+  }, threads);
   std::vector<double> medW(nw, 0.0), medF(nf, 0.0);
   parallelFor(nw, [&](int w0, int w1) {
     std::vector<double> tmp;
@@ -91,7 +94,7 @@ void finalizeFrame(ExtractionResult& r, FrameRegion g) {
         if (covT[std::size_t(w) * nf + f]) tmp.push_back(chiT[std::size_t(w) * nf + f]);
       medW[w] = median(tmp);
     }
-  });
+  }, threads);
   parallelFor(nf, [&](int a0, int a1) {
     std::vector<double> tmp;
     for (int a = a0; a < a1; ++a) {
@@ -104,7 +107,7 @@ void finalizeFrame(ExtractionResult& r, FrameRegion g) {
         if (r.covered(f, w) && r.chi2pix(f, w) > 5 * medW[w - W0] && r.chi2pix(f, w) > 5 * medF[a])
           r.mask(f, w) |= kBad2DFit;
     }
-  }, 0, 4);
+  }, threads, 4);
 }
 
 } // namespace spex
