@@ -3,6 +3,8 @@
 // lengths, as gfortran-built libraries expect.
 #pragma once
 
+#include "../threads.h"
+
 #include <cstddef>
 
 extern "C" {
@@ -20,8 +22,6 @@ void dgemm_(const char* ta, const char* tb, const int* m, const int* n, const in
 void dsyevd_(const char* jobz, const char* uplo, const int* n, double* a, const int* lda, double* w,
              double* work, const int* lwork, int* iwork, const int* liwork, int* info, std::size_t,
              std::size_t);
-// OpenBLAS: the engine parallelises over patches, so BLAS itself runs one thread.
-void openblas_set_num_threads(int) __attribute__((weak));
 }
 
 namespace spex::lapack {
@@ -68,8 +68,7 @@ int syevd(int n, double* a, int lda, double* w, DV& work, IV& iwork) {
   dsyevd_("V", "L", &n, a, &lda, w, work.data(), &lwork, iwork.data(), &liwork, &info, 1, 1);
   return info;
 }
-inline void singleThreadedBlas() {
-  if (openblas_set_num_threads) openblas_set_num_threads(1);
-}
+// The engine parallelises over patches, so BLAS itself runs one thread (core/threads.h).
+inline void singleThreadedBlas() { spex::singleThreadedBlas(); }
 
 } // namespace spex::lapack

@@ -5,6 +5,7 @@
 #include "simulator.h"
 
 #include "../errors.h"
+#include "../threads.h"
 #include "random.h"
 
 #include <algorithm>
@@ -156,7 +157,7 @@ void renderFibers(const GaussHermitePsf& psf, int fiberMin, int nFiber,
                   const std::vector<double>& waves,
                   const std::function<void(int, std::vector<double>&)>& photOf,
                   Array2D<double>& img, int threads) {
-  if (threads <= 0) threads = int(std::min(8u, std::max(1u, std::thread::hardware_concurrency())));
+  if (threads <= 0) threads = std::min(8, defaultThreadCount().threads);
   threads = std::clamp(threads, 1, nFiber);
   std::vector<FiberLight> batch(threads);
   std::vector<Spot> spots(threads);
