@@ -54,7 +54,7 @@ for step in "$@"; do
                | tee $OUT/bench_streams$k.txt | grep -E "^wall|peak"; done
              echo "jacobi kernel:"; SPEXLAB_CUDA_EIGH=jacobi timeout 200 $B/spexlab-cli bench --engine cuda --psf $PSF --repeat 5 --quiet 2>&1 \
                | tee $OUT/bench_jacobi.txt | grep -E "^wall" ;;
-    budgets) for mb in 2G:0 4G:0 8G:0 16G:0 16G:512 32G:1175; do m=${mb%:*} b=${mb#*:}; echo "budget $m batch ${b/#0/default}:"
+    budgets) for mb in 2G:0 16G:0 16G:512 32G:1175; do m=${mb%:*} b=${mb#*:}; echo "budget $m batch ${b/#0/default}:"
                SPEXLAB_CUDA_MEMORY=$m SPEXLAB_CUDA_BATCH=${b/#0/} timeout 120 $B/spexlab-cli bench --engine cuda --psf $PSF --repeat 5 2>&1 \
                | tee $OUT/bench_budget_${m}_$b.txt | grep -E "^wall|peak|memory:"; done ;;
     bench1) timeout 300 $B/spexlab-cli bench --engine cuda --gpus 0 --psf $PSF --repeat 5 2>&1 | tee $OUT/bench1.txt ;;
