@@ -100,6 +100,8 @@ public:
   }
   T* get() const { return m_p; }
   std::size_t capacity() const { return m_cap; }
+  // Bytes held would grow by this much for room for n elements.
+  std::size_t growth(std::size_t n) const { return n > m_cap ? (n - m_cap) * sizeof(T) : 0; }
 
 private:
   T* m_p = nullptr;
@@ -349,6 +351,14 @@ void releaseWorkspace(Workspace& w, CudaEngine::Device& dev) {
   w.info2.release(h);
   w.capacity = 0;
   w.maxKept = 0;
+}
+
+// Before the request's fixed arrays grow by `growth` bytes: where that would take
+// the engine past its budget, the batch workspaces go first (runDevice sizes them
+// again from what is left), so the engine's peak stays within the budget.
+void makeRoom(CudaEngine::Device& dev, std::size_t growth, std::size_t budget) {
+  if (growth && dev.held + growth > budget)
+    for (auto& w : dev.ws) releaseWorkspace(*w, dev);
 }
 
 // Kept-block eigensolver buffers for `cap` patches of maxKept blocks each.
@@ -708,7 +718,7 @@ struct DeviceRun {
 // Opens the device's timeline and uploads the image and the PSF. Runs on its own
 // thread while the host builds the patch plan, so the copies are off the critical path.
 void prefetch(CudaEngine::Device& dev, DeviceRun& run, const ExtractionRequest& req,
-              ProfileRecorder& rec) {
+              std::size_t budget, ProfileRecorder& rec) {
   SPEX_CUDA(cudaSetDevice(dev.index));
   const std::string prefix = "cuda:" + std::to_string(dev.index) + " stream ";
   run.mainLane = rec.lane(prefix + "0");
@@ -724,6 +734,7 @@ void prefetch(CudaEngine::Device& dev, DeviceRun& run, const ExtractionRequest& 
   if (image.pix.size() != npixImg || image.ivar.size() != npixImg)
     return; // validateRequest reports it; runDevice never starts
   run.tl.phase(kPhaseH2D, run.mainLane, -1, dev.main, [&] {
+    makeRoom(dev, dev.pix.growth(npixImg) + dev.ivar.growth(npixImg), budget);
     dev.pix.need(npixImg, &dev.held, "image");
     dev.ivar.need(npixImg, &dev.held, "image ivar");
     dev.track();
@@ -786,6 +797,7 @@ void runDevice(CudaEngine::Device& dev, DeviceRun& run, const CudaEngineOptions&
   DevFrame fr;
   const DevPsf dpsf = run.psf;
   tl.phase(kPhaseH2D, mainLane, -1, ms, [&] {
+    makeRoom(dev, dev.patches.growth(std::max(ntodo, 1)), opt.memoryBudgetBytes);
     dev.patches.need(std::max(ntodo, 1), &dev.held, "patch table");
     SPEX_CUDA(cudaMemcpyAsync(dev.patches.get(), table.data(), ntodo * sizeof(DevPatch),
                               cudaMemcpyHostToDevice, ms));
@@ -799,6 +811,13 @@ void runDevice(CudaEngine::Device& dev, DeviceRun& run, const CudaEngineOptions&
     st.nx = psf.spotNx();
     st.ny = psf.spotNy();
     const std::size_t nspot = std::size_t(st.nf) * st.nk;
+    {
+      const std::size_t nfw = std::size_t(nrow) * nwave;
+      std::size_t g = dev.spotV.growth(nspot * st.nx * st.ny) + dev.corner.growth(nspot) +
+                      dev.res.growth(nfw * nk) + (req.model ? dev.model.growth(npixImg) : 0);
+      for (auto* a : {&dev.flux, &dev.ivarOut, &dev.chi2pix, &dev.pixmask, &dev.deconv}) g += a->growth(nfw);
+      makeRoom(dev, g, opt.memoryBudgetBytes);
+    }
     dev.spotV.need(nspot * st.nx * st.ny, &dev.held, "spot table");
     dev.corner.need(nspot, &dev.held, "spot corners");
     dev.track();
@@ -1073,7 +1092,7 @@ ExtractionResult CudaEngine::extract(const ExtractionRequest& req, ProgressSink&
     for (std::size_t d = 0; d < m_devices.size(); ++d)
       prefetchers.emplace_back([&, d] {
         try {
-          prefetch(*m_devices[d], *runs[d], req, rec);
+          prefetch(*m_devices[d], *runs[d], req, m_options.memoryBudgetBytes, rec);
         } catch (...) {
           prefetchErrors[d] = std::current_exception();
         }
