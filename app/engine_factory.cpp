@@ -92,9 +92,11 @@ CudaEngineOptions cudaOptions(const EngineOptions& eo) {
   if (!env("SPEXLAB_CUDA_STREAMS").empty()) o.streams = count("SPEXLAB_CUDA_STREAMS", 1, 16);
   if (!env("SPEXLAB_CUDA_BATCH").empty()) o.maxBatch = count("SPEXLAB_CUDA_BATCH", 1, 65535);
   if (const std::string e = env("SPEXLAB_CUDA_EIGH"); !e.empty()) {
-    if (e != "cusolver" && e != "jacobi")
-      throw InputError("SPEXLAB_CUDA_EIGH='" + e + "': expected cusolver or jacobi");
-    o.libraryEigh = e == "cusolver";
+    if (e != "tridiagonal" && e != "cusolver" && e != "jacobi")
+      throw InputError("SPEXLAB_CUDA_EIGH='" + e + "': expected tridiagonal, cusolver or jacobi");
+    o.eigh = e == "cusolver" ? CudaEngineOptions::Eigh::Cusolver
+             : e == "jacobi" ? CudaEngineOptions::Eigh::Jacobi
+                             : CudaEngineOptions::Eigh::Tridiagonal;
   }
   if (const std::string e = env("SPEXLAB_CUDA_CHOLESKY"); !e.empty()) {
     if (e != "blocked" && e != "potrf")

@@ -22,7 +22,7 @@ struct EngineChoice {
 //   SPEXLAB_CUDA_MEMORY=4G      device-memory budget per GPU (when gpuMemoryBytes is 0)
 //   SPEXLAB_CUDA_STREAMS=N      workspaces (streams) per GPU
 //   SPEXLAB_CUDA_BATCH=P        patches per batch (within the budget)
-//   SPEXLAB_CUDA_EIGH=cusolver|jacobi      fiber-block eigensolver
+//   SPEXLAB_CUDA_EIGH=tridiagonal|cusolver|jacobi  fiber-block eigensolver
 //   SPEXLAB_CUDA_CHOLESKY=blocked|potrf    batched Cholesky
 struct EngineOptions {
   std::vector<int> gpus;          // CUDA device ordinals (empty: all visible)

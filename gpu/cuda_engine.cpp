@@ -13,6 +13,7 @@
 //   D2H       the device's rows of the frame arrays and the model image
 #include "cuda_engine.h"
 
+#include "batched_eigh.h"
 #include "kernels.h"
 
 #include "core/errors.h"
@@ -100,6 +101,8 @@ public:
   }
   T* get() const { return m_p; }
   std::size_t capacity() const { return m_cap; }
+  // Bytes held would grow by this much for room for n elements.
+  std::size_t growth(std::size_t n) const { return n > m_cap ? (n - m_cap) * sizeof(T) : 0; }
 
 private:
   T* m_p = nullptr;
@@ -214,6 +217,7 @@ struct Workspace {
   bool noise = false;
   bool syevLoop = false; // no batched syev of this size: syevd per patch
   bool potrf = false;    // Cholesky by cusolverDnDpotrfBatched instead of the blocked one
+  bool cusolverEigh = false; // kept fiber blocks by cusolverDnXsyevBatched, not syevBatched
   DeviceArray<double> A, X, T, C, y, fw, pm, f, mbuf, cbuf, chi2, E, W, syevWork;
   DeviceArray<double> K, KW, kWork; // library eigensolver of the kept fiber blocks
   std::vector<char> kHostWork;
@@ -250,12 +254,12 @@ struct CudaEngine::Device {
   // a larger one again (the library workspaces are only known once allocated).
   struct Fit {
     int n = 0, F = 0, nb = 0, maxBoxArea = 0, maxKept = 0, W = 0;
-    bool noise = false, libEigh = false;
+    bool noise = false, keptEigh = false;
     std::size_t budget = 0, fixed = 0;
     int batch = 0;
     bool same(const Fit& o) const {
       return n == o.n && F == o.F && nb == o.nb && maxBoxArea == o.maxBoxArea && maxKept == o.maxKept &&
-             W == o.W && noise == o.noise && libEigh == o.libEigh && budget == o.budget && fixed == o.fixed;
+             W == o.W && noise == o.noise && keptEigh == o.keptEigh && budget == o.budget && fixed == o.fixed;
     }
   } fit;
 
@@ -351,13 +355,27 @@ void releaseWorkspace(Workspace& w, CudaEngine::Device& dev) {
   w.maxKept = 0;
 }
 
-// Kept-block eigensolver buffers for `cap` patches of maxKept blocks each.
-bool reserveLibraryEigh(Workspace& w, CudaEngine::Device& dev, int cap, int nb, int maxKept) {
+// Before the request's fixed arrays grow by `growth` bytes: where that would take
+// the engine past its budget, the batch workspaces go first (runDevice sizes them
+// again from what is left), so the engine's peak stays within the budget.
+void makeRoom(CudaEngine::Device& dev, std::size_t growth, std::size_t budget) {
+  if (growth && dev.held + growth > budget)
+    for (auto& w : dev.ws) releaseWorkspace(*w, dev);
+}
+
+// Kept fiber blocks and their eigen-pairs for `cap` patches of maxKept blocks each
+// (K, KW, info2), and cuSOLVER's workspace when it solves them.
+bool reserveKeptEigh(Workspace& w, CudaEngine::Device& dev, int cap, int nb, int maxKept) {
   std::size_t* h = &dev.held;
   const std::size_t L = dev.limit;
   const std::size_t m = std::size_t(cap) * maxKept;
   if (!w.K.reserve(m * nb * nb, h, L) || !w.KW.reserve(m * nb, h, L) || !w.info2.reserve(m, h, L))
     return false;
+  w.maxKept = maxKept;
+  if (!w.cusolverEigh) {
+    dev.track();
+    return true;
+  }
   std::size_t dBytes = 0, hBytes = 0;
   checkCusolver(cusolverDnXsyevBatched_bufferSize(w.solver, w.params, CUSOLVER_EIG_MODE_VECTOR,
                                                   CUBLAS_FILL_MODE_LOWER, nb, CUDA_R_64F,
@@ -536,6 +554,10 @@ void launchBatch(Workspace& w, BatchView v, const DevPatch* table, int first, in
         v.KW = w.KW.get();
         tl.phase("eigh", w.lane, batchId, s, [&] {
           gpu::launchGatherKeptBlocks(v, s);
+          if (!w.cusolverEigh) {
+            gpu::syevBatched(nb, v.K, nb, (long long)nb * nb, v.KW, w.info2.get(), count * v.maxKept, s);
+            return;
+          }
           checkCusolver(cusolverDnXsyevBatched(
                             w.solver, w.params, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER,
                             nb, CUDA_R_64F, v.K, nb, CUDA_R_64F, v.KW, CUDA_R_64F, w.kWork.get(),
@@ -654,6 +676,7 @@ CudaEngine::CudaEngine(CudaEngineOptions options) : m_options(std::move(options)
     for (int k = 0; k < m_options.streams; ++k) {
       auto w = std::make_unique<Workspace>();
       w->potrf = !m_options.blockedCholesky;
+      w->cusolverEigh = m_options.eigh == CudaEngineOptions::Eigh::Cusolver;
       SPEX_CUDA(cudaStreamCreateWithFlags(&w->stream, cudaStreamNonBlocking));
       checkCublas(cublasCreate(&w->cublas), "cublasCreate");
       checkCublas(cublasSetStream(w->cublas, w->stream), "cublasSetStream");
@@ -708,7 +731,7 @@ struct DeviceRun {
 // Opens the device's timeline and uploads the image and the PSF. Runs on its own
 // thread while the host builds the patch plan, so the copies are off the critical path.
 void prefetch(CudaEngine::Device& dev, DeviceRun& run, const ExtractionRequest& req,
-              ProfileRecorder& rec) {
+              std::size_t budget, ProfileRecorder& rec) {
   SPEX_CUDA(cudaSetDevice(dev.index));
   const std::string prefix = "cuda:" + std::to_string(dev.index) + " stream ";
   run.mainLane = rec.lane(prefix + "0");
@@ -724,6 +747,7 @@ void prefetch(CudaEngine::Device& dev, DeviceRun& run, const ExtractionRequest& 
   if (image.pix.size() != npixImg || image.ivar.size() != npixImg)
     return; // validateRequest reports it; runDevice never starts
   run.tl.phase(kPhaseH2D, run.mainLane, -1, dev.main, [&] {
+    makeRoom(dev, dev.pix.growth(npixImg) + dev.ivar.growth(npixImg), budget);
     dev.pix.need(npixImg, &dev.held, "image");
     dev.ivar.need(npixImg, &dev.held, "image ivar");
     dev.track();
@@ -786,6 +810,7 @@ void runDevice(CudaEngine::Device& dev, DeviceRun& run, const CudaEngineOptions&
   DevFrame fr;
   const DevPsf dpsf = run.psf;
   tl.phase(kPhaseH2D, mainLane, -1, ms, [&] {
+    makeRoom(dev, dev.patches.growth(std::max(ntodo, 1)), opt.memoryBudgetBytes);
     dev.patches.need(std::max(ntodo, 1), &dev.held, "patch table");
     SPEX_CUDA(cudaMemcpyAsync(dev.patches.get(), table.data(), ntodo * sizeof(DevPatch),
                               cudaMemcpyHostToDevice, ms));
@@ -799,6 +824,13 @@ void runDevice(CudaEngine::Device& dev, DeviceRun& run, const CudaEngineOptions&
     st.nx = psf.spotNx();
     st.ny = psf.spotNy();
     const std::size_t nspot = std::size_t(st.nf) * st.nk;
+    {
+      const std::size_t nfw = std::size_t(nrow) * nwave;
+      std::size_t g = dev.spotV.growth(nspot * st.nx * st.ny) + dev.corner.growth(nspot) +
+                      dev.res.growth(nfw * nk) + (req.model ? dev.model.growth(npixImg) : 0);
+      for (auto* a : {&dev.flux, &dev.ivarOut, &dev.chi2pix, &dev.pixmask, &dev.deconv}) g += a->growth(nfw);
+      makeRoom(dev, g, opt.memoryBudgetBytes);
+    }
     dev.spotV.need(nspot * st.nx * st.ny, &dev.held, "spot table");
     dev.corner.need(nspot, &dev.held, "spot corners");
     dev.track();
@@ -843,13 +875,14 @@ void runDevice(CudaEngine::Device& dev, DeviceRun& run, const CudaEngineOptions&
   const int W = int(dev.ws.size());
   int maxKept = 1;
   for (const DevPatch& d : table) maxKept = std::max(maxKept, d.nfiber);
-  const bool libEigh = opt.libraryEigh && !noise;
+  const bool keptEigh = opt.eigh != CudaEngineOptions::Eigh::Jacobi && !noise;
   const std::size_t budget = opt.memoryBudgetBytes ? opt.memoryBudgetBytes : kCudaDefaultMemoryBudget;
   std::size_t wsHeld = 0;
   for (auto& w : dev.ws) wsHeld += w->bytes();
   const std::size_t fixed = dev.held - wsHeld;
   std::size_t per = bytesPerPatch(n, F, nb, job.maxBoxArea, noise);
-  if (libEigh) per += std::size_t(maxKept) * (std::size_t(nb) * nb + nb) * 2 * sizeof(double);
+  if (keptEigh)
+    per += std::size_t(maxKept) * (std::size_t(nb) * nb + nb) * (dev.ws[0]->cusolverEigh ? 2 : 1) * sizeof(double);
   auto budgetError = [&](const std::string& what) {
     const double MiB = 1024.0 * 1024.0;
     char buf[320];
@@ -868,7 +901,7 @@ void runDevice(CudaEngine::Device& dev, DeviceRun& run, const CudaEngineOptions&
   P = std::max(P, 1);
   CudaEngine::Device::Fit key;
   key.n = n, key.F = F, key.nb = nb, key.maxBoxArea = job.maxBoxArea, key.maxKept = maxKept;
-  key.W = W, key.noise = noise, key.libEigh = libEigh, key.budget = budget, key.fixed = fixed;
+  key.W = W, key.noise = noise, key.keptEigh = keptEigh, key.budget = budget, key.fixed = fixed;
   if (dev.fit.same(key)) P = std::min(P, dev.fit.batch);
   auto wsBytes = [&] {
     std::size_t b = 0;
@@ -888,10 +921,10 @@ void runDevice(CudaEngine::Device& dev, DeviceRun& run, const CudaEngineOptions&
           break;
         }
       }
-      // Library eigensolver of the kept fiber blocks (CudaEngineOptions::libraryEigh).
-      if (libEigh &&
+      // Eigen-pairs of the kept fiber blocks (CudaEngineOptions::eigh).
+      if (keptEigh &&
           (w->maxKept < maxKept || w->K.capacity() < std::size_t(w->capacity) * maxKept * nb * nb) &&
-          !reserveLibraryEigh(*w, dev, w->capacity, nb, maxKept)) {
+          !reserveKeptEigh(*w, dev, w->capacity, nb, maxKept)) {
         ok = false;
         break;
       }
@@ -923,7 +956,7 @@ void runDevice(CudaEngine::Device& dev, DeviceRun& run, const CudaEngineOptions&
   dev.plan.batches = (ntodo + P - 1) / P;
 
   BatchView v;
-  v.givenEigen = libEigh ? 1 : 0;
+  v.givenEigen = keptEigh ? 1 : 0;
   v.maxKept = maxKept;
   v.F = F;
   v.nb = nb;
@@ -1073,7 +1106,7 @@ ExtractionResult CudaEngine::extract(const ExtractionRequest& req, ProgressSink&
     for (std::size_t d = 0; d < m_devices.size(); ++d)
       prefetchers.emplace_back([&, d] {
         try {
-          prefetch(*m_devices[d], *runs[d], req, rec);
+          prefetch(*m_devices[d], *runs[d], req, m_options.memoryBudgetBytes, rec);
         } catch (...) {
           prefetchErrors[d] = std::current_exception();
         }

@@ -54,10 +54,13 @@ struct CudaEngineOptions {
   std::size_t memoryBudgetBytes = 0;
   int streams = 2;   // workspaces (each with its own stream) per device
   int maxBatch = 0;  // patches per batch; 0: kCudaTargetBatch (less where the budget binds)
-  // Signal decorrelation's fiber-block eigensolver: true (default), cusolverDnXsyevBatched
-  // on the kept blocks (0.12 s a frame on an H100); false, the engine's shared-memory
-  // Jacobi kernel (0.29 s; docs/benchmarks.md). Factory switch: SPEXLAB_CUDA_EIGH.
-  bool libraryEigh = true;
+  // Signal decorrelation's fiber-block eigensolver (the kept 74 x 74 blocks of a
+  // patch): Tridiagonal, the engine's shared-memory solver (gpu/batched_eigh.h,
+  // default); Cusolver, cusolverDnXsyevBatched on the same blocks (0.12 s a frame on an
+  // H100); Jacobi, the older shared-memory Jacobi kernel on all blocks (0.29 s).
+  // docs/benchmarks.md has the figures. Factory switch: SPEXLAB_CUDA_EIGH.
+  enum class Eigh { Tridiagonal, Cusolver, Jacobi };
+  Eigh eigh = Eigh::Tridiagonal;
   // Cholesky: true (default), blocked by fiber with batched GEMMs (docs/benchmarks.md,
   // version 6); false, cusolverDnDpotrfBatched. Factory switch: SPEXLAB_CUDA_CHOLESKY.
   bool blockedCholesky = true;
