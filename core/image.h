@@ -30,6 +30,7 @@ struct FitsHeader {
 struct FiberMap {
   std::string sourceFile;      // file whose FIBERMAP HDU holds the rows; empty: none
   std::vector<int32_t> fiber;  // FIBER column, one entry per row
+  FitsHeader header;           // FIBERMAP HDU header (pointing of early data: bary/)
 };
 
 // DESI has 500 fibers per petal: petal p holds FIBER 500 p + 0..499.
