@@ -519,6 +519,12 @@ void MainWindow::onInputsChanged() {
   m_state->setSelectedPatches({});
   m_state->setSelectedFibers({});
   m_state->setSelectedWave(std::nan(""));
+  // Label fibers with the exposure's FIBER numbers (petal p: 500 p + index): the
+  // FIBERMAP's rows are the PSF's fibers in order.
+  QVector<int> fiberNumbers;
+  if (const auto image = m_doc->image())
+    for (int32_t f : image->fibermap.fiber) fiberNumbers.push_back(int(f));
+  m_state->setFiberNumbers(fiberNumbers);
   m_ccd->setInputs(m_doc->image(), m_doc->psf());
   m_ccd->fit();
   // A simulation lights a few bundles of a full CCD: start on them, not on the
