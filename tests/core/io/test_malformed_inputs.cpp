@@ -86,7 +86,7 @@ private:
           std::ofstream(p) << std::string(5000, 'x');
           return p;
         },
-        "", "", "CFITSIO");
+        "", "", "not a FITS file");
     add(
         "directory instead of file", R::Psf,
         [this] {
