@@ -197,6 +197,7 @@ FitsFile FitsFile::openRead(const std::string& path) {
     throw FitsError(path, "", "", "cannot open as FITS: " + cfitsioMessage(status));
   }
   FitsFile ff(f, path, path);
+  ff.m_layout = std::make_shared<const FitsLayout>(std::move(layout));
   ff.refreshHduName();
   return ff;
 }
@@ -281,8 +282,17 @@ bool FitsFile::tryMoveTo(const std::string& extname) {
 }
 
 void FitsFile::moveTo(const std::string& extname) {
-  if (!tryMoveTo(extname))
-    throw FitsError(m_display, extname, "", "no HDU named '" + extname + "' in the file");
+  if (tryMoveTo(extname)) return;
+  // An HDU whose size claim swallows the next header hides it from CFITSIO: name the
+  // claim, not the HDU that seems missing.
+  if (m_layout) {
+    const std::string inside = findHeaderInsideData(m_path, *m_layout);
+    for (const auto& h : m_layout->hdus)
+      if (!inside.empty() && inside.rfind("HDU '" + h.name + "'", 0) == 0)
+        throw FitsError(m_display, h.name, "NAXIS" + std::to_string(std::max<std::size_t>(h.naxes.size(), 1)),
+                        inside + " (so no HDU named '" + extname + "' is found)");
+  }
+  throw FitsError(m_display, extname, "", "no HDU named '" + extname + "' in the file");
 }
 
 void FitsFile::moveToIndex(int index) {

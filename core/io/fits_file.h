@@ -10,6 +10,7 @@
 #include "../image.h"
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -184,6 +185,7 @@ private:
   void readPixels(long long n, T* out);
 
   void* m_fptr = nullptr; // CFITSIO's fitsfile*; its header stays in fits_file.cpp
+  std::shared_ptr<const struct FitsLayout> m_layout; // from openRead's header scan
   std::string m_path;     // as opened by CFITSIO
   std::string m_display;  // as named in messages
   std::string m_hdu;      // current HDU's EXTNAME, or "primary" / "HDU n"

@@ -488,9 +488,10 @@ FitsLayout scanFitsLayout(const std::string& path) {
 std::string findHeaderInsideData(const std::string& path, const FitsLayout& layout) {
   ByteSource src(path);
   for (const FitsHduLayout& h : layout.hdus) {
-    if (h.dataBytes < kBlock) continue;
+    if (h.dataBytes <= kBlock) continue; // a header inside needs a second data block
+    if (src.pos() > h.dataStart) return {};
     src.skip(h.dataStart - src.pos());
-    const int64_t blocks = h.dataBytes / kBlock;
+    const int64_t blocks = (h.dataBytes + kBlock - 1) / kBlock;
     char block[kCard];
     for (int64_t b = 0; b < blocks; ++b) {
       const int64_t at = src.pos();
