@@ -23,7 +23,6 @@
 #include <cmath>
 #include <cstdlib>
 #include <sstream>
-#include <vector>
 
 namespace spex {
 namespace {
@@ -37,7 +36,7 @@ constexpr double kGMEarth = 3.986004e14;    // m^3/s^2
 constexpr double kG = 6.67430e-11;          // m^3/(kg s^2)
 constexpr double kMassMoon = 7.34767309e22; // kg (astropy's value)
 // astropy.coordinates.earth.OMEGA_EARTH: 1.00273781191135448 cycles per (UT1) day.
-constexpr double kOmegaEarth = 1.00273781191135448 * 2.0 * M_PI / 86400.0; // rad/s
+constexpr double kOmegaEarth = 1.00273781191135448 * ERFA_D2PI / 86400.0; // rad/s
 constexpr double kAuPerDayToMps = ERFA_DAU / ERFA_DAYSEC;
 
 double norm3(const double v[3]) {
