@@ -3,12 +3,15 @@
 #include "app/engine_factory.h"
 #include "core/errors.h"
 #include "core/extract/compare.h"
+#include "core/io/fits_file.h"
 #include "core/io/frame_io.h"
 #include "core/io/preproc_io.h"
 #include "core/io/psf_io.h"
 #include "core/plan/patch_plan.h"
 #include "core/sim/simulator.h"
+#include "extract_checks.h"
 #include "options.h"
+#include "signals.h"
 
 #include <algorithm>
 #include <chrono>
@@ -218,6 +221,7 @@ int cmdExtract(const std::vector<std::string>& args) {
   const PatchParams params = paramsFrom(o);
   const bool quiet = o.has("--quiet");
 
+  SignalGuard signals; // SIGINT/SIGTERM: cancel, clean temporaries, one line
   const auto t0 = std::chrono::steady_clock::now();
   GaussHermitePsf psf = readPsf(psfPath);
   Image image = readPreproc(in);
@@ -236,19 +240,38 @@ int cmdExtract(const std::vector<std::string>& args) {
   req.model = !modelOut.empty();
   req.threads = o.integer("--threads", 0);
   if (req.threads < 0) throw InputError("--threads must be >= 0");
+  checkFibermapCovers(image.fibermap, req.fiberMin, req.nFiber);
+  std::string stepNote;
+  req.params.nwavestep = boundNwavestep(req.params.nwavestep, req, stepNote);
+  if (!stepNote.empty()) std::fprintf(stderr, "spexlab-cli extract: %s\n", stepNote.c_str());
 
   EngineChoice choice = makeEngine(o.str("--engine", "auto"), gpusFrom(o));
   if (!choice.note.empty()) std::fprintf(stderr, "spexlab-cli extract: %s\n", choice.note.c_str());
   TerminalProgress progress(!quiet);
   CancelToken cancel;
-  ExtractionResult r = choice.engine->extract(req, progress, cancel);
+  ExtractionResult r;
+  {
+    SignalGuard::Extracting scope(cancel);
+    r = choice.engine->extract(req, progress, cancel);
+  }
+  if (const int sig = SignalGuard::received()) {
+    std::fprintf(stderr, "spexlab-cli extract: %s received; stopped after %zu patches, nothing written\n",
+                 SignalGuard::name(sig), r.patches.size());
+    return 128 + sig;
+  }
 
   const auto tw = std::chrono::steady_clock::now();
   FrameMeta meta;
   meta.inputImage = in;
   meta.inputPsf = psfPath;
-  writeFrame(out, r, image, meta);
-  if (r.model) writeModel(modelOut, *r.model, image);
+  {
+    // Frame and model together: both written under temporary names, then renamed,
+    // the model first and the frame last; any failure leaves both targets as they were.
+    OutputTransaction outputs;
+    if (r.model) writeModel(modelOut, *r.model, image);
+    writeFrame(out, r, image, meta);
+    outputs.commit();
+  }
   const double writeS = std::chrono::duration<double>(std::chrono::steady_clock::now() - tw).count();
   if (!profileOut.empty()) {
     // Reading and writing happen outside the engine; put them on the main lane.
@@ -280,7 +303,7 @@ int cmdExtract(const std::vector<std::string>& args) {
     std::printf("  %ld bins masked; wrote %s%s%s\n", masked, out.c_str(),
                 modelOut.empty() ? "" : " and ", modelOut.c_str());
   }
-  return 0;
+  return reportUnusableBins(r, "extract");
 }
 
 int cmdSimulate(const std::vector<std::string>& args) {
@@ -414,6 +437,7 @@ int cmdBench(const std::vector<std::string>& args) {
   for (std::size_t d = 0; d < peak.size(); ++d)
     std::printf("peak device memory held by the engine on GPU %zu: %.2f GiB\n", d,
                 double(peak[d]) / double(1ull << 30));
+  for (const std::string& line : engineMemoryNotes(*choice.engine)) std::printf("memory: %s\n", line.c_str());
   if (!peak.empty()) {
     double dgemm = 0;
     if (o.has("--ceilings")) {

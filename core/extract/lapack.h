@@ -3,6 +3,8 @@
 // lengths, as gfortran-built libraries expect.
 #pragma once
 
+#include "../threads.h"
+
 #include <cstddef>
 
 extern "C" {
@@ -40,8 +42,6 @@ void dgemv_(const char* ta, const int* m, const int* n, const double* alpha, con
             const int* lda, const double* x, const int* incx, const double* beta, double* y,
             const int* incy, std::size_t);
 void dlauum_(const char* uplo, const int* n, double* a, const int* lda, int* info, std::size_t);
-// OpenBLAS: the engine parallelises over patches, so BLAS itself runs one thread.
-void openblas_set_num_threads(int) __attribute__((weak));
 }
 
 namespace spex::lapack {
@@ -149,8 +149,7 @@ inline int lauum(int n, double* a, int lda) {
   dlauum_("L", &n, a, &lda, &info, 1);
   return info;
 }
-inline void singleThreadedBlas() {
-  if (openblas_set_num_threads) openblas_set_num_threads(1);
-}
+// The engine parallelises over patches, so BLAS itself runs one thread (core/threads.h).
+inline void singleThreadedBlas() { spex::singleThreadedBlas(); }
 
 } // namespace spex::lapack

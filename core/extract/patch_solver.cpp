@@ -315,8 +315,9 @@ void PatchSolver::chi2pix(const Patch& p, const Image& image, const PatchSolveOp
   for (int a = 0; a < n; ++a)
     if (out.f[a] != 0.0) addSpot(m, a, out.f[a]);
 
-  // chi^2 per pixel with the PSF error added to the variance; pixels with ivar = 0 or
-  // a non-positive model are left out (their ivar_tot is 0).
+  // chi^2 per pixel with the PSF error added to the variance, as desispec/gpu_specter:
+  // 1/ivar_tot = 1/ivar + (psferr m)^2 for ANY m (zero and negative models included;
+  // they write (m psferr + 1e-32)^2, the same to 1e-32); only ivar = 0 pixels are out.
   std::vector<double> chi2(std::size_t(bw) * bh, 0.0);
   std::vector<unsigned char> used(std::size_t(bw) * bh, 0);
   double total = 0;
@@ -327,7 +328,7 @@ void PatchSolver::chi2pix(const Patch& p, const Image& image, const PatchSolveOp
     for (int x = 0; x < bw; ++x) {
       const std::size_t i = std::size_t(y) * bw + x;
       const double mv = m[i];
-      if (iv[x] > 0 && mv > 0) {
+      if (iv[x] > 0) {
         const double pe = opt.psferr * mv;
         const double ivt = 1.0 / (1.0 / iv[x] + pe * pe);
         const double d = px[x] - mv;
