@@ -30,6 +30,7 @@ struct FitsHeader {
 struct FiberMap {
   std::string sourceFile;      // file whose FIBERMAP HDU holds the rows; empty: none
   std::vector<int32_t> fiber;  // FIBER column, one entry per row
+  FitsHeader header;           // FIBERMAP HDU header (pointing of early data: bary/)
 };
 
 // Preproc MASK bits that make a pixel unusable for extraction (EXTRACTION.md §1):
