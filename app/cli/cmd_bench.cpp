@@ -205,6 +205,7 @@ int cmdBench(const std::vector<std::string>& args) {
   for (std::size_t d = 0; d < peak.size(); ++d)
     std::printf("peak device memory held by the engine on GPU %zu: %.2f GiB\n", d,
                 double(peak[d]) / double(1ull << 30));
+  for (const std::string& line : engineMemoryNotes(*choice.engine)) std::printf("memory: %s\n", line.c_str());
   if (!peak.empty()) {
     double dgemm = 0;
     if (ceilings) {

@@ -10,6 +10,8 @@
 #include "core/io/frame_io.h"
 #include "core/io/preproc_io.h"
 #include "core/io/psf_io.h"
+#include "extract_checks.h"
+#include "signals.h"
 
 #if __has_include("core/bary/barycentric.h")
 #include "core/bary/barycentric.h"
@@ -98,10 +100,11 @@ void validate(ExtractOptions& o) {
   if (o.psferrOpt->count()) o.params.psferr = o.psferr;
   if (o.decorrelate) o.params.mode = Decorrelation::Noise;
   o.params.validate();
+  // --mpi: the scale-out code defines SPEXLAB_EXTRACT_MPI where extract runs under MPI.
   if (o.mpi) {
-#ifndef SPEXLAB_HAVE_MPI
-    throw InputError("--mpi: this build of SpexLab has no MPI support; run without --mpi "
-                     "(one process already uses every core and GPU of a node)");
+#ifndef SPEXLAB_EXTRACT_MPI
+    throw InputError("--mpi: this build of SpexLab has no MPI support for extract; run without "
+                     "--mpi (one process already uses every core and GPU of a node)");
 #endif
   }
 }
@@ -151,17 +154,6 @@ void useFibermapFile(const std::string& path, Image& image, int specmin, int nsp
   image.fibermap.fiber = std::move(fiber);
 }
 
-// The preproc's FIBERMAP rows must cover the extracted fibers too.
-void checkFibermapRows(const Image& image, int specmin, int nspec) {
-  if (image.fibermap.sourceFile.empty()) return;
-  const long need = long(specmin) + nspec;
-  if (long(image.fibermap.fiber.size()) < need)
-    throw InputError("FIBERMAP of '" + image.fibermap.sourceFile + "' has " +
-                     std::to_string(image.fibermap.fiber.size()) +
-                     " rows, fewer than specmin + nspec = " + std::to_string(need) +
-                     " (rows specmin..specmin+nspec-1 are the extracted fibers)");
-}
-
 // Header of the FIBERMAP HDU in use, if any (pointing for the barycentric correction
 // of early commissioning files lives there).
 std::optional<FitsHeader> fibermapHeader(const Image& image) {
@@ -192,6 +184,7 @@ int runExtract(ExtractOptions& o, const std::string& prog) {
   checkWritable(o.model, "model output", {in, o.psf, o.output, o.fibermap});
   checkWritable(o.profile, "profile output", {in, o.psf, o.output, o.fibermap});
 
+  SignalGuard signals; // SIGINT/SIGTERM: cancel, clean temporaries, one line
   const auto t0 = std::chrono::steady_clock::now();
   GaussHermitePsf psf = readPsf(o.psf);
   Image image = readPreproc(in);
@@ -203,7 +196,7 @@ int runExtract(ExtractOptions& o, const std::string& prog) {
                      " outside the PSF's 0.." + std::to_string(psf.nfiber - 1) +
                      (nspec < 1 ? " (fiber range is empty)" : ""));
   if (!o.fibermap.empty()) useFibermapFile(o.fibermap, image, specmin, nspec);
-  checkFibermapRows(image, specmin, nspec);
+  checkFibermapCovers(image.fibermap, specmin, nspec);
   const double readS = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (image.nonFinitePixels > 0)
     std::fprintf(stderr, "%s: warning: %d pixels with NaN/Inf values or negative/NaN ivar treated as masked\n",
@@ -240,6 +233,9 @@ int runExtract(ExtractOptions& o, const std::string& prog) {
   req.params = o.params;
   req.model = !o.model.empty();
   req.threads = o.threads;
+  std::string stepNote;
+  req.params.nwavestep = boundNwavestep(req.params.nwavestep, req, stepNote);
+  if (!stepNote.empty()) std::fprintf(stderr, "%s: %s\n", prog.c_str(), stepNote.c_str());
 
   EngineChoice choice = makeEngine(engineKind(o), parseGpus(o.gpus));
   if (!choice.note.empty()) std::fprintf(stderr, "%s: %s\n", prog.c_str(), choice.note.c_str());
@@ -256,7 +252,16 @@ int runExtract(ExtractOptions& o, const std::string& prog) {
   }
   TerminalProgress progress(!o.quiet);
   CancelToken cancel;
-  ExtractionResult r = choice.engine->extract(req, progress, cancel);
+  ExtractionResult r;
+  {
+    SignalGuard::Extracting scope(cancel);
+    r = choice.engine->extract(req, progress, cancel);
+  }
+  if (const int sig = SignalGuard::received()) {
+    std::fprintf(stderr, "%s: %s received; stopped after %zu patches, nothing written\n",
+                 prog.c_str(), SignalGuard::name(sig), r.patches.size());
+    return 128 + sig;
+  }
 
   const auto tw = std::chrono::steady_clock::now();
   FrameMeta meta;
@@ -264,8 +269,14 @@ int runExtract(ExtractOptions& o, const std::string& prog) {
   meta.inputPsf = o.psf;
   setHeliocor(meta, heliocor);
   setScores(meta, !o.noScores);
-  writeFrame(o.output, r, image, meta);
-  if (r.model) writeModel(o.model, *r.model, image);
+  {
+    // Frame and model together: both written under temporary names, then renamed,
+    // the model first and the frame last; any failure leaves both targets as they were.
+    OutputTransaction outputs;
+    if (r.model) writeModel(o.model, *r.model, image);
+    writeFrame(o.output, r, image, meta);
+    outputs.commit();
+  }
   const double writeS = std::chrono::duration<double>(std::chrono::steady_clock::now() - tw).count();
   if (!o.profile.empty()) {
     // Reading and writing happen outside the engine; put them on the main lane.
@@ -298,7 +309,7 @@ int runExtract(ExtractOptions& o, const std::string& prog) {
     std::printf("  %ld bins masked; wrote %s%s%s\n", masked, o.output.c_str(),
                 o.model.empty() ? "" : " and ", o.model.c_str());
   }
-  return 0;
+  return reportUnusableBins(r, "extract");
 }
 
 } // namespace

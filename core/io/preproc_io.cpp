@@ -89,6 +89,17 @@ Image readPreproc(const std::string& path) {
   return img;
 }
 
+void checkFibermapCovers(const FiberMap& fm, int fiberMin, int nFiber) {
+  if (fm.sourceFile.empty()) return;
+  const long need = long(fiberMin) + nFiber;
+  if (long(fm.fiber.size()) < need)
+    throw FitsError(fm.sourceFile, "FIBERMAP", "NAXIS2",
+                    "FIBERMAP has " + std::to_string(fm.fiber.size()) + " rows, but fibers " +
+                        std::to_string(fiberMin) + ".." + std::to_string(need - 1) +
+                        " are extracted and need rows " + std::to_string(fiberMin) + ".." +
+                        std::to_string(need - 1) + " (rows are selected by index, as -s/-n)");
+}
+
 void writePreproc(const std::string& path, const Image& image, const FiberMapTable& fm) {
   const auto same = [&](int r, int c) { return r == image.ny && c == image.nx; };
   if (!same(image.pix.rows, image.pix.cols) || !same(image.ivar.rows, image.ivar.cols) ||
