@@ -283,22 +283,25 @@ int cmdExtract(const std::vector<std::string>& args) {
 }
 
 int cmdSimulate(const std::vector<std::string>& args) {
-  Options o(kAliases, kExtractValued, {"--no-noise", "--no-defects", "--quiet"});
+  std::set<std::string> valued = kExtractValued;
+  valued.insert("--camera"); // b0..z9: the arm's wavelengths, the petal's FIBERs
+  Options o(kAliases, valued, {"--no-noise", "--no-defects", "--quiet"});
   o.parse(args);
   if (!o.has("--output")) throw InputError("missing required option -o DIR");
   const std::string dir = o.str("--output");
+  const Camera camera = parseCamera(o.str("--camera", "r0"));
   fs::create_directories(dir);
   GaussHermitePsf psf;
   if (o.has("--psf")) {
     psf = readPsf(o.str("--psf"));
   } else {
-    SyntheticPsfOptions so;
+    SyntheticPsfOptions so = SyntheticPsfOptions::forCamera(camera);
     so.seed = uint64_t(o.integer("--seed", 42));
     psf = makeSyntheticPsf(so);
   }
   SimulationOptions so;
-  so.wave = waveFrom(o, psf);
-  if (!o.has("--wavelength")) so.wave = WaveGrid::fromRange(5760, 7620, 0.8);
+  so.camera = camera;
+  so.wave = o.has("--wavelength") ? waveFrom(o, psf) : desiArmGrid(camera.arm);
   so.fiberMin = o.integer("--specmin", 0);
   so.nFiber = o.integer("--nspec", psf.nfiber - so.fiberMin);
   so.noise = !o.has("--no-noise");
@@ -308,9 +311,9 @@ int cmdSimulate(const std::vector<std::string>& args) {
   Simulation sim = simulate(psf, so);
   writeSimulation(dir, psf, sim);
   if (!o.has("--quiet"))
-    std::printf("simulated fibers %d..%d on %d wavelengths (%.1f..%.1f A) in %.1f s; wrote %s/{psf,preproc,truth}.fits\n",
-                so.fiberMin, so.fiberMin + so.nFiber - 1, so.wave.n, so.wave.wmin, so.wave.last(),
-                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+    std::printf("simulated %s fibers %d..%d on %d wavelengths (%.1f..%.1f A) in %.1f s; wrote %s/{psf,preproc,truth}.fits\n",
+                camera.name().c_str(), so.fiberMin, so.fiberMin + so.nFiber - 1, so.wave.n,
+                so.wave.wmin, so.wave.last(), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
                 dir.c_str());
   return 0;
 }
