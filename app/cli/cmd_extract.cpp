@@ -4,6 +4,7 @@
 #include "commands.h"
 
 #include "app/engine_factory.h"
+#include "core/bary/barycentric.h"
 #include "cli_common.h"
 #include "core/errors.h"
 #include "core/io/fits_file.h"
@@ -13,10 +14,6 @@
 #include "extract_checks.h"
 #include "signals.h"
 
-#if __has_include("core/bary/barycentric.h")
-#include "core/bary/barycentric.h"
-#define SPEXLAB_HAVE_BARY 1
-#endif
 
 #include <algorithm>
 #include <chrono>
@@ -47,7 +44,7 @@ void addOptions(CLI::App& app, ExtractOptions& o) {
   app.add_option("-o,--output", o.output, "output frame file (*.fits)")->required();
   app.add_option("-m,--model", o.model, "output 2D pixel model file");
   app.add_option("-w,--wavelength", o.wavelength,
-                 "wavemin,wavemax,dw (default: the PSF's WAVEMIN..WAVEMAX, dw 0.8)");
+                 "wavemin,wavemax,dw (default: the PSF HDU's WAVEMIN..WAVEMAX, dw 0.8, both ends included)");
   app.add_option("-s,--specmin", o.specmin, "first spectrum (FIBERMAP row) to extract")
       ->capture_default_str();
   o.nspecOpt = app.add_option("-n,--nspec", o.nspec, "number of spectra to extract (default: all of the PSF from specmin)");
@@ -115,21 +112,6 @@ std::string engineKind(const ExtractOptions& o) {
   return o.engine.empty() ? "auto" : o.engine;
 }
 
-// Petal of a preproc: PETAL, else SPECGRPH, else the digit of CAMERA ("r3" -> 3).
-std::optional<int> petalOf(const FitsHeader& h) {
-  for (const char* key : {"PETAL", "SPECGRPH"}) {
-    const std::string v = h.getString(key);
-    if (v.empty()) continue;
-    char* end = nullptr;
-    const long p = std::strtol(v.c_str(), &end, 10);
-    if (end != v.c_str() && *end == '\0' && p >= 0 && p <= 9) return int(p);
-  }
-  std::string cam = h.getString("CAMERA");
-  cam.erase(std::remove_if(cam.begin(), cam.end(), [](char c) { return c == '\'' || c == ' '; }), cam.end());
-  if (cam.size() == 2 && cam[1] >= '0' && cam[1] <= '9') return cam[1] - '0';
-  return std::nullopt;
-}
-
 // -f FILE: its FIBERMAP replaces the preproc's, after checking that it has the rows
 // asked for and that they belong to the preproc's petal.
 void useFibermapFile(const std::string& path, Image& image, int specmin, int nspec) {
@@ -141,40 +123,18 @@ void useFibermapFile(const std::string& path, Image& image, int specmin, int nsp
   if (long(fiber.size()) < need)
     throw InputError("-f/--fibermap '" + path + "': FIBERMAP has " + std::to_string(fiber.size()) +
                      " rows, fewer than specmin + nspec = " + std::to_string(need));
-  if (const auto petal = petalOf(image.header)) {
+  if (const int petal = petalOf(image.header); petal >= 0) {
     for (long row = specmin; row < need; ++row)
-      if (fiber[std::size_t(row)] < 0 || fiber[std::size_t(row)] / 500 != *petal)
+      if (fiber[std::size_t(row)] < 0 || fiber[std::size_t(row)] / kFibersPerPetal != petal)
         throw InputError("-f/--fibermap '" + path + "': FIBERMAP row " + std::to_string(row) +
                          " holds FIBER " + std::to_string(fiber[std::size_t(row)]) + " (petal " +
-                         std::to_string(fiber[std::size_t(row)] / 500) + "), but the preproc '" +
-                         image.path + "' is petal " + std::to_string(*petal) +
-                         " (PETAL/SPECGRPH/CAMERA); is this the fibermap of another petal?");
+                         std::to_string(fiber[std::size_t(row)] / kFibersPerPetal) +
+                         "), but the preproc '" + image.path + "' is petal " + std::to_string(petal) +
+                         " (CAMERA/SPECGRPH/PETAL); is this the fibermap of another petal?");
   }
   image.fibermap.sourceFile = path;
   image.fibermap.fiber = std::move(fiber);
-}
-
-// Header of the FIBERMAP HDU in use, if any (pointing for the barycentric correction
-// of early commissioning files lives there).
-std::optional<FitsHeader> fibermapHeader(const Image& image) {
-  if (image.fibermap.sourceFile.empty()) return std::nullopt;
-  FitsFile f = FitsFile::openRead(image.fibermap.sourceFile);
-  f.moveTo("FIBERMAP");
-  return f.readHeader();
-}
-
-// FrameMeta's heliocor and scores fields (frame writer): set when this tree has them.
-template <class M>
-void setHeliocor(M& meta, double factor) {
-  if constexpr (requires { meta.heliocor; })
-    meta.heliocor = factor;
-  else if (factor != 1.0)
-    throw InputError("--barycentric-correction: this build's frame writer cannot record HELIOCOR");
-}
-template <class M>
-void setScores(M& meta, bool scores) {
-  if constexpr (requires { meta.scores; }) meta.scores = scores;
-  else (void)scores;
+  image.fibermap.header = f.readHeader();
 }
 
 int runExtract(ExtractOptions& o, const std::string& prog) {
@@ -206,22 +166,18 @@ int runExtract(ExtractOptions& o, const std::string& prog) {
   // or on it divided by the barycentric factor.
   const WaveGrid requested = !o.wavelength.empty()
                                  ? parseWaveOption(o.wavelength)
-                                 : WaveGrid::fromRange(std::ceil(psf.waveMin()), std::floor(psf.waveMax()), 0.8);
+                                 : defaultFrameGrid(psf);
   double heliocor = 1.0;
   WaveGrid extractGrid = requested;
   if (o.barycentric) {
-#ifdef SPEXLAB_HAVE_BARY
-    const std::optional<FitsHeader> fmHeader = fibermapHeader(image);
-    const BaryInputs b = baryInputsFromHeaders(image.header, fmHeader ? &*fmHeader : nullptr);
+    // Pointing and time from the preproc header, else the FIBERMAP's (the -f file's).
+    const BaryInputs b = baryInputsFromHeaders(
+        image.header, image.fibermap.sourceFile.empty() ? nullptr : &image.fibermap.header);
     heliocor = barycentricFactor(b.raDeg, b.decDeg, b.mjdMid);
     extractGrid = barycentricExtractionGrid(requested, heliocor);
     if (o.verbose)
       std::printf("barycentric correction: RA %.6f (%s), Dec %.6f (%s), MJD %.6f (%s + EXPTIME/2): factor %.12f\n",
                   b.raDeg, b.raKey.c_str(), b.decDeg, b.decKey.c_str(), b.mjdMid, b.mjdKey.c_str(), heliocor);
-#else
-    (void)fibermapHeader;
-    throw InputError("--barycentric-correction: this build has no barycentric correction (core/bary)");
-#endif
   }
 
   ExtractionRequest req;
@@ -267,8 +223,8 @@ int runExtract(ExtractOptions& o, const std::string& prog) {
   FrameMeta meta;
   meta.inputImage = in;
   meta.inputPsf = o.psf;
-  setHeliocor(meta, heliocor);
-  setScores(meta, !o.noScores);
+  meta.heliocor = heliocor;
+  meta.scores = !o.noScores;
   {
     // Frame and model together: both written under temporary names, then renamed,
     // the model first and the frame last; any failure leaves both targets as they were.
