@@ -6,6 +6,7 @@
 #include "core/io/frame_io.h"
 #include "test_data.h"
 
+#include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
@@ -13,6 +14,7 @@
 #include <QTest>
 #include <fitsio.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -247,6 +249,76 @@ private slots:
     QVERIFY(own.code != 0 && !own.crashed);
     QVERIFY2(own.err.contains("FIBERMAP has 2 rows") && own.err.contains("short-fibermap-preproc.fits"),
              qPrintable(own.err));
+  }
+
+  // desi_proc's own line, unchanged, against what desispec wrote from the same input.
+  void desiProcLineRunsUnchanged() {
+    SPEX_REQUIRE_DATA(ref, "sim-r0-bundle0-6000-6500/frame-desispec-bary.fits");
+    const QString out = t("frame-r0.fits");
+    const Run r = desi({"-i", I, "-p", P, "-o", out, "-w", "6000.0,6500.0,0.8", "-s", "0", "-n", "25",
+                        "--psferr", "0.01", "--no-gpu", "--barycentric-correction"});
+    QVERIFY2(r.code == 0, qPrintable(r.err + r.out));
+    QVERIFY2(r.out.contains("HELIOCOR"), qPrintable(r.out));
+    FitsFile mine = FitsFile::openRead(out.toStdString()), theirs = FitsFile::openRead(ref);
+    // HELIOCOR as desispec's to 1e-9 (the bar; the bary tests show 2e-12).
+    QVERIFY(std::abs(mine.readDouble("HELIOCOR") - theirs.readDouble("HELIOCOR")) < 1e-9);
+    QVERIFY(mine.readDouble("HELIOCOR") != 1.0);
+    // WAVELENGTH is the requested grid, not the extraction grid.
+    mine.moveTo("WAVELENGTH");
+    theirs.moveTo("WAVELENGTH");
+    const std::vector<double> wm = mine.readImage1D(), wt = theirs.readImage1D();
+    QCOMPARE(wm.size(), std::size_t(626));
+    QCOMPARE(wm.size(), wt.size());
+    for (std::size_t i = 0; i < wm.size(); ++i) QVERIFY(std::abs(wm[i] - wt[i]) < 1e-9);
+    QVERIFY(mine.tryMoveTo("SCORES"));
+    // Flux: >= 99.9 % of bins within 0.001 sigma of desispec's.
+    const Run c = cli({"compare", out, QString::fromStdString(ref), "--json"});
+    QVERIFY2(c.code == 0, qPrintable(c.err));
+    const QJsonObject js = QJsonDocument::fromJson(c.out.toUtf8()).object();
+    const QJsonArray th = js.value("thresholds").toArray(), below = js.value("fractionBelow").toArray();
+    int k = -1;
+    for (int i = 0; i < th.size(); ++i)
+      if (std::abs(th[i].toDouble() - 1e-3) < 1e-12) k = i;
+    QVERIFY(k >= 0);
+    QVERIFY2(below[k].toDouble() >= 0.999, qPrintable(c.out));
+    QVERIFY(js.value("nbins").toInt() > 15000);
+  }
+
+  void noScoresLeavesTheHduOut() {
+    const QString with = t("scores.fits"), without = t("no-scores.fits");
+    QCOMPARE(desi(small(with)).code, 0);
+    QCOMPARE(desi(small(without, {"--no-scores"})).code, 0);
+    FitsFile a = FitsFile::openRead(with.toStdString()), b = FitsFile::openRead(without.toStdString());
+    QVERIFY(a.tryMoveTo("SCORES"));
+    QVERIFY(!b.tryMoveTo("SCORES"));
+    QVERIFY(b.tryMoveTo("FIBERMAP")); // the rest is there
+  }
+
+  // --barycentric-correction with no pointing anywhere: an error naming the keys.
+  void barycentricWithoutPointingFails() {
+    const std::string pre = t("no-pointing.fits").toStdString();
+    {
+      fitsfile *in = nullptr, *out = nullptr;
+      int s = 0;
+      fits_open_file(&in, I.toStdString().c_str(), READONLY, &s);
+      fits_create_file(&out, pre.c_str(), &s);
+      fits_copy_file(in, out, 1, 1, 1, &s);
+      fits_close_file(in, &s);
+      for (const char* hdu : {"IMAGE", "FIBERMAP"}) {
+        fits_movnam_hdu(out, ANY_HDU, const_cast<char*>(hdu), 0, &s);
+        for (const char* key : {"TARGTRA", "TARGTDEC", "SKYRA", "SKYDEC", "TELRA", "TELDEC", "RA", "DEC"}) {
+          int ks = 0;
+          fits_delete_key(out, key, &ks); // absent keys are fine
+        }
+      }
+      fits_close_file(out, &s);
+      QCOMPARE(s, 0);
+    }
+    const Run r = desi({"-i", QString::fromStdString(pre), "-p", P, "-o", t("nopoint.fits"), "-w",
+                        "6000,6040,0.8", "-s", "0", "-n", "5", "--no-gpu", "--bary"});
+    QVERIFY(r.code != 0 && !r.crashed);
+    QVERIFY2(r.err.contains("TARGTRA") && r.err.contains("RA"), qPrintable(r.err));
+    QVERIFY(!fs::exists(t("nopoint.fits").toStdString()));
   }
 
   // bench --json escapes what it prints (a path with quotes and backslashes).
