@@ -5,6 +5,7 @@
 #include <QProcess>
 #include <QTemporaryDir>
 #include <QTest>
+#include <fitsio.h>
 
 #include <csignal>
 #include <filesystem>
@@ -106,7 +107,21 @@ private slots:
   }
 
   void fibermapTooShortForTheFibers() {
-    const Run r = cli({"extract", "-i", p("preproc.fits"), "-p", p("psf.fits"), "-o",
+    // The simulator writes a FIBERMAP row for every PSF fiber; keep the first 25.
+    const std::string shortFm = p("short-fm-preproc.fits").toStdString();
+    fs::copy_file(p("preproc.fits").toStdString(), shortFm, fs::copy_options::overwrite_existing);
+    {
+      fitsfile* f = nullptr;
+      int s = 0;
+      long rows = 0;
+      fits_open_file(&f, shortFm.c_str(), READWRITE, &s);
+      fits_movnam_hdu(f, BINARY_TBL, const_cast<char*>("FIBERMAP"), 0, &s);
+      fits_get_num_rows(f, &rows, &s);
+      if (rows > 25) fits_delete_rows(f, 26, rows - 25, &s);
+      fits_close_file(f, &s);
+      QCOMPARE(s, 0);
+    }
+    const Run r = cli({"extract", "-i", QString::fromStdString(shortFm), "-p", p("psf.fits"), "-o",
                        p("fm-frame.fits"), "-s", "20", "-n", "10", "-w", "6000,6040,0.8", "--quiet"});
     QCOMPARE(r.code, 1);
     QVERIFY2(r.err.contains("FIBERMAP has 25 rows") && r.err.contains("NAXIS2"), qPrintable(r.err));
