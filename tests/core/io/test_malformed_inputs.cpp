@@ -595,6 +595,19 @@ private:
         },
         "primary", "", "no END card");
 
+    add("frame FIBERMAP with 2 rows for 25 spectra", R::Frame,
+        [this] {
+          return edited(m_frame, [](Raw& r) {
+            r.hdu("FIBERMAP");
+            std::vector<long> rows;
+            for (long i = 3; i <= 500; ++i) rows.push_back(i);
+            int s = 0;
+            fits_delete_rowlist(r.f(), rows.data(), long(rows.size()), &s);
+            QCOMPARE(s, 0);
+          });
+        },
+        "FIBERMAP", "NAXIS2", "2 rows for the 25 spectra");
+
     // ---- issue 11: PSF physical ranges ----
     auto psfEdit = [this](std::function<void(Raw&)> e) { return edited(m_psf, std::move(e)); };
     add("GHSIGX zero for fiber 3", R::Psf,
