@@ -3,6 +3,10 @@
 #include "core/errors.h"
 #include "core/extract/cpu_engine.h"
 
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
 #ifdef SPEXLAB_HAVE_CUDA
 #include "gpu/cuda_engine.h"
 #endif
@@ -32,26 +36,124 @@ std::string describeGpus() {
 #endif
 }
 
+std::size_t parseByteSize(const std::string& text, const std::string& what) {
+  const auto bad = [&] {
+    return InputError(what + " '" + text + "': expected a size like 4G, 512M or 4294967296 bytes");
+  };
+  std::size_t pos = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &pos);
+  } catch (...) {
+    throw bad();
+  }
+  std::string unit = text.substr(pos);
+  if (!unit.empty() && (unit.back() == 'B' || unit.back() == 'b')) unit.pop_back();
+  if (unit.size() == 2 && (unit[1] == 'i' || unit[1] == 'I')) unit.pop_back();
+  double scale = 1;
+  if (unit.size() > 1) throw bad();
+  if (!unit.empty()) {
+    switch (unit[0]) {
+    case 'k': case 'K': scale = 1024.0; break;
+    case 'm': case 'M': scale = 1024.0 * 1024; break;
+    case 'g': case 'G': scale = 1024.0 * 1024 * 1024; break;
+    case 't': case 'T': scale = 1024.0 * 1024 * 1024 * 1024; break;
+    default: throw bad();
+    }
+  }
+  const double bytes = v * scale;
+  if (!std::isfinite(bytes) || bytes < 1 || bytes > 1e18) throw bad();
+  return std::size_t(bytes);
+}
+
+#ifdef SPEXLAB_HAVE_CUDA
+namespace {
+
+// SPEXLAB_CUDA_* switches, read once per engine made (EngineOptions comment).
+CudaEngineOptions cudaOptions(const EngineOptions& eo) {
+  CudaEngineOptions o;
+  o.gpus = eo.gpus;
+  auto env = [](const char* name) -> std::string {
+    const char* e = std::getenv(name);
+    return e ? std::string(e) : std::string();
+  };
+  auto count = [&](const char* name, int lo, int hi) {
+    const std::string v = env(name);
+    char* end = nullptr;
+    const long n = std::strtol(v.c_str(), &end, 10);
+    if (v.empty() || *end || n < lo || n > hi)
+      throw InputError(std::string(name) + "='" + v + "': expected a whole number from " +
+                       std::to_string(lo) + " to " + std::to_string(hi));
+    return int(n);
+  };
+  o.memoryBudgetBytes = eo.gpuMemoryBytes;
+  if (!o.memoryBudgetBytes && !env("SPEXLAB_CUDA_MEMORY").empty())
+    o.memoryBudgetBytes = parseByteSize(env("SPEXLAB_CUDA_MEMORY"), "SPEXLAB_CUDA_MEMORY");
+  if (!env("SPEXLAB_CUDA_STREAMS").empty()) o.streams = count("SPEXLAB_CUDA_STREAMS", 1, 16);
+  if (!env("SPEXLAB_CUDA_BATCH").empty()) o.maxBatch = count("SPEXLAB_CUDA_BATCH", 1, 65535);
+  if (const std::string e = env("SPEXLAB_CUDA_EIGH"); !e.empty()) {
+    if (e != "tridiagonal" && e != "cusolver" && e != "jacobi")
+      throw InputError("SPEXLAB_CUDA_EIGH='" + e + "': expected tridiagonal, cusolver or jacobi");
+    o.eigh = e == "cusolver" ? CudaEngineOptions::Eigh::Cusolver
+             : e == "jacobi" ? CudaEngineOptions::Eigh::Jacobi
+                             : CudaEngineOptions::Eigh::Tridiagonal;
+  }
+  if (const std::string e = env("SPEXLAB_CUDA_CHOLESKY"); !e.empty()) {
+    if (e != "blocked" && e != "potrf")
+      throw InputError("SPEXLAB_CUDA_CHOLESKY='" + e + "': expected blocked or potrf");
+    o.blockedCholesky = e == "blocked";
+  }
+  return o;
+}
+
+} // namespace
+#endif
+namespace {
+// SPEXLAB_CPU_SOLVER (auto|dense|banded), read once here: how the CPU engine factors
+// the normal equations (core/extract/banded_solver.h). Unset or empty: auto.
+CpuEngineOptions cpuOptionsFromEnvironment() {
+  CpuEngineOptions o;
+  const char* v = std::getenv("SPEXLAB_CPU_SOLVER");
+  const std::string s = v ? v : "";
+  if (s.empty() || s == "auto")
+    o.solver = NormalSolver::Auto;
+  else if (s == "dense")
+    o.solver = NormalSolver::Dense;
+  else if (s == "banded")
+    o.solver = NormalSolver::Banded;
+  else
+    throw InputError("SPEXLAB_CPU_SOLVER='" + s + "' (expected auto, dense or banded)");
+  return o;
+}
+} // namespace
+
 EngineChoice makeEngine(const std::string& kind, const std::vector<int>& gpus) {
+  EngineOptions o;
+  o.gpus = gpus;
+  return makeEngine(kind, o);
+}
+
+EngineChoice makeEngine(const std::string& kind, const EngineOptions& options) {
   EngineChoice c;
   if (kind == "cpu") {
-    c.engine = std::make_unique<CpuEngine>();
+    c.engine = std::make_unique<CpuEngine>(cpuOptionsFromEnvironment());
     return c;
   }
   if (kind != "cuda" && kind != "auto")
     throw InputError("unknown engine '" + kind + "' (expected cpu, cuda or auto)");
 #ifdef SPEXLAB_HAVE_CUDA
+  const CudaEngineOptions co = cudaOptions(options); // bad switches fail on any machine
   std::string why;
   if (cudaAvailable(&why)) {
-    c.engine = makeCudaEngine(gpus);
+    c.engine = makeCudaEngine(co);
     return c;
   }
 #else
-  (void)gpus;
+  (void)options;
   const std::string why = "this build has no CUDA engine";
 #endif
   if (kind == "cuda") throw GpuError("--engine cuda: no usable GPU: " + why);
-  c.engine = std::make_unique<CpuEngine>();
+  c.engine = std::make_unique<CpuEngine>(cpuOptionsFromEnvironment());
   c.note = "no usable GPU (" + why + "); using the CPU engine";
   return c;
 }
@@ -63,6 +165,28 @@ std::vector<std::size_t> enginePeakDeviceBytes(const Engine& engine) {
   (void)engine;
 #endif
   return {};
+}
+
+std::vector<std::string> engineMemoryNotes(const Engine& engine) {
+  std::vector<std::string> out;
+#ifdef SPEXLAB_HAVE_CUDA
+  if (const auto* c = dynamic_cast<const CudaEngine*>(&engine))
+    for (const CudaMemoryPlan& p : c->memoryPlans()) {
+      if (!p.budgetBytes) continue;
+      const double GiB = double(1ull << 30);
+      char buf[256];
+      std::snprintf(buf, sizeof buf,
+                    "GPU %d: budget %.2f GiB; frame arrays %.2f GiB + %d stream%s x %d patches "
+                    "(%.1f MiB each, estimated) %.2f GiB; %d batches",
+                    p.device, double(p.budgetBytes) / GiB, double(p.fixedBytes) / GiB, p.streams,
+                    p.streams == 1 ? "" : "s", p.batch, double(p.perPatchBytes) / double(1 << 20),
+                    double(p.batchBytes) / GiB, p.batches);
+      out.push_back(buf);
+    }
+#else
+  (void)engine;
+#endif
+  return out;
 }
 
 GpuCeilings measureGpuCeilings(int device) {

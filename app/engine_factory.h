@@ -17,9 +17,30 @@ struct EngineChoice {
   std::string note; // one line for the user when auto fell back, else empty
 };
 
-// gpus: device ordinals to use (empty: all visible). Throws InputError for an unknown
-// kind and GpuError when "cuda" cannot be had.
+// What the CLI and the workbench can set on an engine. The CUDA engine's other
+// switches come from the environment, read here once (never inside the engine):
+//   SPEXLAB_CUDA_MEMORY=4G      device-memory budget per GPU (when gpuMemoryBytes is 0)
+//   SPEXLAB_CUDA_STREAMS=N      workspaces (streams) per GPU
+//   SPEXLAB_CUDA_BATCH=P        patches per batch (within the budget)
+//   SPEXLAB_CUDA_EIGH=tridiagonal|cusolver|jacobi  fiber-block eigensolver
+//   SPEXLAB_CUDA_CHOLESKY=blocked|potrf    batched Cholesky
+struct EngineOptions {
+  std::vector<int> gpus;          // CUDA device ordinals (empty: all visible)
+  // CUDA device-memory budget per GPU in bytes (0: SPEXLAB_CUDA_MEMORY, else the
+  // engine's default, 4 GiB for a full frame). `--gpu-memory 2G` maps here through
+  // parseByteSize().
+  std::size_t gpuMemoryBytes = 0;
+};
+
+// Throws InputError for an unknown kind or a bad SPEXLAB_CUDA_* value, and GpuError
+// when "cuda" cannot be had.
+EngineChoice makeEngine(const std::string& kind, const EngineOptions& options);
+// gpus: device ordinals to use (empty: all visible).
 EngineChoice makeEngine(const std::string& kind, const std::vector<int>& gpus = {});
+
+// "4G", "4GiB", "512M", "1.5G", "4294967296" -> bytes (K/M/G/T are powers of 1024).
+// Throws InputError naming `what` (e.g. "--gpu-memory") for anything else or zero.
+std::size_t parseByteSize(const std::string& text, const std::string& what);
 
 // "none: <reason>" or the GPUs found, for Help -> About and `spexlab-cli --version`.
 std::string describeGpus();
@@ -28,6 +49,11 @@ bool cudaBuilt();
 // Peak device memory (bytes) a CUDA engine has held on each of its GPUs; empty for
 // other engines.
 std::vector<std::size_t> enginePeakDeviceBytes(const Engine& engine);
+
+// One line per GPU on how the CUDA engine split its memory budget in its last
+// extraction ("GPU 0: budget 4.00 GiB = frame arrays 1.52 + 2 streams x 256 patches
+// 2.31 GiB"); empty for other engines.
+std::vector<std::string> engineMemoryNotes(const Engine& engine);
 
 // The GPU's measured ceilings (cuBLAS DGEMM FLOP/s, device copy bytes/s); throws
 // GpuError without CUDA.

@@ -3,6 +3,8 @@
 // evenly loaded host loops (plan, finalize); the CPU engine has its own patch pool.
 #pragma once
 
+#include "threads.h"
+
 #include <algorithm>
 #include <cstdint>
 #include <thread>
@@ -10,11 +12,11 @@
 
 namespace spex {
 
-// threads <= 0: the machine's cores. Runs serially when n is small (minPerThread).
+// threads <= 0: the CPUs this process was given (core/threads.h). Runs serially when n is small (minPerThread).
 template <class Fn>
 void parallelFor(int n, Fn&& fn, int threads = 0, int minPerThread = 16) {
   if (n <= 0) return;
-  if (threads <= 0) threads = int(std::max(1u, std::thread::hardware_concurrency()));
+  if (threads <= 0) threads = defaultThreadCount().threads;
   threads = std::clamp(std::min(threads, n / std::max(1, minPerThread)), 1, 64);
   std::vector<std::thread> pool;
   auto cut = [&](int t) { return int(std::int64_t(n) * t / threads); };

@@ -13,6 +13,7 @@
 //   D2H       the device's rows of the frame arrays and the model image
 #include "cuda_engine.h"
 
+#include "batched_eigh.h"
 #include "kernels.h"
 
 #include "core/errors.h"
@@ -27,6 +28,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <cmath>
 #include <cstring>
@@ -66,10 +68,13 @@ public:
   DeviceArray(const DeviceArray&) = delete;
   DeviceArray& operator=(const DeviceArray&) = delete;
 
-  // Ensures room for n elements; returns false on cudaErrorMemoryAllocation (the
-  // caller shrinks its batch), throws GpuError on any other failure.
-  bool reserve(std::size_t n, std::size_t* held) {
+  // Ensures room for n elements; returns false on cudaErrorMemoryAllocation or when
+  // *held would pass limit (the caller shrinks its batch), throws GpuError on any
+  // other failure.
+  bool reserve(std::size_t n, std::size_t* held, std::size_t limit = SIZE_MAX) {
     if (n <= m_cap) return true;
+    if (held && *held - m_cap * sizeof(T) + std::max<std::size_t>(n, 1) * sizeof(T) > limit)
+      return false;
     release(held);
     void* p = nullptr;
     const cudaError_t e = cudaMalloc(&p, std::max<std::size_t>(n, 1) * sizeof(T));
@@ -96,6 +101,8 @@ public:
   }
   T* get() const { return m_p; }
   std::size_t capacity() const { return m_cap; }
+  // Bytes held would grow by this much for room for n elements.
+  std::size_t growth(std::size_t n) const { return n > m_cap ? (n - m_cap) * sizeof(T) : 0; }
 
 private:
   T* m_p = nullptr;
@@ -210,6 +217,7 @@ struct Workspace {
   bool noise = false;
   bool syevLoop = false; // no batched syev of this size: syevd per patch
   bool potrf = false;    // Cholesky by cusolverDnDpotrfBatched instead of the blocked one
+  bool cusolverEigh = false; // kept fiber blocks by cusolverDnXsyevBatched, not syevBatched
   DeviceArray<double> A, X, T, C, y, fw, pm, f, mbuf, cbuf, chi2, E, W, syevWork;
   DeviceArray<double> K, KW, kWork; // library eigensolver of the kept fiber blocks
   std::vector<char> kHostWork;
@@ -217,6 +225,15 @@ struct Workspace {
   DeviceArray<double*> Aptr;
   DeviceArray<int> info, info2;
   std::vector<char> syevHostWork;
+
+  // Device bytes the buffers hold now.
+  std::size_t bytes() const {
+    std::size_t b = 0;
+    for (const DeviceArray<double>* a : {&A, &X, &T, &C, &y, &fw, &pm, &f, &mbuf, &cbuf, &chi2, &E,
+                                         &W, &syevWork, &K, &KW, &kWork})
+      b += a->capacity() * sizeof(double);
+    return b + Aptr.capacity() * sizeof(double*) + (info.capacity() + info2.capacity()) * sizeof(int);
+  }
 };
 
 struct CudaEngine::Device {
@@ -231,6 +248,20 @@ struct CudaEngine::Device {
   DeviceArray<DevPatch> patches, retryPatches;
   PinnedArray<int> hInfo;
   PinnedArray<double> hChi2;
+  CudaMemoryPlan plan; // of the last extraction
+  std::size_t limit = SIZE_MAX; // workspaces may not take held past this (the budget)
+  // The batch that last fitted the budget for a layout, so a warm call does not try
+  // a larger one again (the library workspaces are only known once allocated).
+  struct Fit {
+    int n = 0, F = 0, nb = 0, maxBoxArea = 0, maxKept = 0, W = 0;
+    bool noise = false, keptEigh = false;
+    std::size_t budget = 0, fixed = 0;
+    int batch = 0;
+    bool same(const Fit& o) const {
+      return n == o.n && F == o.F && nb == o.nb && maxBoxArea == o.maxBoxArea && maxKept == o.maxKept &&
+             W == o.W && noise == o.noise && keptEigh == o.keptEigh && budget == o.budget && fixed == o.fixed;
+    }
+  } fit;
 
   void track() { peak = std::max(peak, held); }
   ~Device() {
@@ -262,15 +293,16 @@ std::size_t bytesPerPatch(int n, int F, int nb, int maxBoxArea, bool noise) {
 bool reserveWorkspace(Workspace& w, CudaEngine::Device& dev, int cap, int n, int F, int nb,
                       int maxBoxArea, bool noise) {
   std::size_t* h = &dev.held;
+  const std::size_t L = dev.limit;
   const std::size_t P = std::size_t(cap);
   const bool layoutChanged = w.n != n || w.F != F || w.nb != nb;
-  bool ok = w.A.reserve(P * n * n, h) && w.X.reserve(P * n * n, h) &&
-            w.T.reserve(P * nb * std::max(F - 1, 1) * nb, h) && w.C.reserve(P * F * nb * nb, h) &&
-            w.y.reserve(P * n, h) && w.fw.reserve(P * n, h) && w.pm.reserve(P * n, h) &&
-            w.f.reserve(P * n, h) && w.mbuf.reserve(P * maxBoxArea, h) &&
-            w.cbuf.reserve(P * maxBoxArea, h) && w.chi2.reserve(P, h) && w.Aptr.reserve(P, h) &&
-            w.info.reserve(P, h) && w.info2.reserve(P, h);
-  if (ok && noise) ok = w.E.reserve(P * n * n, h) && w.W.reserve(P * n, h);
+  bool ok = w.A.reserve(P * n * n, h, L) && w.X.reserve(P * n * n, h, L) &&
+            w.T.reserve(P * nb * std::max(F - 1, 1) * nb, h, L) && w.C.reserve(P * F * nb * nb, h, L) &&
+            w.y.reserve(P * n, h, L) && w.fw.reserve(P * n, h, L) && w.pm.reserve(P * n, h, L) &&
+            w.f.reserve(P * n, h, L) && w.mbuf.reserve(P * maxBoxArea, h, L) &&
+            w.cbuf.reserve(P * maxBoxArea, h, L) && w.chi2.reserve(P, h, L) && w.Aptr.reserve(P, h, L) &&
+            w.info.reserve(P, h, L) && w.info2.reserve(P, h, L);
+  if (ok && noise) ok = w.E.reserve(P * n * n, h, L) && w.W.reserve(P * n, h, L);
   if (!ok) return false;
   dev.track();
   if (layoutChanged || cap > w.capacity) {
@@ -298,7 +330,7 @@ bool reserveWorkspace(Workspace& w, CudaEngine::Device& dev, int cap, int n, int
                     "cusolverDnDsyevd_bufferSize");
       dBytes = std::size_t(lwork) * sizeof(double);
     }
-    if (!w.syevWork.reserve(dBytes / sizeof(double) + 1, h)) return false;
+    if (!w.syevWork.reserve(dBytes / sizeof(double) + 1, h, L)) return false;
     w.syevHostWork.resize(std::max<std::size_t>(hBytes, 1));
     dev.track();
   }
@@ -323,19 +355,34 @@ void releaseWorkspace(Workspace& w, CudaEngine::Device& dev) {
   w.maxKept = 0;
 }
 
-// Kept-block eigensolver buffers for `cap` patches of maxKept blocks each.
-bool reserveLibraryEigh(Workspace& w, CudaEngine::Device& dev, int cap, int nb, int maxKept) {
+// Before the request's fixed arrays grow by `growth` bytes: where that would take
+// the engine past its budget, the batch workspaces go first (runDevice sizes them
+// again from what is left), so the engine's peak stays within the budget.
+void makeRoom(CudaEngine::Device& dev, std::size_t growth, std::size_t budget) {
+  if (growth && dev.held + growth > budget)
+    for (auto& w : dev.ws) releaseWorkspace(*w, dev);
+}
+
+// Kept fiber blocks and their eigen-pairs for `cap` patches of maxKept blocks each
+// (K, KW, info2), and cuSOLVER's workspace when it solves them.
+bool reserveKeptEigh(Workspace& w, CudaEngine::Device& dev, int cap, int nb, int maxKept) {
   std::size_t* h = &dev.held;
+  const std::size_t L = dev.limit;
   const std::size_t m = std::size_t(cap) * maxKept;
-  if (!w.K.reserve(m * nb * nb, h) || !w.KW.reserve(m * nb, h) || !w.info2.reserve(m, h))
+  if (!w.K.reserve(m * nb * nb, h, L) || !w.KW.reserve(m * nb, h, L) || !w.info2.reserve(m, h, L))
     return false;
+  w.maxKept = maxKept;
+  if (!w.cusolverEigh) {
+    dev.track();
+    return true;
+  }
   std::size_t dBytes = 0, hBytes = 0;
   checkCusolver(cusolverDnXsyevBatched_bufferSize(w.solver, w.params, CUSOLVER_EIG_MODE_VECTOR,
                                                   CUBLAS_FILL_MODE_LOWER, nb, CUDA_R_64F,
                                                   w.K.get(), nb, CUDA_R_64F, w.KW.get(),
                                                   CUDA_R_64F, &dBytes, &hBytes, int64_t(m)),
                 "cusolverDnXsyevBatched_bufferSize (fiber blocks)");
-  if (!w.kWork.reserve(dBytes / sizeof(double) + 1, h)) return false;
+  if (!w.kWork.reserve(dBytes / sizeof(double) + 1, h, L)) return false;
   w.kHostWork.resize(std::max<std::size_t>(hBytes, 1));
   w.maxKept = maxKept;
   dev.track();
@@ -507,6 +554,10 @@ void launchBatch(Workspace& w, BatchView v, const DevPatch* table, int first, in
         v.KW = w.KW.get();
         tl.phase("eigh", w.lane, batchId, s, [&] {
           gpu::launchGatherKeptBlocks(v, s);
+          if (!w.cusolverEigh) {
+            gpu::syevBatched(nb, v.K, nb, (long long)nb * nb, v.KW, w.info2.get(), count * v.maxKept, s);
+            return;
+          }
           checkCusolver(cusolverDnXsyevBatched(
                             w.solver, w.params, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_LOWER,
                             nb, CUDA_R_64F, v.K, nb, CUDA_R_64F, v.KW, CUDA_R_64F, w.kWork.get(),
@@ -606,13 +657,8 @@ CudaEngine::CudaEngine(CudaEngineOptions options) : m_options(std::move(options)
   SPEX_CUDA(cudaGetDeviceCount(&count));
   if (m_options.gpus.empty())
     for (int d = 0; d < count; ++d) m_options.gpus.push_back(d);
-  if (const char* e = std::getenv("SPEXLAB_CUDA_EIGH"); e && *e)
-    m_options.libraryEigh = std::string(e) == "cusolver";
-  if (const char* e = std::getenv("SPEXLAB_CUDA_CHOLESKY"); e && *e)
-    m_options.blockedCholesky = std::string(e) != "potrf";
-  if (const char* e = std::getenv("SPEXLAB_CUDA_STREAMS"); e && *e)
-    m_options.streams = std::atoi(e);
   if (m_options.streams < 1) m_options.streams = 1;
+  if (m_options.memoryBudgetBytes == 0) m_options.memoryBudgetBytes = kCudaDefaultMemoryBudget;
   for (int d : m_options.gpus) {
     if (d < 0 || d >= count)
       throw GpuError("GPU " + std::to_string(d) + " does not exist (" + std::to_string(count) +
@@ -630,6 +676,7 @@ CudaEngine::CudaEngine(CudaEngineOptions options) : m_options(std::move(options)
     for (int k = 0; k < m_options.streams; ++k) {
       auto w = std::make_unique<Workspace>();
       w->potrf = !m_options.blockedCholesky;
+      w->cusolverEigh = m_options.eigh == CudaEngineOptions::Eigh::Cusolver;
       SPEX_CUDA(cudaStreamCreateWithFlags(&w->stream, cudaStreamNonBlocking));
       checkCublas(cublasCreate(&w->cublas), "cublasCreate");
       checkCublas(cublasSetStream(w->cublas, w->stream), "cublasSetStream");
@@ -659,6 +706,12 @@ std::vector<std::size_t> CudaEngine::peakDeviceBytes() const {
   return v;
 }
 
+std::vector<CudaMemoryPlan> CudaEngine::memoryPlans() const {
+  std::vector<CudaMemoryPlan> v;
+  for (const auto& d : m_devices) v.push_back(d->plan);
+  return v;
+}
+
 namespace {
 
 // Per-device state of one extract() call: the timeline and its time origin, and the
@@ -678,7 +731,7 @@ struct DeviceRun {
 // Opens the device's timeline and uploads the image and the PSF. Runs on its own
 // thread while the host builds the patch plan, so the copies are off the critical path.
 void prefetch(CudaEngine::Device& dev, DeviceRun& run, const ExtractionRequest& req,
-              ProfileRecorder& rec) {
+              std::size_t budget, ProfileRecorder& rec) {
   SPEX_CUDA(cudaSetDevice(dev.index));
   const std::string prefix = "cuda:" + std::to_string(dev.index) + " stream ";
   run.mainLane = rec.lane(prefix + "0");
@@ -694,6 +747,7 @@ void prefetch(CudaEngine::Device& dev, DeviceRun& run, const ExtractionRequest& 
   if (image.pix.size() != npixImg || image.ivar.size() != npixImg)
     return; // validateRequest reports it; runDevice never starts
   run.tl.phase(kPhaseH2D, run.mainLane, -1, dev.main, [&] {
+    makeRoom(dev, dev.pix.growth(npixImg) + dev.ivar.growth(npixImg), budget);
     dev.pix.need(npixImg, &dev.held, "image");
     dev.ivar.need(npixImg, &dev.held, "image ivar");
     dev.track();
@@ -756,6 +810,7 @@ void runDevice(CudaEngine::Device& dev, DeviceRun& run, const CudaEngineOptions&
   DevFrame fr;
   const DevPsf dpsf = run.psf;
   tl.phase(kPhaseH2D, mainLane, -1, ms, [&] {
+    makeRoom(dev, dev.patches.growth(std::max(ntodo, 1)), opt.memoryBudgetBytes);
     dev.patches.need(std::max(ntodo, 1), &dev.held, "patch table");
     SPEX_CUDA(cudaMemcpyAsync(dev.patches.get(), table.data(), ntodo * sizeof(DevPatch),
                               cudaMemcpyHostToDevice, ms));
@@ -769,6 +824,13 @@ void runDevice(CudaEngine::Device& dev, DeviceRun& run, const CudaEngineOptions&
     st.nx = psf.spotNx();
     st.ny = psf.spotNy();
     const std::size_t nspot = std::size_t(st.nf) * st.nk;
+    {
+      const std::size_t nfw = std::size_t(nrow) * nwave;
+      std::size_t g = dev.spotV.growth(nspot * st.nx * st.ny) + dev.corner.growth(nspot) +
+                      dev.res.growth(nfw * nk) + (req.model ? dev.model.growth(npixImg) : 0);
+      for (auto* a : {&dev.flux, &dev.ivarOut, &dev.chi2pix, &dev.pixmask, &dev.deconv}) g += a->growth(nfw);
+      makeRoom(dev, g, opt.memoryBudgetBytes);
+    }
     dev.spotV.need(nspot * st.nx * st.ny, &dev.held, "spot table");
     dev.corner.need(nspot, &dev.held, "spot corners");
     dev.track();
@@ -805,25 +867,52 @@ void runDevice(CudaEngine::Device& dev, DeviceRun& run, const CudaEngineOptions&
   SPEX_CUDA(cudaEventRecord(ready, ms));
   for (auto& w : dev.ws) SPEX_CUDA(cudaStreamWaitEvent(w->stream, ready, 0));
 
-  // Batch size: the memory budget over the workspaces, at least two batches per
-  // workspace so transfers and phases of neighbouring batches overlap.
+  // Batch size (CudaEngineOptions::memoryBudgetBytes): what the budget leaves after
+  // the request's fixed arrays, over the workspaces, capped at the target batch that
+  // keeps the card busy and at two batches per workspace (so transfers and phases of
+  // neighbouring batches overlap). Workspace sizes are estimated first, then checked
+  // against what the allocations really hold (library workspaces included).
   const int W = int(dev.ws.size());
-  std::size_t freeB = 0, totalB = 0;
-  SPEX_CUDA(cudaMemGetInfo(&freeB, &totalB));
-  // Workspaces already held count as available.
-  std::size_t heldWs = 0;
-  for (auto& w : dev.ws)
-    heldWs += std::size_t(w->capacity) * bytesPerPatch(w->n, w->F, w->nb, w->maxBoxArea, w->noise);
-  const std::size_t budget = opt.memoryBudget ? opt.memoryBudget : std::size_t(0.7 * double(freeB + heldWs));
-  const std::size_t per = bytesPerPatch(n, F, nb, job.maxBoxArea, noise);
-  int P = int(std::max<std::size_t>(1, budget / (std::size_t(W) * per)));
-  P = std::min(P, std::max(64, (ntodo + 2 * W - 1) / (2 * W)));
-  P = std::min(P, std::max(ntodo, 1));
-  if (opt.maxBatch > 0) P = std::min(P, opt.maxBatch);
-  P = std::min(P, 65535);
+  int maxKept = 1;
+  for (const DevPatch& d : table) maxKept = std::max(maxKept, d.nfiber);
+  const bool keptEigh = opt.eigh != CudaEngineOptions::Eigh::Jacobi && !noise;
+  const std::size_t budget = opt.memoryBudgetBytes ? opt.memoryBudgetBytes : kCudaDefaultMemoryBudget;
+  std::size_t wsHeld = 0;
+  for (auto& w : dev.ws) wsHeld += w->bytes();
+  const std::size_t fixed = dev.held - wsHeld;
+  std::size_t per = bytesPerPatch(n, F, nb, job.maxBoxArea, noise);
+  if (keptEigh)
+    per += std::size_t(maxKept) * (std::size_t(nb) * nb + nb) * (dev.ws[0]->cusolverEigh ? 2 : 1) * sizeof(double);
+  auto budgetError = [&](const std::string& what) {
+    const double MiB = 1024.0 * 1024.0;
+    char buf[320];
+    std::snprintf(buf, sizeof buf,
+                  "CUDA memory budget %.0f MiB on cuda:%d is too small: %s (frame arrays %.0f MiB, "
+                  "one patch per stream %d x %.1f MiB); raise the budget (--gpu-memory)",
+                  double(budget) / MiB, dev.index, what.c_str(), double(fixed) / MiB, W,
+                  double(per) / MiB);
+    return GpuError(buf);
+  };
+  if (fixed + std::size_t(W) * per > budget)
+    throw budgetError("it must hold the frame arrays and one patch per stream");
+  int P = int(std::min<std::size_t>((budget - fixed) / (std::size_t(W) * per), 65535));
+  P = std::min(P, opt.maxBatch > 0 ? opt.maxBatch : kCudaTargetBatch);
+  P = std::min(P, std::max(std::min(64, ntodo), (ntodo + 2 * W - 1) / (2 * W)));
+  P = std::max(P, 1);
+  CudaEngine::Device::Fit key;
+  key.n = n, key.F = F, key.nb = nb, key.maxBoxArea = job.maxBoxArea, key.maxKept = maxKept;
+  key.W = W, key.noise = noise, key.keptEigh = keptEigh, key.budget = budget, key.fixed = fixed;
+  if (dev.fit.same(key)) P = std::min(P, dev.fit.batch);
+  auto wsBytes = [&] {
+    std::size_t b = 0;
+    for (auto& w : dev.ws) b += w->bytes();
+    return b;
+  };
+  dev.limit = budget; // the workspaces' allocations check it (DeviceArray::reserve)
   for (;;) {
-    bool ok = true;
-    for (auto& w : dev.ws)
+    bool ok = true, larger = false; // larger: workspaces kept from an earlier, larger batch
+    for (auto& w : dev.ws) {
+      larger = larger || w->capacity > P;
       if (w->capacity < P || w->n != n || w->F != F || w->nb != nb ||
           w->maxBoxArea < job.maxBoxArea || (noise && !w->noise)) {
         if (w->capacity && (w->n != n || w->F != F || w->nb != nb)) releaseWorkspace(*w, dev);
@@ -832,27 +921,42 @@ void runDevice(CudaEngine::Device& dev, DeviceRun& run, const CudaEngineOptions&
           break;
         }
       }
+      // Eigen-pairs of the kept fiber blocks (CudaEngineOptions::eigh).
+      if (keptEigh &&
+          (w->maxKept < maxKept || w->K.capacity() < std::size_t(w->capacity) * maxKept * nb * nb) &&
+          !reserveKeptEigh(*w, dev, w->capacity, nb, maxKept)) {
+        ok = false;
+        break;
+      }
+    }
     if (ok) break;
-    // cudaErrorMemoryAllocation: halve the batch and try again.
+    // Over the budget (the library workspaces were larger than estimated) or out of
+    // device memory: release, shrink the batch and try again.
     for (auto& w : dev.ws) releaseWorkspace(*w, dev);
-    if (P == 1) throw GpuError("out of device memory on cuda:" + std::to_string(dev.index) +
-                               " even for one patch per batch");
-    P = std::max(1, P / 2);
+    if (larger) continue; // first the same batch, allocated afresh
+    if (P == 1) {
+      std::size_t freeB = 0, totalB = 0;
+      cudaMemGetInfo(&freeB, &totalB);
+      throw budgetError("one patch per stream does not fit beside the frame arrays (the device has " +
+                        std::to_string(freeB >> 20) + " MiB free)");
+    }
+    P = std::max(1, std::min(P - 1, P * 7 / 8));
   }
-
-  // Library eigensolver of the kept fiber blocks (CudaEngineOptions::libraryEigh).
-  int maxKept = 1;
-  for (const DevPatch& d : table) maxKept = std::max(maxKept, d.nfiber);
-  const bool libEigh = opt.libraryEigh && !noise;
-  if (libEigh)
-    for (auto& w : dev.ws)
-      if ((w->maxKept < maxKept || w->K.capacity() < std::size_t(w->capacity) * maxKept * nb * nb) &&
-          !reserveLibraryEigh(*w, dev, w->capacity, nb, maxKept))
-        throw GpuError("out of device memory for the fiber-block eigensolver on cuda:" +
-                       std::to_string(dev.index));
+  dev.limit = SIZE_MAX;
+  key.batch = P;
+  dev.fit = key;
+  dev.plan = CudaMemoryPlan{};
+  dev.plan.device = dev.index;
+  dev.plan.budgetBytes = budget;
+  dev.plan.fixedBytes = fixed;
+  dev.plan.batchBytes = wsBytes();
+  dev.plan.perPatchBytes = per;
+  dev.plan.streams = W;
+  dev.plan.batch = P;
+  dev.plan.batches = (ntodo + P - 1) / P;
 
   BatchView v;
-  v.givenEigen = libEigh ? 1 : 0;
+  v.givenEigen = keptEigh ? 1 : 0;
   v.maxKept = maxKept;
   v.F = F;
   v.nb = nb;
@@ -1002,7 +1106,7 @@ ExtractionResult CudaEngine::extract(const ExtractionRequest& req, ProgressSink&
     for (std::size_t d = 0; d < m_devices.size(); ++d)
       prefetchers.emplace_back([&, d] {
         try {
-          prefetch(*m_devices[d], *runs[d], req, rec);
+          prefetch(*m_devices[d], *runs[d], req, m_options.memoryBudgetBytes, rec);
         } catch (...) {
           prefetchErrors[d] = std::current_exception();
         }

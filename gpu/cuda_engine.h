@@ -35,19 +35,47 @@ bool cudaAvailable(std::string* why = nullptr);
 // The usable devices; empty (never throws) when there is no driver or device.
 std::vector<GpuInfo> listGpus();
 
+// Default device-memory budget of one engine on one device (CudaEngineOptions::
+// memoryBudgetBytes = 0): everything the engine holds there for a full DESI frame
+// (image, PSF, spot table, frame arrays, batch workspaces) stays within it, so many
+// processes can share one GPU. Inside the budget the batch is kCudaTargetBatch
+// patches per stream: the size that keeps the card busy (docs/benchmarks.md, "memory
+// budget"), not the largest that fits.
+constexpr std::size_t kCudaDefaultMemoryBudget = std::size_t(4) << 30;
+constexpr int kCudaTargetBatch = 256;
+
+// How the engine is set up. The engine reads no environment variables; the factory
+// (app/engine_factory.cpp) turns SPEXLAB_CUDA_* and command-line options into these.
 struct CudaEngineOptions {
-  std::vector<int> gpus;         // devices to use (empty: all); bundles are split across them
-  std::size_t memoryBudget = 0;  // bytes per device for batch workspaces; 0: 70% of free
-  int streams = 2;               // workspaces (each with its own stream) per device
-  int maxBatch = 0;              // patches per batch; 0: as many as the budget allows
-  // Signal decorrelation's fiber-block eigensolver: true (default), cusolverDnXsyevBatched
-  // on the kept blocks (0.12 s a frame on an H100); false, the engine's shared-memory
-  // Jacobi kernel (0.29 s; docs/benchmarks.md). SPEXLAB_CUDA_EIGH=cusolver|jacobi
-  // overrides, and SPEXLAB_CUDA_STREAMS=N the number of streams (for benchmarks).
-  bool libraryEigh = true;
+  std::vector<int> gpus;  // devices to use (empty: all); bundles are split across them
+  // Bytes of device memory the engine may hold on each device (0:
+  // kCudaDefaultMemoryBudget). A budget smaller than the request's frame arrays plus
+  // one patch per stream fails with a GpuError naming the budget and what it needed.
+  std::size_t memoryBudgetBytes = 0;
+  int streams = 2;   // workspaces (each with its own stream) per device
+  int maxBatch = 0;  // patches per batch; 0: kCudaTargetBatch (less where the budget binds)
+  // Signal decorrelation's fiber-block eigensolver (the kept 74 x 74 blocks of a
+  // patch): Tridiagonal, the engine's shared-memory solver (gpu/batched_eigh.h,
+  // default); Cusolver, cusolverDnXsyevBatched on the same blocks (0.12 s a frame on an
+  // H100); Jacobi, the older shared-memory Jacobi kernel on all blocks (0.29 s).
+  // docs/benchmarks.md has the figures. Factory switch: SPEXLAB_CUDA_EIGH.
+  enum class Eigh { Tridiagonal, Cusolver, Jacobi };
+  Eigh eigh = Eigh::Tridiagonal;
   // Cholesky: true (default), blocked by fiber with batched GEMMs (docs/benchmarks.md,
-  // version 6); false, cusolverDnDpotrfBatched. SPEXLAB_CUDA_CHOLESKY=potrf|blocked.
+  // version 6); false, cusolverDnDpotrfBatched. Factory switch: SPEXLAB_CUDA_CHOLESKY.
   bool blockedCholesky = true;
+};
+
+// How one device's memory was split in the engine's last extraction (for reports).
+struct CudaMemoryPlan {
+  int device = 0;
+  std::size_t budgetBytes = 0;   // the budget in force
+  std::size_t fixedBytes = 0;    // image, PSF, spot table, frame arrays, patch table
+  std::size_t batchBytes = 0;    // the workspaces of all streams
+  std::size_t perPatchBytes = 0; // workspace bytes of one patch (estimate)
+  int streams = 0;
+  int batch = 0;                 // patches per batch
+  int batches = 0;               // batches launched
 };
 
 class CudaEngine : public Engine {
@@ -66,6 +94,8 @@ public:
 
   // Peak device memory this engine has held on each device (bytes), for reports.
   std::vector<std::size_t> peakDeviceBytes() const;
+  // The memory split of the last extract() on each device.
+  std::vector<CudaMemoryPlan> memoryPlans() const;
 
   struct Device; // per-GPU state (streams, handles, buffers), defined in cuda_engine.cpp
 

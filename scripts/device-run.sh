@@ -2,12 +2,16 @@
 # Runs on the GPU machine (through the device tool), from .device/: unpacks the
 # bundle made by scripts/device-bundle.sh and runs the named steps, logs under $OUT.
 #   gpu     nvidia-smi summary          psf     test_device_psf
+#   eigh    test_batched_eigh (syevBatched against LAPACK dsyevd)
+#   eighab  warm median with each fiber-block eigensolver (SPEXLAB_CUDA_EIGH), same process order
 #   engine  test_cuda_engine (CUDA vs CPU, pulls, non-SPD, subsets)
 #   cold    simulate a full r frame to files, then one cold `extract --engine cuda`
 #           (new process: CUDA init, FITS read, extraction, FITS write) and a CPU
 #           extraction of the same files with all cores, then `compare`
 #   bench   spexlab-cli bench --engine cuda --repeat 5 (warm median) and --json
 #   streams the warm median with 1, 3 and 4 streams, and with the Jacobi kernel
+#   budgets the warm median and peak memory by device-memory budget and batch size
+#           (SPEXLAB_CUDA_MEMORY, SPEXLAB_CUDA_BATCH; the default is 4 GiB)
 #   bench1  bench on GPU 0 only (--gpus 0); bench2 over GPUs 0 and 1 (--gpus 0,1)
 #   memcheck / racecheck   compute-sanitizer on the small engine tests
 #   gui     the workbench offscreen on the frame of `cold` (made if missing): CPU vs
@@ -36,6 +40,9 @@ for step in "$@"; do
     gpu) nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,driver_version --format=csv | tee $OUT/gpu.txt
          ldd $B/test_cuda_engine | grep "not found" ;;
     psf) timeout 120 $B/test_device_psf 2>&1 | tee $OUT/test_device_psf.log | grep -E "PASS|FAIL|SKIP|QINFO|Totals|Loc" ;;
+    eigh) timeout 120 $B/test_batched_eigh 2>&1 | tee $OUT/test_batched_eigh.log | grep -E "PASS|FAIL|SKIP|QINFO|Totals|Loc" ;;
+    eighab) for k in tridiagonal cusolver tridiagonal cusolver; do echo "eigh $k:"; SPEXLAB_CUDA_EIGH=$k timeout 100 $B/spexlab-cli bench --engine cuda --psf $PSF --repeat 5 2>&1 \
+               | tee $OUT/bench_eigh_$k.txt | grep -E "^wall|^eigh|^decorrelate|peak|memory:"; done ;;
     engine) timeout 400 $B/test_cuda_engine 2>&1 | tee $OUT/test_cuda_engine.log | grep -E "PASS|FAIL|SKIP|QINFO|Totals|Loc|QWARN" ;;
     cold) mkdir -p $D/frame
           [ -f $D/frame/preproc.fits ] || $B/spexlab-cli simulate -o $D/frame --psf $PSF -w 5760,7620,0.8 > $OUT/simulate.log 2>&1
@@ -52,11 +59,16 @@ for step in "$@"; do
                | tee $OUT/bench_streams$k.txt | grep -E "^wall|peak"; done
              echo "jacobi kernel:"; SPEXLAB_CUDA_EIGH=jacobi timeout 200 $B/spexlab-cli bench --engine cuda --psf $PSF --repeat 5 --quiet 2>&1 \
                | tee $OUT/bench_jacobi.txt | grep -E "^wall" ;;
+    budgets) for mb in 2G:0 16G:0 16G:512 32G:1175; do m=${mb%:*} b=${mb#*:}; echo "budget $m batch ${b/#0/default}:"
+               SPEXLAB_CUDA_MEMORY=$m SPEXLAB_CUDA_BATCH=${b/#0/} timeout 120 $B/spexlab-cli bench --engine cuda --psf $PSF --repeat 5 2>&1 \
+               | tee $OUT/bench_budget_${m}_$b.txt | grep -E "^wall|peak|memory:"; done ;;
     bench1) timeout 300 $B/spexlab-cli bench --engine cuda --gpus 0 --psf $PSF --repeat 5 2>&1 | tee $OUT/bench1.txt ;;
     bench2) timeout 300 $B/spexlab-cli bench --engine cuda --gpus 0,1 --psf $PSF --repeat 5 2>&1 | tee $OUT/bench2.txt ;;
     memcheck) timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 $B/test_cuda_engine subsetAndSmallBatchesMatch nonSpdPatchesBehaveLikeCpu 2>&1 \
-                | tee $OUT/memcheck.log | grep -E "ERROR SUMMARY|PASS|FAIL|Totals"; echo "memcheck rc ${PIPESTATUS[0]}" ;;
-    racecheck) SPEXLAB_CUDA_EIGH=jacobi timeout 300 compute-sanitizer --tool racecheck --error-exitcode 9 $B/test_cuda_engine subsetAndSmallBatchesMatch 2>&1 \
+                | tee $OUT/memcheck.log | grep -E "ERROR SUMMARY|PASS|FAIL|Totals"; echo "memcheck rc ${PIPESTATUS[0]}"
+              timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 $B/test_batched_eigh otherSizesAndStrides 2>&1 \
+                | tee $OUT/memcheck_eigh.log | grep -E "ERROR SUMMARY|PASS|FAIL|Totals"; echo "memcheck eigh rc ${PIPESTATUS[0]}" ;;
+    racecheck) timeout 300 compute-sanitizer --tool racecheck --error-exitcode 9 $B/test_cuda_engine subsetAndSmallBatchesMatch 2>&1 \
                 | tee $OUT/racecheck.log | grep -E "ERROR SUMMARY|RACE|PASS|FAIL|Totals"; echo "racecheck rc ${PIPESTATUS[0]}" ;;
     gui) mkdir -p $D/frame /tmp/xdg-run && chmod 700 /tmp/xdg-run
          [ -f $D/frame/preproc.fits ] || $B/spexlab-cli simulate -o $D/frame --psf $PSF -w 5760,7620,0.8 > $OUT/simulate.log 2>&1

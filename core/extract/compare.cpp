@@ -10,13 +10,15 @@
 #include <limits>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 namespace spex {
 
 namespace {
 
-void requireSame(const char* what, long a, long b) {
+void requireSame(const std::string& what, long a, long b) {
   if (a != b)
-    throw InputError(std::string("cannot compare frames: ") + what + " differs (" +
+    throw InputError("cannot compare frames: " + what + " differs (" +
                      std::to_string(a) + " vs " + std::to_string(b) + ")");
 }
 
@@ -41,13 +43,6 @@ void requireSameGrid(const WaveGrid& a, const WaveGrid& b) {
   }
 }
 
-std::string num(double v) {
-  if (!std::isfinite(v)) return "null"; // JSON has no Inf/NaN
-  char buf[40];
-  const auto res = std::to_chars(buf, buf + sizeof buf, v); // shortest exact form
-  return std::string(buf, res.ptr);
-}
-
 } // namespace
 
 FrameComparison compareFrames(const ExtractionResult& a, const ExtractionResult& b) {
@@ -56,6 +51,11 @@ FrameComparison compareFrames(const ExtractionResult& a, const ExtractionResult&
   requireSame("first fiber", a.fiberMin, b.fiberMin);
   requireSameGrid(a.wave, b.wave);
   const int nf = a.nfiber, nw = a.nwave;
+  // Same spectrum indices but other FIBERs: frames of different petals.
+  if (a.fibers.size() == std::size_t(nf) && b.fibers.size() == std::size_t(nf))
+    for (int s = 0; s < nf; ++s)
+      requireSame("FIBER of row " + std::to_string(s), a.fibers[std::size_t(s)],
+                  b.fibers[std::size_t(s)]);
   for (const ExtractionResult* r : {&a, &b}) {
     requireShape("FLUX", r->flux, nf, nw);
     requireShape("IVAR", r->ivar, nf, nw);
@@ -98,7 +98,7 @@ FrameComparison compareFrames(const ExtractionResult& a, const ExtractionResult&
         if (pull < FrameComparison::kThresholds[t]) ++below[t];
       if (pull > c.maxPull || c.maxPullFiber < 0) {
         c.maxPull = pull;
-        c.maxPullFiber = a.fiberMin + s;
+        c.maxPullFiber = a.fiberNumber(s);
         c.maxPullBin = j;
       }
     }
@@ -135,17 +135,21 @@ std::string FrameComparison::toText() const {
 }
 
 std::string FrameComparison::toJson() const {
-  std::ostringstream o;
-  o << "{\"nbins\":" << nbins << ",\"thresholds\":[";
-  for (std::size_t t = 0; t < kThresholds.size(); ++t) o << (t ? "," : "") << num(kThresholds[t]);
-  o << "],\"fractionBelow\":[";
-  for (std::size_t t = 0; t < fractionBelow.size(); ++t)
-    o << (t ? "," : "") << num(fractionBelow[t]);
-  o << "],\"maxPull\":" << num(maxPull) << ",\"maxPullFiber\":" << maxPullFiber
-    << ",\"maxPullBin\":" << maxPullBin << ",\"maxRelIvar\":" << num(maxRelIvar)
-    << ",\"maxResolution\":" << num(maxResolution) << ",\"maskDifferences\":" << maskDifferences
-    << "}";
-  return o.str();
+  // Non-finite statistics (no bins compared) become null: JSON has no NaN.
+  auto n = [](double v) { return std::isfinite(v) ? nlohmann::ordered_json(v) : nlohmann::ordered_json(); };
+  nlohmann::ordered_json thresholds = nlohmann::ordered_json::array(), below = nlohmann::ordered_json::array();
+  for (double t : kThresholds) thresholds.push_back(n(t));
+  for (double f : fractionBelow) below.push_back(n(f));
+  const nlohmann::ordered_json root = {{"nbins", nbins},
+                               {"thresholds", std::move(thresholds)},
+                               {"fractionBelow", std::move(below)},
+                               {"maxPull", n(maxPull)},
+                               {"maxPullFiber", maxPullFiber},
+                               {"maxPullBin", maxPullBin},
+                               {"maxRelIvar", n(maxRelIvar)},
+                               {"maxResolution", n(maxResolution)},
+                               {"maskDifferences", maskDifferences}};
+  return root.dump();
 }
 
 } // namespace spex

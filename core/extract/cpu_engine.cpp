@@ -3,6 +3,7 @@
 #include "../errors.h"
 #include "../image.h"
 #include "../psf/gauss_hermite_psf.h"
+#include "../threads.h"
 #include "lapack.h"
 #include "patch_solver.h"
 
@@ -73,8 +74,9 @@ ExtractionResult CpuEngine::extract(const ExtractionRequest& req, ProgressSink& 
     opt.mode = req.params.mode;
     opt.ndiag = psf.hsizeY;
     opt.model = req.model;
+    opt.solver = m_options.solver;
 
-    int nthreads = req.threads > 0 ? req.threads : int(std::thread::hardware_concurrency());
+    int nthreads = resolveThreads(req.threads);
     nthreads = std::max(1, std::min<int>(nthreads, int(todo.size())));
     lapack::singleThreadedBlas();
 

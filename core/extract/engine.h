@@ -71,10 +71,18 @@ struct ExtractionResult {
   std::optional<Array2D<double>> model; // [npixY, npixX] when requested
   std::vector<PatchDiagnostics> patches; // one per extracted patch
   Profile profile;
+  std::vector<int32_t> fibers;     // FIBER of each row (the FIBERMAP's); empty: unknown
+  double heliocor = 1.0;           // HELIOCOR of a frame read from a file
   int nonFinitePixels = 0;         // input pixels treated as masked (NaN, Inf, ivar<0)
   long noDataBins = 0;             // bins finalizeFrame set to NODATA (see kNoData)
   long nonFiniteBins = 0;          // of those, the ones whose result was not finite/float32
   bool cancelled = false;          // stopped early: only `covered` bins are filled
+
+  // The FIBER number of row s (petal p: 500 p + spectrum index) when fibers are known,
+  // else the spectrum index fiberMin + s.
+  int fiberNumber(int s) const {
+    return fibers.size() == std::size_t(nfiber) ? int(fibers[std::size_t(s)]) : fiberMin + s;
+  }
 
   // Allocates every array for the plan's size with zeros.
   void allocate(const PatchPlan& plan, int ndiag, bool withModel, int npixX, int npixY);

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <csignal>
 #include <fcntl.h>
@@ -931,6 +932,31 @@ void FitsFile::copyHduFrom(FitsFile& src) {
                     "cannot copy HDU '" + src.m_hdu + "' from '" + src.m_display +
                         "': " + cfitsioMessage(status));
   refreshHduName();
+}
+
+void FitsFile::writeChecksums() {
+  const int n = hduCount();
+  for (int i = 0; i < n; ++i) {
+    moveToIndex(i);
+    int status = 0;
+    fits_write_chksum(F(m_fptr), &status);
+    check(status, "CHECKSUM", "cannot write CHECKSUM/DATASUM");
+  }
+}
+
+bool FitsFile::verifyChecksum() {
+  int status = 0, dataOk = 0, hduOk = 0;
+  fits_verify_chksum(F(m_fptr), &dataOk, &hduOk, &status);
+  check(status, "CHECKSUM", "cannot verify CHECKSUM/DATASUM");
+  return dataOk == 1 && hduOk == 1; // 1: present and right, 0: absent, -1: wrong
+}
+
+std::string FitsFile::cfitsioVersion() {
+  float v = 0;
+  fits_get_version(&v);
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f", double(v));
+  return buf;
 }
 
 // ---- explicit instantiations -----------------------------------------------------------

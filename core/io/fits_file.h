@@ -171,6 +171,15 @@ public:
   // Appends a copy of src's current HDU (header and data) to this file and moves there.
   void copyHduFrom(FitsFile& src);
 
+  // ---- checksums (FITS checksum convention, CFITSIO fits_write_chksum) ---------------
+  // Writes CHECKSUM and DATASUM into every HDU of the file; call last, after every
+  // other change (any later edit makes them wrong). Leaves the file at its last HDU.
+  void writeChecksums();
+  // True when the current HDU has CHECKSUM and DATASUM and both match its content.
+  bool verifyChecksum();
+  // CFITSIO's version, "4.020".
+  static std::string cfitsioVersion();
+
   // Throws FitsError(path, current HDU, key, what [+ CFITSIO's message for status]).
   [[noreturn]] void fail(const std::string& key, const std::string& what, int status = 0);
 

@@ -80,6 +80,7 @@ Image readPreproc(const std::string& path) {
     if (!f.currentIsTable()) f.fail("", "FIBERMAP is an image, expected a table");
     img.fibermap.sourceFile = path;
     img.fibermap.fiber = f.readColumnInt("FIBER");
+    img.fibermap.header = f.readHeader();
   }
 
   // EXTRACTION.md §1: IVAR = 0 wherever MASK has an extraction bit; NaN/Inf pixels

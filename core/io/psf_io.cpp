@@ -137,6 +137,12 @@ GaussHermitePsf readPsf(const std::string& path) {
   f.moveTo("PSF");
   if (!f.currentIsTable()) f.fail("", "PSF HDU is an image, expected a binary table");
   checkPsfType(f);
+  // CAMERA is "'r0      '" in specex files (quotes inside the string): keep the name.
+  if (auto cam = f.readStringOpt("CAMERA")) {
+    for (char ch : *cam)
+      if (ch != '\'' && ch != ' ') psf.camera += ch;
+  }
+  psf.inPsf = f.readStringOpt("IN_PSF").value_or("");
   const double wmin = f.readDouble("WAVEMIN");
   const double wmax = f.readDouble("WAVEMAX");
   if (!(wmin < wmax))
@@ -291,6 +297,8 @@ void writePsf(const std::string& path, const GaussHermitePsf& psf) {
   f.writeDouble("WAVEMIN", psf.ghSigX.wavemin, "minimum wavelength (A) of the Legendre pol.");
   f.writeDouble("WAVEMAX", psf.ghSigX.wavemax, "maximum wavelength (A) of the Legendre pol.");
   f.writeDouble("PSFERR", psf.psfErr, "fractional PSF error used in chi2pix");
+  if (!psf.camera.empty()) f.writeString("CAMERA", psf.camera, "camera ID");
+  if (!psf.inPsf.empty()) f.writeString("IN_PSF", psf.inPsf, "input PSF");
 
   std::vector<std::string> names;
   for (const auto& r : rows) names.push_back(r.first);

@@ -1,5 +1,6 @@
 // The CUDA engine against the CPU engine (the reference) on simulated frames through
 // the real r0 PSF and the synthetic PSF, and against the truth on a full r frame.
+#include "core/errors.h"
 #include "core/extract/cpu_engine.h"
 #include "core/image.h"
 #include "core/io/psf_io.h"
@@ -178,17 +179,22 @@ private slots:
     requireAgreement(compare(runCpu(req), runCuda(req)));
   }
 
-  void libraryEigensolverMatchesCpu() {
+  void otherEigensolversMatchCpu() {
+    // The fiber-block eigensolvers kept behind SPEXLAB_CUDA_EIGH (the default,
+    // syevBatched, runs in every other test here).
     SimulationOptions so;
     so.wave = WaveGrid::fromRange(6000, 6800, 0.8);
     so.fiberMin = 25;
     so.nFiber = 50;
     const Simulation sim = simulate(realPsf, so);
     const ExtractionRequest req = request(realPsf, sim.image, so.wave, 25, 50);
-    CudaEngineOptions o;
-    o.libraryEigh = true;
-    CudaEngine lib(o);
-    requireAgreement(compare(runCpu(req), runCuda(req, &lib)));
+    const ExtractionResult c = runCpu(req);
+    for (auto eigh : {CudaEngineOptions::Eigh::Cusolver, CudaEngineOptions::Eigh::Jacobi}) {
+      CudaEngineOptions o;
+      o.eigh = eigh;
+      CudaEngine other(o);
+      requireAgreement(compare(c, runCuda(req, &other)));
+    }
   }
 
   void libraryCholeskyMatchesCpu() {
@@ -235,6 +241,46 @@ private slots:
     QCOMPARE(int(g.patches.size()), 7);
     requireAgreement(compare(c, g));
     requireAgreement(compare(c, g2));
+  }
+
+  void memoryBudgetIsKept() {
+    // CudaEngineOptions::memoryBudgetBytes: a budget below the frame arrays (the CCD
+    // image and its ivar alone are 2 x 130 MiB) is an error that names it; a 1 GiB
+    // budget leaves room for a few dozen patches per batch: several batches per
+    // stream, the engine's peak within the budget, the result that of the CPU engine.
+    SimulationOptions so;
+    so.wave = WaveGrid::fromRange(6000, 6800, 0.8);
+    so.fiberMin = 0;
+    so.nFiber = 50;
+    so.seed = 5;
+    const Simulation sim = simulate(realPsf, so);
+    const ExtractionRequest req = request(realPsf, sim.image, so.wave, 0, 50);
+    {
+      CudaEngineOptions o;
+      o.memoryBudgetBytes = std::size_t(64) << 20;
+      CudaEngine tiny(o);
+      try {
+        runCuda(req, &tiny);
+        QFAIL("a 64 MiB budget was accepted");
+      } catch (const GpuError& e) {
+        qInfo("%s", e.what());
+        QVERIFY2(QString(e.what()).contains("budget 64 MiB"), e.what());
+      }
+    }
+    CudaEngineOptions o;
+    o.memoryBudgetBytes = std::size_t(1) << 30;
+    CudaEngine budgeted(o);
+    const ExtractionResult g = runCuda(req, &budgeted);
+    const CudaMemoryPlan plan = budgeted.memoryPlans().at(0);
+    qInfo("1 GiB: frame arrays %.0f MiB, %d streams x %d patches (%.1f MiB each), %.0f MiB, %d "
+          "batches; peak %.0f MiB", plan.fixedBytes / 1048576.0, plan.streams, plan.batch,
+          plan.perPatchBytes / 1048576.0, plan.batchBytes / 1048576.0, plan.batches,
+          budgeted.peakDeviceBytes().at(0) / 1048576.0);
+    QVERIFY(budgeted.peakDeviceBytes().at(0) <= o.memoryBudgetBytes);
+    QVERIFY(plan.batch >= 1 && plan.batch < kCudaTargetBatch);
+    QVERIFY(plan.batches > 2 * plan.streams);
+    QCOMPARE(plan.budgetBytes, o.memoryBudgetBytes);
+    requireAgreement(compare(runCpu(req), g));
   }
 
   void severalDevicesSplitBundles() {
@@ -325,16 +371,26 @@ private slots:
     QVERIFY2(std::abs(mean) < 0.01, qPrintable(QString::number(mean)));
     QVERIFY2(std::abs(sd - 1) < 0.02, qPrintable(QString::number(sd)));
     QCOMPARE(int(g.patches.size()), 100 * 47);
+    // The default budget holds a full frame (CudaEngineOptions::memoryBudgetBytes).
+    const CudaMemoryPlan mp = cuda->memoryPlans().at(0);
+    qInfo("default budget: frame arrays %.0f MiB, %d streams x %d patches (%.1f MiB each), %.0f "
+          "MiB, %d batches; peak %.2f GiB", mp.fixedBytes / 1048576.0, mp.streams, mp.batch,
+          mp.perPatchBytes / 1048576.0, mp.batchBytes / 1048576.0, mp.batches,
+          cuda->peakDeviceBytes().at(0) / 1073741824.0);
+    QVERIFY(cuda->peakDeviceBytes().at(0) <= kCudaDefaultMemoryBudget);
     // One stream, so phases do not overlap: the per-phase device times of each
     // fiber-block eigensolver (docs/benchmarks.md).
-    for (bool lib : {false, true}) {
+    using E = CudaEngineOptions::Eigh;
+    for (E eigh : {E::Tridiagonal, E::Cusolver, E::Jacobi}) {
+      const bool lib = eigh == E::Cusolver;
       CudaEngineOptions o;
       o.streams = 1;
-      o.libraryEigh = lib;
+      o.eigh = eigh;
       CudaEngine e(o);
       runCuda(req, &e);
       const ExtractionResult r = runCuda(req, &e);
-      qInfo("one stream, %s: wall %.3f s", lib ? "cusolverDnXsyevBatched" : "Jacobi kernel",
+      qInfo("one stream, %s: wall %.3f s",
+            lib ? "cusolverDnXsyevBatched" : eigh == E::Jacobi ? "Jacobi kernel" : "syevBatched",
             r.profile.wallNs * 1e-9);
       for (const PhaseStats& ps : r.profile.phaseStats())
         qInfo("  %-18s %3d  %8.4f s", ps.name.c_str(), ps.count, ps.totalS);

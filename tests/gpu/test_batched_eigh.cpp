@@ -1,0 +1,189 @@
+// gpu::syevBatched (gpu/batched_eigh.h) alone against LAPACK's dsyevd (OpenBLAS) on
+// random symmetric positive definite batches: eigenvalues, residuals, orthogonality,
+// and the inverse square root C^-1/2 the signal decorrelation builds from them.
+#include "core/extract/lapack.h"
+#include "gpu/batched_eigh.h"
+#include "gpu/cuda_engine.h"
+
+#include <QTest>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+using namespace spex;
+
+namespace {
+
+// n x n SPD matrices, column-major in blocks of stride at leading dimension lda:
+// V diag(lambda) V^T with V the eigenvectors of a random symmetric matrix (dsyevd)
+// and lambda log-uniform over `decades` below a random scale 10^U(-3, 3); every
+// fourth matrix gets a 3-fold and a 2-fold repeated eigenvalue.
+std::vector<double> randomSpd(int n, int lda, long long stride, int batch, double decades, unsigned seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  std::vector<double> out(std::size_t(stride) * batch, std::numeric_limits<double>::quiet_NaN());
+  std::vector<double> S(std::size_t(n) * n), w(n), lam(n), work;
+  std::vector<int> iwork;
+  for (int b = 0; b < batch; ++b) {
+    for (int j = 0; j < n; ++j)
+      for (int i = j; i < n; ++i) S[i + std::size_t(j) * n] = S[j + std::size_t(i) * n] = u(rng) - 0.5;
+    if (lapack::syevd(n, S.data(), n, w.data(), work, iwork) != 0) qFatal("dsyevd failed");
+    const double scale = std::pow(10.0, 6.0 * u(rng) - 3.0);
+    for (int k = 0; k < n; ++k) lam[k] = scale * std::pow(10.0, -decades * u(rng));
+    if (b % 4 == 0 && n >= 6) {
+      lam[1] = lam[2] = lam[0];
+      lam[4] = lam[3];
+    }
+    double* A = out.data() + std::size_t(stride) * b;
+    for (int j = 0; j < n; ++j)
+      for (int i = 0; i < n; ++i) {
+        double s = 0;
+        for (int k = 0; k < n; ++k) s += S[i + std::size_t(k) * n] * lam[k] * S[j + std::size_t(k) * n];
+        A[i + std::size_t(j) * lda] = s;
+      }
+    // Only the lower triangle is read: poison the upper one.
+    for (int j = 1; j < n; ++j)
+      for (int i = 0; i < j; ++i) A[i + std::size_t(j) * lda] = std::numeric_limits<double>::quiet_NaN();
+  }
+  return out;
+}
+
+struct Device {
+  double* A = nullptr;
+  double* W = nullptr;
+  int* info = nullptr;
+  ~Device() {
+    cudaFree(A);
+    cudaFree(W);
+    cudaFree(info);
+  }
+};
+
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) qFatal("%s: %s", what, cudaGetErrorString(e));
+}
+
+struct Errors {
+  double eig = 0;      // max |lambda_gpu - lambda_lapack| / max|lambda|
+  double residual = 0; // max ||A v - lambda v|| / max|lambda|
+  double orth = 0;     // max |V^T V - I|
+  double invSqrt = 0;  // max ||C^-1/2 gpu - lapack||_F / ||lapack||_F
+};
+
+// Runs syevBatched and dsyevd on the same batch and measures the differences.
+Errors compareWithLapack(int n, int lda, long long stride, int batch, double decades, unsigned seed) {
+  const std::vector<double> A = randomSpd(n, lda, stride, batch, decades, seed);
+  Device d;
+  check(cudaMalloc(&d.A, A.size() * sizeof(double)), "cudaMalloc A");
+  check(cudaMalloc(&d.W, std::size_t(n) * batch * sizeof(double)), "cudaMalloc W");
+  check(cudaMalloc(&d.info, batch * sizeof(int)), "cudaMalloc info");
+  check(cudaMemcpy(d.A, A.data(), A.size() * sizeof(double), cudaMemcpyHostToDevice), "H2D");
+  check(cudaMemset(d.W, 0xff, std::size_t(n) * batch * sizeof(double)), "poison W"); // NaN
+  check(cudaMemset(d.info, 0x7f, batch * sizeof(int)), "poison info");
+  gpu::syevBatched(n, d.A, lda, stride, d.W, d.info, batch, nullptr);
+  check(cudaDeviceSynchronize(), "syevBatched");
+  std::vector<double> V(A.size()), W(std::size_t(n) * batch);
+  std::vector<int> info(batch);
+  check(cudaMemcpy(V.data(), d.A, V.size() * sizeof(double), cudaMemcpyDeviceToHost), "D2H V");
+  check(cudaMemcpy(W.data(), d.W, W.size() * sizeof(double), cudaMemcpyDeviceToHost), "D2H W");
+  check(cudaMemcpy(info.data(), d.info, batch * sizeof(int), cudaMemcpyDeviceToHost), "D2H info");
+
+  Errors err;
+  std::vector<double> L(std::size_t(n) * n), wl(n), work, Qg(std::size_t(n) * n), Ql(std::size_t(n) * n);
+  std::vector<int> iwork;
+  for (int b = 0; b < batch; ++b) {
+    if (info[b] != 0) qFatal("matrix %d: info %d", b, info[b]);
+    const double* Ab = A.data() + std::size_t(stride) * b;
+    const double* Vb = V.data() + std::size_t(stride) * b;
+    const double* wg = W.data() + std::size_t(n) * b;
+    for (int j = 0; j < n; ++j)
+      for (int i = 0; i < n; ++i) L[i + std::size_t(j) * n] = i >= j ? Ab[i + std::size_t(j) * lda] : 0.0;
+    if (lapack::syevd(n, L.data(), n, wl.data(), work, iwork) != 0) qFatal("dsyevd failed");
+    const double wmax = std::max(std::abs(wl[0]), std::abs(wl[n - 1]));
+    auto a = [&](int i, int j) { return i >= j ? Ab[i + std::size_t(j) * lda] : Ab[j + std::size_t(i) * lda]; };
+    for (int k = 0; k < n; ++k) {
+      if (!std::isfinite(wg[k])) qFatal("matrix %d: eigenvalue %d not written", b, k);
+      if (k && wg[k] < wg[k - 1]) qFatal("matrix %d: eigenvalues not ascending", b);
+      err.eig = std::max(err.eig, std::abs(wg[k] - wl[k]) / wmax);
+      double r2 = 0;
+      for (int i = 0; i < n; ++i) {
+        double s = -wg[k] * Vb[i + std::size_t(k) * lda];
+        for (int j = 0; j < n; ++j) s += a(i, j) * Vb[j + std::size_t(k) * lda];
+        r2 += s * s;
+      }
+      err.residual = std::max(err.residual, std::sqrt(r2) / wmax);
+      for (int j = 0; j <= k; ++j) {
+        double s = 0;
+        for (int i = 0; i < n; ++i) s += Vb[i + std::size_t(k) * lda] * Vb[i + std::size_t(j) * lda];
+        err.orth = std::max(err.orth, std::abs(s - (j == k ? 1.0 : 0.0)));
+      }
+    }
+    // C^-1/2 = V diag(w^-1/2) V^T from each solver.
+    double num = 0, den = 0;
+    for (int j = 0; j < n; ++j)
+      for (int i = 0; i < n; ++i) {
+        double g = 0, l = 0;
+        for (int k = 0; k < n; ++k) {
+          g += Vb[i + std::size_t(k) * lda] * Vb[j + std::size_t(k) * lda] / std::sqrt(wg[k]);
+          l += L[i + std::size_t(k) * n] * L[j + std::size_t(k) * n] / std::sqrt(wl[k]);
+        }
+        num += (g - l) * (g - l);
+        den += l * l;
+      }
+    err.invSqrt = std::max(err.invSqrt, std::sqrt(num / den));
+  }
+  qInfo("n %d, lda %d, batch %d, %.0f decades: eigenvalues %.2e, residual %.2e, orthogonality %.2e, "
+        "C^-1/2 %.2e", n, lda, batch, decades, err.eig, err.residual, err.orth, err.invSqrt);
+  return err;
+}
+
+} // namespace
+
+class TestBatchedEigh : public QObject {
+  Q_OBJECT
+private slots:
+  void initTestCase() {
+    std::string why;
+    if (!cudaAvailable(&why)) QSKIP(qPrintable("no CUDA device: " + QString::fromStdString(why)));
+    lapack::singleThreadedBlas();
+  }
+
+  void fiberBlocksMatchLapack() {
+    // The engine's size: 74 x 74 blocks, a spectrum over 4 decades (C^-1/2 is then
+    // accurate to ~eps * cond^1/2 in either solver).
+    const Errors e = compareWithLapack(74, 74, 74 * 74, 300, 4.0, 1);
+    QVERIFY2(e.eig < 1e-12, qPrintable(QString::number(e.eig)));
+    QVERIFY2(e.residual < 1e-12, qPrintable(QString::number(e.residual)));
+    QVERIFY2(e.orth < 1e-12, qPrintable(QString::number(e.orth)));
+    QVERIFY2(e.invSqrt < 1e-10, qPrintable(QString::number(e.invSqrt)));
+  }
+
+  void illConditionedMatchLapack() {
+    // 10 decades: eigenvalues and vectors stay normwise accurate.
+    const Errors e = compareWithLapack(74, 74, 74 * 74, 100, 10.0, 2);
+    QVERIFY2(e.eig < 1e-12, qPrintable(QString::number(e.eig)));
+    QVERIFY2(e.residual < 1e-12, qPrintable(QString::number(e.residual)));
+    QVERIFY2(e.orth < 1e-12, qPrintable(QString::number(e.orth)));
+  }
+
+  void otherSizesAndStrides() {
+    // Sizes around the warp width, the smallest ones, and lda > n with stride > lda n.
+    for (int n : {1, 2, 3, 5, 31, 33, 64, 100}) {
+      const int lda = n + 3;
+      const Errors e = compareWithLapack(n, lda, (long long)lda * n + 7, 20, 4.0, 10 + n);
+      QVERIFY2(e.eig < 1e-12 && e.residual < 1e-12 && e.orth < 1e-12 && e.invSqrt < 1e-10,
+               qPrintable(QString("n %1").arg(n)));
+    }
+  }
+
+  void badArgumentsAreErrors() {
+    QVERIFY_THROWS_EXCEPTION(std::exception, gpu::syevBatched(0, nullptr, 1, 1, nullptr, nullptr, 1, nullptr));
+    QVERIFY_THROWS_EXCEPTION(std::exception, gpu::syevBatched(gpu::kSyevMaxN + 1, nullptr, 200, 40000,
+                                                              nullptr, nullptr, 1, nullptr));
+    QVERIFY_THROWS_EXCEPTION(std::exception, gpu::syevBatched(10, nullptr, 5, 100, nullptr, nullptr, 1, nullptr));
+  }
+};
+
+QTEST_GUILESS_MAIN(TestBatchedEigh)
+#include "test_batched_eigh.moc"
