@@ -285,6 +285,10 @@ ExtractionResult readFrame(const std::string& path) {
   // fiber), so desispec frames, which carry FIBERMIN but not SPECMIN, map back to it.
   std::optional<int> firstFiber = fiberMinKey;
   if (f.tryMoveTo("FIBERMAP")) {
+    // Fewer rows than spectra cannot describe them (gpu_specter writes more: all 500).
+    if (const long rows = f.numRows(); rows < r.nfiber)
+      f.fail("NAXIS2", "FIBERMAP has " + std::to_string(rows) + " rows for the " +
+                           std::to_string(r.nfiber) + " spectra of FLUX");
     const std::vector<int32_t> fiber = f.readColumnInt("FIBER");
     if (fiber.size() == std::size_t(r.nfiber)) r.fibers = fiber;
     if (!firstFiber && !fiber.empty()) firstFiber = *std::min_element(fiber.begin(), fiber.end());
