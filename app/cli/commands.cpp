@@ -8,6 +8,9 @@
 #include "core/io/psf_io.h"
 #include "core/plan/patch_plan.h"
 #include "core/sim/simulator.h"
+#include "core/threads.h"
+#include "engine_options.h"
+#include "mpi_job.h"
 #include "options.h"
 
 #include <algorithm>
@@ -36,7 +39,8 @@ const std::set<std::string> kExtractValued = {
     "--input",       "--psf",          "--output",       "--model",   "--wavelength",
     "--specmin",     "--nspec",        "--regularize",   "--bundlesize", "--nsubbundles",
     "--nwavestep",   "--psferr",       "--pixpad-frac",  "--wavepad-frac", "--engine",
-    "--threads",     "--profile",      "--gpus",         "--fibermap", "--repeat", "--seed"};
+    "--threads",     "--profile",      "--gpus",         "--fibermap", "--repeat", "--seed",
+    "--gpu-memory"};
 
 PatchParams paramsFrom(const Options& o) {
   PatchParams p;
@@ -203,8 +207,9 @@ struct Inputs {
 } // namespace
 
 int cmdExtract(const std::vector<std::string>& args) {
-  Options o(kAliases, kExtractValued, {"--decorrelate-fibers", "--quiet"});
+  Options o(kAliases, kExtractValued, {"--decorrelate-fibers", "--quiet", "--mpi"});
   o.parse(args);
+  MpiJob mpi(o.has("--mpi"), "extract"); // mpi_job.h: --mpi shares the bundles
   if (!o.positional().empty())
     throw InputError("unexpected argument '" + o.positional()[0] + "'");
   for (const char* req : {"--input", "--psf", "--output"})
@@ -215,7 +220,7 @@ int cmdExtract(const std::vector<std::string>& args) {
   checkWritable(modelOut, "model output", {in, psfPath, out});
   checkWritable(profileOut, "profile output", {in, psfPath, out});
   const PatchParams params = paramsFrom(o);
-  const bool quiet = o.has("--quiet");
+  const bool quiet = o.has("--quiet") || !mpi.root();
 
   const auto t0 = std::chrono::steady_clock::now();
   GaussHermitePsf psf = readPsf(psfPath);
@@ -236,11 +241,23 @@ int cmdExtract(const std::vector<std::string>& args) {
   req.threads = o.integer("--threads", 0);
   if (req.threads < 0) throw InputError("--threads must be >= 0");
 
-  EngineChoice choice = makeEngine(o.str("--engine", "auto"), gpusFrom(o));
-  if (!choice.note.empty()) std::fprintf(stderr, "spexlab-cli extract: %s\n", choice.note.c_str());
+  EngineChoice choice = makeEngine(o.str("--engine", "auto"), engineOptionsFrom(o, mpi));
+  if (!choice.note.empty() && mpi.root())
+    std::fprintf(stderr, "spexlab-cli extract: %s\n", choice.note.c_str());
   TerminalProgress progress(!quiet);
   CancelToken cancel;
-  ExtractionResult r = choice.engine->extract(req, progress, cancel);
+  const ExtractionRequest whole = req;
+  mpi.narrow(req);
+  ExtractionResult r;
+  std::string failure;
+  try {
+    if (req.nFiber > 0) r = choice.engine->extract(req, progress, cancel);
+  } catch (const SpexError& e) {
+    failure = e.what();
+  }
+  mpi.checkAll(!failure.empty(), failure);
+  mpi.gather(r, whole);
+  if (!mpi.root()) return 0; // rank 0 writes the one frame
 
   const auto tw = std::chrono::steady_clock::now();
   FrameMeta meta;
@@ -346,7 +363,7 @@ int cmdBench(const std::vector<std::string>& args) {
   req.nFiber = o.integer("--nspec", in.psf.nfiber - req.fiberMin);
   req.params = params;
   req.threads = o.integer("--threads", 0);
-  EngineChoice choice = makeEngine(o.str("--engine", "auto"), gpusFrom(o));
+  EngineChoice choice = makeEngine(o.str("--engine", "auto"), engineOptionsFrom(o, MpiJob(false, "bench")));
   if (!choice.note.empty()) std::fprintf(stderr, "spexlab-cli bench: %s\n", choice.note.c_str());
   const int repeat = std::max(1, o.integer("--repeat", 1));
   std::vector<double> walls;
@@ -360,7 +377,7 @@ int cmdBench(const std::vector<std::string>& args) {
   std::vector<double> sorted = walls;
   std::sort(sorted.begin(), sorted.end());
   const double median = sorted[sorted.size() / 2];
-  const int threads = req.threads > 0 ? req.threads : int(std::thread::hardware_concurrency());
+  const int threads = resolveThreads(req.threads);
   const int lanes = choice.engine->name() == "cpu" ? threads : 1;
   const double bins = double(r.nfiber) * r.nwave;
   if (o.has("--json")) {

@@ -13,5 +13,6 @@ int cmdSimulate(const std::vector<std::string>& args);
 int cmdBench(const std::vector<std::string>& args);
 int cmdCompare(const std::vector<std::string>& args);
 int cmdSweep(const std::vector<std::string>& args); // cmd_sweep.cpp
+int cmdBatch(const std::vector<std::string>& args); // cmd_batch.cpp
 
 } // namespace spex::cli
