@@ -97,7 +97,7 @@ echo "launcher: $launcher"
 jobid=$(cd "$D" && JOBS=$D/night.jobs SPEXLAB_CLI=$CLI SPEXLAB_LAUNCHER=$launcher \
   SPEXLAB_BATCH_ARGS="--threads 1" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
   OMPI_MCA_btl=self,vader OMPI_MCA_oob_tcp_if_include=lo OMPI_MCA_rmaps_base_oversubscribe=1 \
-  sbatch --parsable --wait --ntasks=2 --cpus-per-task=1 --time=10 \
+  sbatch --parsable --wait --ntasks=2 --ntasks-per-node=2 --cpus-per-task=1 --time=10 \
   --output="$D/job-%j.log" "$SRC/scripts/slurm/cpu-node.sbatch") || fail "sbatch job failed"
 echo "job $jobid done"
 cat "$D"/job-*.log
