@@ -109,6 +109,24 @@ CudaEngineOptions cudaOptions(const EngineOptions& eo) {
 
 } // namespace
 #endif
+namespace {
+// SPEXLAB_CPU_SOLVER (auto|dense|banded), read once here: how the CPU engine factors
+// the normal equations (core/extract/banded_solver.h). Unset or empty: auto.
+CpuEngineOptions cpuOptionsFromEnvironment() {
+  CpuEngineOptions o;
+  const char* v = std::getenv("SPEXLAB_CPU_SOLVER");
+  const std::string s = v ? v : "";
+  if (s.empty() || s == "auto")
+    o.solver = NormalSolver::Auto;
+  else if (s == "dense")
+    o.solver = NormalSolver::Dense;
+  else if (s == "banded")
+    o.solver = NormalSolver::Banded;
+  else
+    throw InputError("SPEXLAB_CPU_SOLVER='" + s + "' (expected auto, dense or banded)");
+  return o;
+}
+} // namespace
 
 int visibleGpuCount() {
 #ifdef SPEXLAB_HAVE_CUDA
@@ -151,7 +169,7 @@ EngineChoice makeEngine(const std::string& kind, const std::vector<int>& gpus) {
 EngineChoice makeEngine(const std::string& kind, const EngineOptions& options) {
   EngineChoice c;
   if (kind == "cpu") {
-    c.engine = std::make_unique<CpuEngine>();
+    c.engine = std::make_unique<CpuEngine>(cpuOptionsFromEnvironment());
     return c;
   }
   if (kind != "cuda" && kind != "auto")
@@ -168,7 +186,7 @@ EngineChoice makeEngine(const std::string& kind, const EngineOptions& options) {
   const std::string why = "this build has no CUDA engine";
 #endif
   if (kind == "cuda") throw GpuError("--engine cuda: no usable GPU: " + why);
-  c.engine = std::make_unique<CpuEngine>();
+  c.engine = std::make_unique<CpuEngine>(cpuOptionsFromEnvironment());
   c.note = "no usable GPU (" + why + "); using the CPU engine";
   return c;
 }

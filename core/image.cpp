@@ -1,9 +1,13 @@
 #include "image.h"
 
+#include "errors.h"
 #include "parallel.h"
 
+#include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cmath>
+#include <cstdlib>
 
 namespace spex {
 
@@ -55,6 +59,52 @@ void Image::sanitize() {
     bad += n;
   });
   nonFinitePixels = int(bad.load());
+}
+
+Camera parseCamera(const std::string& name) {
+  Camera c;
+  if (name.size() == 2 && std::isdigit(static_cast<unsigned char>(name[1]))) {
+    c.arm = char(std::tolower(static_cast<unsigned char>(name[0])));
+    c.petal = name[1] - '0';
+    if (c.arm == 'b' || c.arm == 'r' || c.arm == 'z') return c;
+  }
+  throw InputError("camera '" + name + "': expected b, r or z and a petal 0-9, like r0 or z7");
+}
+
+int petalOf(const FitsHeader& header) {
+  const std::string camera = header.getString("CAMERA");
+  if (camera.size() >= 2 && std::isdigit(static_cast<unsigned char>(camera[1])))
+    return camera[1] - '0';
+  for (const char* key : {"SPECGRPH", "PETAL"}) {
+    const std::string v = header.getString(key);
+    if (v.empty()) continue;
+    char* end = nullptr;
+    const long p = std::strtol(v.c_str(), &end, 10);
+    if (end != v.c_str() && p >= 0 && p < 1000) return int(p);
+  }
+  return -1;
+}
+
+std::vector<int32_t> fibersOf(const Image& image, int specmin, int nspec) {
+  if (specmin < 0 || nspec < 0)
+    throw InputError("spectra " + std::to_string(specmin) + " + " + std::to_string(nspec) +
+                     ": specmin and nspec must be >= 0");
+  std::vector<int32_t> fibers(static_cast<std::size_t>(nspec));
+  const auto& rows = image.fibermap.fiber;
+  if (!image.fibermap.sourceFile.empty() || !rows.empty()) {
+    if (std::size_t(specmin) + std::size_t(nspec) > rows.size())
+      throw InputError("FIBERMAP of '" +
+                       (image.fibermap.sourceFile.empty() ? image.path : image.fibermap.sourceFile) +
+                       "' has " + std::to_string(rows.size()) + " rows; spectra " +
+                       std::to_string(specmin) + ".." + std::to_string(specmin + nspec - 1) +
+                       " (-s " + std::to_string(specmin) + " -n " + std::to_string(nspec) +
+                       ") need rows up to " + std::to_string(specmin + nspec - 1));
+    for (int i = 0; i < nspec; ++i) fibers[std::size_t(i)] = rows[std::size_t(specmin + i)];
+    return fibers;
+  }
+  const int petal = std::max(0, petalOf(image.header));
+  for (int i = 0; i < nspec; ++i) fibers[std::size_t(i)] = kFibersPerPetal * petal + specmin + i;
+  return fibers;
 }
 
 } // namespace spex

@@ -30,7 +30,11 @@ struct FitsHeader {
 struct FiberMap {
   std::string sourceFile;      // file whose FIBERMAP HDU holds the rows; empty: none
   std::vector<int32_t> fiber;  // FIBER column, one entry per row
+  FitsHeader header;           // FIBERMAP HDU header (pointing of early data: bary/)
 };
+
+// DESI has 500 fibers per petal: petal p holds FIBER 500 p + 0..499.
+constexpr int kFibersPerPetal = 500;
 
 // Preproc MASK bits that make a pixel unusable for extraction (EXTRACTION.md §1):
 // BAD|HOT|DEAD|SATURATED|COSMIC|PIXFLATZERO|PIXFLATLOW|HIGHVAR|BADAMP.
@@ -52,5 +56,29 @@ struct Image {
   // extraction bit; counts the non-finite/negative cases in nonFinitePixels.
   void sanitize();
 };
+
+// A DESI camera: arm b, r or z and petal (spectrograph) 0..9, named "z7".
+struct Camera {
+  char arm = 'r';
+  int petal = 0;
+  std::string name() const {
+    std::string s(2, arm);
+    s[1] = char('0' + petal % 10);
+    return s;
+  }
+};
+// Parses "b0".."z9" (case-insensitive); InputError naming the text otherwise.
+Camera parseCamera(const std::string& name);
+
+// The petal (spectrograph) of an exposure from its header: the digit of CAMERA
+// ("r7" -> 7), else SPECGRPH, else PETAL; -1 when none says.
+int petalOf(const FitsHeader& header);
+
+// The FIBER numbers of spectra specmin .. specmin + nspec - 1: rows specmin.. of the
+// image's FIBERMAP (desispec keeps fibermap[specmin:specmin+nspec]; on petal p a row
+// holds FIBER 500 p + i). Without a FIBERMAP: 500 petalOf(header) + specmin + i (petal
+// 0 when the header names none). Throws InputError naming the file when the FIBERMAP
+// has fewer rows than requested.
+std::vector<int32_t> fibersOf(const Image& image, int specmin, int nspec);
 
 } // namespace spex

@@ -59,14 +59,15 @@ __global__ void __launch_bounds__(512) chi2ModelKernel(BatchView b) {
     }
   }
   __syncthreads();
-  // chi^2 per pixel: 1/ivar_tot = 1/ivar + (psferr m)^2 where ivar > 0 and m > 0.
+  // chi^2 per pixel: 1/ivar_tot = 1/ivar + (psferr m)^2 wherever ivar > 0, for any m
+  // (zero and negative models too), as desispec/gpu_specter and the CPU engine.
   double sum = 0.0, cnt = 0.0;
   for (int t = tid; t < area; t += nt) {
     const int X = pt.x0 + t % bw, Y = pt.y0 + t / bw;
     const std::size_t q = (std::size_t)Y * b.npixX + X;
     const double iv = b.ivar[q], mv = m[t]; // cb[t] below overwrites m[t] only
     double c = -1.0;
-    if (iv > 0.0 && mv > 0.0) {
+    if (iv > 0.0) {
       const double e = b.psferr * mv;
       const double itot = 1.0 / (1.0 / iv + e * e);
       const double d = b.pix[q] - mv;

@@ -237,7 +237,7 @@ QString CcdView::readout(QPointF p) const {
     const int f = m_traces.nearestFiber(p, &dx);
     if (f >= 0 && dx <= 2 * m_traces.fiberSpacing()) {
       const double w = m_psf->waveAtRow(f, p.y());
-      s += QStringLiteral("  fiber %1").arg(f);
+      s += QStringLiteral("  fiber %1").arg(viewState()->fiberNumber(f));
       if (std::isfinite(w)) s += QStringLiteral("  \u03bb %1 \u00c5").arg(w, 0, 'f', 2);
     }
   }
@@ -484,7 +484,7 @@ void CcdView::drawFiberNumbers(QPainter& p, const QRectF& vis) const {
     const double x = m_traces.xAtRow(f, y);
     if (std::isnan(x)) continue;
     const QPointF w = toW.map(QPointF(x, y));
-    const QString t = QString::number(f);
+    const QString t = QString::number(viewState()->fiberNumber(f));
     const int tw = p.fontMetrics().horizontalAdvance(t);
     p.drawText(QPointF(w.x() - tw / 2.0, std::max(w.y(), 12.0)), t);
   }

@@ -48,6 +48,7 @@ ParameterPanel::ParameterPanel(QWidget* parent) : QWidget(parent) {
   m_regularize = doubleBox(this, 0, 1, 1e-4, 6);
   m_psferrFromPsf = new QCheckBox(tr("from PSF"), this);
   m_psferr = doubleBox(this, 0, 1, 0.005, 4);
+  m_psferr->setObjectName(QStringLiteral("psferr")); // greyed when taken from the PSF
   m_mode = new QComboBox(this);
   m_mode->addItem(tr("signal (per fiber)"), int(Decorrelation::Signal));
   m_mode->addItem(tr("noise (whole patch)"), int(Decorrelation::Noise));
@@ -94,6 +95,8 @@ ParameterPanel::ParameterPanel(QWidget* parent) : QWidget(parent) {
   f4->addRow(tr("CPU threads"), m_threads);
   m_actions = new QVBoxLayout;
   f4->addRow(m_actions);
+
+  m_form = {grid, geo, solve, m_engine, m_threads};
 
   auto* lay = new QVBoxLayout(this);
   lay->addWidget(grid);
@@ -195,6 +198,11 @@ void ParameterPanel::addRunActions(const QList<QAction*>& actions) {
     b->setSizePolicy(QSizePolicy::Expanding, QSizePolicy::Fixed);
     m_actions->addWidget(b);
   }
+}
+
+void ParameterPanel::setEditable(bool on) {
+  m_editable = on;
+  for (QWidget* w : m_form) w->setEnabled(on);
 }
 
 void ParameterPanel::emitChanged() {

@@ -41,8 +41,12 @@ public:
   void setCudaAvailable(bool available, const QString& why);
   // One line under the form: the plan's size, or what is wrong with the settings.
   void setPlanSummary(const QString& text, bool isError);
-  // Buttons for the main window's run actions.
+  // Buttons for the main window's run actions (their enabled state is the actions').
   void addRunActions(const QList<QAction*>& actions);
+  // While a job runs the settings must not change under it, but the run buttons
+  // (Cancel above all) stay live: this greys the form only.
+  void setEditable(bool on);
+  bool isEditable() const { return m_editable; }
 
 signals:
   void settingsChanged(const spex::RunSettings& settings);
@@ -68,7 +72,9 @@ private:
   QSpinBox* m_threads = nullptr;
   QLabel* m_summary = nullptr;
   QVBoxLayout* m_actions = nullptr;
+  QList<QWidget*> m_form; // what setEditable greys
   bool m_loading = false;
+  bool m_editable = true;
 };
 
 } // namespace spex

@@ -110,11 +110,11 @@ void ResidualView::resizeEvent(QResizeEvent* e) {
 }
 
 void ResidualView::setInputs(std::shared_ptr<const Image> image, std::shared_ptr<const Array2D<double>> model,
-                             const QString& modelName) {
+                             const QString& modelName, quint64 revision) {
   const bool sameImage = image == m_image;
   if (!sameImage) m_haveRange = false;
   if (model && image && (model->rows != image->ny || model->cols != image->nx)) model.reset();
-  if (!sameImage || model != m_model) {
+  if (!sameImage || model != m_model || revision != m_revision) {
     m_resid.reset();
     m_chi.reset();
     m_stats = {};
@@ -123,6 +123,7 @@ void ResidualView::setInputs(std::shared_ptr<const Image> image, std::shared_ptr
   m_image = std::move(image);
   m_model = std::move(model);
   m_modelName = modelName;
+  m_revision = revision;
   if (!m_image) {
     // Nothing to show: clear at once; a running job's answer will be dropped.
     m_rebuildQueued = false;
@@ -255,6 +256,7 @@ void ResidualView::startJob() {
   Job j;
   j.image = m_image;
   j.model = m_model;
+  j.revision = m_revision;
   j.chi = m_chi;
   j.resid = m_resid;
   j.stats = m_stats;
@@ -295,7 +297,7 @@ void ResidualView::onJobFinished() {
   Job j = m_watcher.result();
   // A job for other inputs (changed while it ran) is dropped; one for the same inputs
   // with another mode or scale still hands over its arrays.
-  const bool sameInputs = j.image == m_image && j.model == m_model;
+  const bool sameInputs = j.image == m_image && j.model == m_model && j.revision == m_revision;
   if (sameInputs) {
     m_chi = j.chi;
     m_resid = j.resid;

@@ -47,8 +47,10 @@ public:
   // The chi image, its statistics and the full-CCD pictures are computed on a worker
   // thread (17 M pixels would stall the event loop for a second); the view updates
   // when they are ready (updated()). waitForUpdate() blocks until then.
+  // `revision` names the model's state (the Document's modelRevision()): a different
+  // revision recomputes everything even when the pointers are the same.
   void setInputs(std::shared_ptr<const Image> image, std::shared_ptr<const Array2D<double>> model,
-                 const QString& modelName);
+                 const QString& modelName, quint64 revision = 0);
   void setDataScale(const ScaleSettings& s); // the CCD view's scale for data and model
 
   void setMode(Mode m);
@@ -77,6 +79,7 @@ private:
   struct Job {
     std::shared_ptr<const Image> image;
     std::shared_ptr<const Array2D<double>> model, chi, resid;
+    quint64 revision = 0;
     ChiStats stats;
     QVector<double> hist; // chi histogram counts
     ScaleSettings dataScale;
@@ -109,6 +112,7 @@ private:
   std::shared_ptr<const Image> m_image;
   std::shared_ptr<const Array2D<double>> m_model;
   QString m_modelName;
+  quint64 m_revision = 0;
   std::shared_ptr<const Array2D<double>> m_resid; // computed on demand, dropped with the inputs
   std::shared_ptr<const Array2D<double>> m_chi;
   QVector<double> m_histCounts;

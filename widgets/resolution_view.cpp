@@ -132,8 +132,8 @@ void ResolutionView::refresh() {
         j1 = j;
       }
     if (j0 >= 0) m_diag->xAxis->setRange(r->wave.at(j0) - r->wave.dw, r->wave.at(j1) + r->wave.dw);
-    m_title->setText(bin >= 0 ? tr("fiber %1, bin %2 (%3 \u00c5)").arg(fiber).arg(bin).arg(r->wave.at(bin), 0, 'f', 2)
-                              : tr("fiber %1: click the CCD or the spectrum to pick a wavelength").arg(fiber));
+    m_title->setText(bin >= 0 ? tr("fiber %1, bin %2 (%3 \u00c5)").arg(m_state->fiberNumber(fiber)).arg(bin).arg(r->wave.at(bin), 0, 'f', 2)
+                              : tr("fiber %1: click the CCD or the spectrum to pick a wavelength").arg(m_state->fiberNumber(fiber)));
   } else {
     m_map->data()->clear();
     m_title->setText(tr("Select an extracted fiber to see its resolution matrix."));

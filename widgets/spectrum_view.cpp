@@ -202,7 +202,7 @@ void SpectrumView::rebuild(bool rescale) {
       }
       auto [xa, ya] = axes(m_fluxRect);
       QCPGraph* g = m_plot->addGraph(xa, ya);
-      g->setName(QStringLiteral("fiber %1 %2").arg(fiber).arg(src.name));
+      g->setName(QStringLiteral("fiber %1 %2").arg(m_state->fiberNumber(fiber)).arg(src.name));
       g->setData(x, f, true);
       g->setPen(pen);
       m_fluxGraphs.push_back({src.name, fiber, g});
@@ -247,13 +247,13 @@ void SpectrumView::rebuild(bool rescale) {
         QCPGraph* gp = m_plot->addGraph(xa, ya);
         gp->setData(x, plain, true);
         gp->setPen(QPen(QColor(120, 120, 120), 1));
-        gp->setName(QStringLiteral("truth %1").arg(fiber));
+        gp->setName(QStringLiteral("truth %1").arg(m_state->fiberNumber(fiber)));
         m_truthGraphs.push_back({QStringLiteral("plain"), fiber, gp});
         if (!conv.isEmpty()) {
           QCPGraph* gcv = m_plot->addGraph(xa, ya);
           gcv->setData(x, conv, true);
           gcv->setPen(QPen(Qt::black, 1.2, Qt::DashLine));
-          gcv->setName(QStringLiteral("truth \u2297 R %1").arg(fiber));
+          gcv->setName(QStringLiteral("truth \u2297 R %1").arg(m_state->fiberNumber(fiber)));
           m_truthGraphs.push_back({QStringLiteral("convolved"), fiber, gcv});
         }
       }
@@ -324,7 +324,7 @@ void SpectrumView::updateCursor() {
   QString text;
   const int fiber = m_state->selectedFiber();
   if (fiber >= 0 && std::isfinite(w)) {
-    text = QStringLiteral("fiber %1, %2 \u00c5:").arg(fiber).arg(w, 0, 'f', 2);
+    text = QStringLiteral("fiber %1, %2 \u00c5:").arg(m_state->fiberNumber(fiber)).arg(w, 0, 'f', 2);
     for (const auto& src : m_sources) {
       if (!src.result) continue;
       const ExtractionResult& r = *src.result;

@@ -71,6 +71,13 @@ void ViewState::setSelectedPatches(const QVector<int>& patches) {
   emit patchesChanged();
 }
 
+void ViewState::setFiberNumbers(const QVector<int>& fiberNumbers) {
+  if (fiberNumbers == m_fiberNumbers) return;
+  m_fiberNumbers = fiberNumbers;
+  emit viewChanged(); // every view redraws its labels
+  emit fibersChanged();
+}
+
 void ViewState::setHover(int fiber, double wave) {
   if (fiber == m_hoverFiber && sameWave(wave, m_hoverWave)) return;
   m_hoverFiber = fiber;

@@ -47,6 +47,14 @@ public:
   QVector<int> selectedPatches() const { return m_patches; }
   void setSelectedPatches(const QVector<int>& patches);
 
+  // --- fiber labels: views work with PSF fiber indices (0..499) but label them with
+  //     the FIBER numbers of the exposure's FIBERMAP (petal p: 500 p + index).
+  //     Empty: labels are the indices.
+  void setFiberNumbers(const QVector<int>& fiberNumbers);
+  int fiberNumber(int index) const {
+    return index >= 0 && index < m_fiberNumbers.size() ? m_fiberNumbers[index] : index;
+  }
+
   // --- hover (cursor over the CCD or over the spectrum plot)
   int hoverFiber() const { return m_hoverFiber; }
   double hoverWave() const { return m_hoverWave; }
@@ -66,6 +74,7 @@ private:
   QVector<int> m_fibers;
   double m_wave = std::numeric_limits<double>::quiet_NaN();
   QVector<int> m_patches;
+  QVector<int> m_fiberNumbers;
   int m_hoverFiber = -1;
   double m_hoverWave = std::numeric_limits<double>::quiet_NaN();
 };

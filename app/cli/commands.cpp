@@ -3,6 +3,7 @@
 #include "app/engine_factory.h"
 #include "core/errors.h"
 #include "core/extract/compare.h"
+#include "core/io/fits_file.h"
 #include "core/io/frame_io.h"
 #include "core/io/preproc_io.h"
 #include "core/io/psf_io.h"
@@ -10,8 +11,10 @@
 #include "core/sim/simulator.h"
 #include "core/threads.h"
 #include "engine_options.h"
+#include "extract_checks.h"
 #include "mpi_job.h"
 #include "options.h"
+#include "signals.h"
 
 #include <algorithm>
 #include <chrono>
@@ -222,6 +225,7 @@ int cmdExtract(const std::vector<std::string>& args) {
   const PatchParams params = paramsFrom(o);
   const bool quiet = o.has("--quiet") || !mpi.root();
 
+  SignalGuard signals; // SIGINT/SIGTERM: cancel, clean temporaries, one line
   const auto t0 = std::chrono::steady_clock::now();
   GaussHermitePsf psf = readPsf(psfPath);
   Image image = readPreproc(in);
@@ -240,6 +244,10 @@ int cmdExtract(const std::vector<std::string>& args) {
   req.model = !modelOut.empty();
   req.threads = o.integer("--threads", 0);
   if (req.threads < 0) throw InputError("--threads must be >= 0");
+  checkFibermapCovers(image.fibermap, req.fiberMin, req.nFiber);
+  std::string stepNote;
+  req.params.nwavestep = boundNwavestep(req.params.nwavestep, req, stepNote);
+  if (!stepNote.empty()) std::fprintf(stderr, "spexlab-cli extract: %s\n", stepNote.c_str());
 
   EngineChoice choice = makeEngine(o.str("--engine", "auto"), engineOptionsFrom(o, mpi));
   if (!choice.note.empty() && mpi.root())
@@ -247,13 +255,22 @@ int cmdExtract(const std::vector<std::string>& args) {
   TerminalProgress progress(!quiet);
   CancelToken cancel;
   const ExtractionRequest whole = req;
-  mpi.narrow(req);
+  mpi.narrow(req); // mpi_job.h: this rank's bundles
   ExtractionResult r;
   std::string failure;
-  try {
-    if (req.nFiber > 0) r = choice.engine->extract(req, progress, cancel);
-  } catch (const SpexError& e) {
-    failure = e.what();
+  {
+    SignalGuard::Extracting scope(cancel);
+    try {
+      if (req.nFiber > 0) r = choice.engine->extract(req, progress, cancel);
+    } catch (const SpexError& e) {
+      if (!mpi.active()) throw;
+      failure = e.what();
+    }
+  }
+  if (const int sig = SignalGuard::received()) {
+    std::fprintf(stderr, "spexlab-cli extract: %s received; stopped after %zu patches, nothing written\n",
+                 SignalGuard::name(sig), r.patches.size());
+    return 128 + sig;
   }
   mpi.checkAll(!failure.empty(), failure);
   mpi.gather(r, whole);
@@ -263,8 +280,14 @@ int cmdExtract(const std::vector<std::string>& args) {
   FrameMeta meta;
   meta.inputImage = in;
   meta.inputPsf = psfPath;
-  writeFrame(out, r, image, meta);
-  if (r.model) writeModel(modelOut, *r.model, image);
+  {
+    // Frame and model together: both written under temporary names, then renamed,
+    // the model first and the frame last; any failure leaves both targets as they were.
+    OutputTransaction outputs;
+    if (r.model) writeModel(modelOut, *r.model, image);
+    writeFrame(out, r, image, meta);
+    outputs.commit();
+  }
   const double writeS = std::chrono::duration<double>(std::chrono::steady_clock::now() - tw).count();
   if (!profileOut.empty()) {
     // Reading and writing happen outside the engine; put them on the main lane.
@@ -296,7 +319,7 @@ int cmdExtract(const std::vector<std::string>& args) {
     std::printf("  %ld bins masked; wrote %s%s%s\n", masked, out.c_str(),
                 modelOut.empty() ? "" : " and ", modelOut.c_str());
   }
-  return 0;
+  return reportUnusableBins(r, "extract");
 }
 
 int cmdSimulate(const std::vector<std::string>& args) {

@@ -38,9 +38,12 @@ void Document::adoptInputs(std::shared_ptr<Image> image, std::shared_ptr<GaussHe
   m_psf = std::move(psf);
   m_truth = std::move(truth);
   m_title = title;
+  for (auto it = m_results.begin(); it != m_results.end(); ++it) touch(it.key());
   m_results.clear();
+  m_models.clear();
   m_coveredBefore.clear();
   m_lastModel.clear();
+  touchModel();
   m_settings = settingsFor(*m_psf, m_settings);
   rebuildPlan();
   emit inputsChanged();
@@ -123,6 +126,7 @@ void Document::loadFrame(const QString& path) {
     throw InputError("frame '" + p + "': RESOLUTION has " + std::to_string(r->resolution.n1) +
                      " diagonals, expected 2 ndiag + 1");
   m_results[QStringLiteral("frame")] = r;
+  touch(QStringLiteral("frame"));
   // Extract on the frame's own grid and fibers, so results line up with it.
   RunSettings s = m_settings;
   s.wmin = r->wave.wmin;
@@ -188,17 +192,19 @@ std::vector<std::shared_ptr<const ExtractionResult>> Document::results() const {
 }
 
 QString Document::modelSource() const {
-  if (!m_lastModel.isEmpty() && m_results.value(m_lastModel) && m_results.value(m_lastModel)->model)
-    return m_lastModel;
-  for (auto it = m_results.begin(); it != m_results.end(); ++it)
-    if (it.value() && it.value()->model) return it.key();
+  if (!m_lastModel.isEmpty() && m_models.value(m_lastModel)) return m_lastModel;
+  for (auto it = m_models.begin(); it != m_models.end(); ++it)
+    if (it.value()) return it.key();
   return {};
 }
 
 void Document::clearResults() {
+  for (auto it = m_results.begin(); it != m_results.end(); ++it) touch(it.key());
   m_results.clear();
+  m_models.clear();
   m_coveredBefore.clear();
   m_lastModel.clear();
+  touchModel();
   emit resultsChanged();
 }
 
@@ -221,24 +227,34 @@ bool Document::beginRun(const QString& engine, const PatchPlan& plan) {
     cur->ndiag = shape.ndiag;
     cur->wave = shape.wave;
     cur->params = plan.params;
+    // The earlier result is gone, and with it what its model showed.
+    if (m_models.remove(engine)) touchModel();
     m_freshRuns.insert(engine);
   } else {
     m_freshRuns.remove(engine);
   }
   m_coveredBefore[engine] = cur->covered;
+  touch(engine);
   return fresh;
 }
 
 void Document::adoptLiveResult(const QString& engine, std::shared_ptr<ExtractionResult> live) {
   auto& cur = m_results[engine];
   // Only into the placeholder it was made for.
-  if (live && cur && cur->flux.empty() && sameShape(*cur, *live)) cur = std::move(live);
+  if (live && cur && cur->flux.empty() && sameShape(*cur, *live)) {
+    cur = std::move(live);
+    touch(engine);
+  }
 }
 
 void Document::endRuns() {
   for (auto it = m_results.begin(); it != m_results.end();) {
-    if (it.value() && it.value()->flux.empty() && it.value()->nfiber > 0) it = m_results.erase(it);
-    else ++it;
+    if (it.value() && it.value()->flux.empty() && it.value()->nfiber > 0) {
+      touch(it.key());
+      it = m_results.erase(it);
+    } else {
+      ++it;
+    }
   }
   m_freshRuns.clear();
   m_coveredBefore.clear();
@@ -262,6 +278,7 @@ void Document::applyPatches(const QVector<PatchUpdate>& updates) {
         r.covered(row, bin) = 1;
       }
     }
+    touch(u.engine);
   }
   emit resultsChanged();
 }
@@ -272,12 +289,20 @@ void Document::finishRun(const QString& engine, std::shared_ptr<ExtractionResult
   // A result that began empty this run holds nothing the final one lacks: take the
   // final one as it is instead of copying a whole frame's arrays on the GUI thread.
   const bool fresh = m_freshRuns.remove(engine);
+  // The model leaves the result for an immutable snapshot (model()); bins whose
+  // spots it holds are known by `overlap` below.
+  std::shared_ptr<Array2D<double>> newModel;
+  if (fin->model) {
+    newModel = std::make_shared<Array2D<double>>(std::move(*fin->model));
+    fin->model.reset();
+  }
+  bool overlap = false;
   if (!cur || !sameShape(*cur, *fin) || fresh || cur->flux.empty()) {
     cur = fin;
+    overlap = true; // nothing of an earlier model survives
   } else {
     // Merge: bins this run covered take its values; the rest keep earlier runs'.
     ExtractionResult& r = *cur;
-    bool overlap = false;
     const bool all = fin->covered.empty();
     for (int f = 0; f < r.nfiber; ++f)
       for (int w = 0; w < r.nwave; ++w) {
@@ -293,21 +318,23 @@ void Document::finishRun(const QString& engine, std::shared_ptr<ExtractionResult
           for (int k = 0; k < r.resolution.n1; ++k) r.resolution(f, k, w) = fin->resolution(f, k, w);
         r.covered(f, w) = 1;
       }
-    // Each (fiber, bin) adds its own spots to the model (EXTRACTION.md §4.9), so the
-    // models of disjoint runs add up; a run that redid bins replaces the model.
-    if (fin->model) {
-      if (r.model && !overlap && r.model->size() == fin->model->size()) {
-        for (std::size_t i = 0; i < r.model->size(); ++i) r.model->data[i] += fin->model->data[i];
-      } else {
-        r.model = std::move(fin->model);
-      }
-    }
     r.patches.insert(r.patches.end(), fin->patches.begin(), fin->patches.end());
     r.profile = fin->profile;
     r.engine = fin->engine;
     r.cancelled = fin->cancelled;
   }
-  if (cur->model) m_lastModel = engine;
+  if (newModel) {
+    // Each (fiber, bin) adds its own spots to the model (EXTRACTION.md §4.9), so the
+    // models of disjoint runs add up; a run that redid bins replaces the model. The
+    // sum goes into the new array: the old one may be in a view's worker right now.
+    const auto old = m_models.value(engine);
+    if (old && !overlap && old->size() == newModel->size())
+      for (std::size_t i = 0; i < newModel->size(); ++i) newModel->data[i] += old->data[i];
+    m_models[engine] = std::move(newModel);
+    m_lastModel = engine;
+    touchModel();
+  }
+  touch(engine);
   emit resultsChanged();
 }
 

@@ -52,9 +52,19 @@ public:
   QVector<SpectrumSource> sources() const; // "cpu", "cuda", "frame" when present
   std::shared_ptr<const ExtractionResult> result(const QString& name) const;
   std::vector<std::shared_ptr<const ExtractionResult>> results() const;
-  // The newest result with a model image, for the residual view.
+  // The newest result with a model image, for the residual view, and that image. A
+  // model is never changed once handed out: a merge makes a new one (a view's worker
+  // may still read the old one), so the pointer and modelRevision() both move.
   QString modelSource() const;
+  std::shared_ptr<const Array2D<double>> model(const QString& name) const { return m_models.value(name); }
   void clearResults();
+
+  // Results are filled and merged in place, so a view cannot tell by pointer that one
+  // changed. Each result has a revision that every change to it raises, and
+  // modelRevision() rises whenever a model image changes, appears or goes (merge,
+  // clear, new inputs): views compare these, never the pointers alone.
+  quint64 revision(const QString& name) const { return m_revisions.value(name, 0); }
+  quint64 modelRevision() const { return m_modelRevision; }
 
   // A job for `engine` over `plan` starts: previous results of the same shape are
   // kept and merged into. Returns true when there is none: the result is then an
@@ -79,6 +89,8 @@ private:
   void adoptInputs(std::shared_ptr<Image> image, std::shared_ptr<GaussHermitePsf> psf,
                    std::shared_ptr<Truth> truth, const QString& title);
   void rebuildPlan();
+  void touch(const QString& name) { m_revisions[name] = ++m_revisionCounter; }
+  void touchModel() { ++m_modelRevision; }
 
   std::shared_ptr<const Image> m_image;
   std::shared_ptr<const GaussHermitePsf> m_psf;
@@ -88,9 +100,14 @@ private:
   std::shared_ptr<const PatchPlan> m_plan;
   QString m_planError;
   QMap<QString, std::shared_ptr<ExtractionResult>> m_results;
+  // Model images, moved out of the results when a run finishes (see model()).
+  QMap<QString, std::shared_ptr<const Array2D<double>>> m_models;
   QMap<QString, Array2D<uint8_t>> m_coveredBefore; // per running engine
   QSet<QString> m_freshRuns; // running engines whose result began empty
   QString m_lastModel;
+  QMap<QString, quint64> m_revisions;
+  quint64 m_revisionCounter = 0;
+  quint64 m_modelRevision = 0;
 };
 
 } // namespace spex

@@ -87,8 +87,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
             const double s = r->profile.wallNs * 1e-9;
             const int n = int(r->patches.size());
             m_doc->finishRun(e, std::move(r));
-            refreshResults();
-            updateResiduals();
+            refreshResults(); // the residuals too: the model changed
             statusBar()->showMessage(tr("%1 extraction: %2 patches in %3 s").arg(e).arg(n).arg(s, 0, 'f', 2), 10000);
           });
   connect(m_job, &ExtractionJob::engineFailed, this, [this](const QString& e, const QString& msg) {
@@ -187,7 +186,11 @@ void MainWindow::buildActions() {
   m_cancel->setShortcut(QKeySequence(Qt::Key_Escape));
   connect(m_cancel, &QAction::triggered, this, &MainWindow::cancelExtraction);
   m_clearResults = new QAction(tr("C&lear results"), this);
-  connect(m_clearResults, &QAction::triggered, m_doc, &Document::clearResults);
+  connect(m_clearResults, &QAction::triggered, this, [this] {
+    m_doc->clearResults();
+    m_readout->clear(); // it may quote the model that is gone
+    refreshResults();
+  });
   m_params->addRunActions({m_extractSel, m_extractAll, m_cancel});
 }
 
@@ -519,6 +522,12 @@ void MainWindow::onInputsChanged() {
   m_state->setSelectedPatches({});
   m_state->setSelectedFibers({});
   m_state->setSelectedWave(std::nan(""));
+  // Label fibers with the exposure's FIBER numbers (petal p: 500 p + index): the
+  // FIBERMAP's rows are the PSF's fibers in order.
+  QVector<int> fiberNumbers;
+  if (const auto image = m_doc->image())
+    for (int32_t f : image->fibermap.fiber) fiberNumbers.push_back(int(f));
+  m_state->setFiberNumbers(fiberNumbers);
   m_ccd->setInputs(m_doc->image(), m_doc->psf());
   m_ccd->fit();
   // A simulation lights a few bundles of a full CCD: start on them, not on the
@@ -535,7 +544,6 @@ void MainWindow::onInputsChanged() {
     if (lit.width() * m_state->zoom() < 0.5 * m_ccd->width()) m_ccd->zoomToRect(lit);
   });
   if (const auto psf = m_doc->psf()) m_params->setLimits(psf->nfiber, psf->waveMin(), psf->waveMax());
-  m_shownModel = nullptr;
   updateResiduals();
   setWindowTitle(tr("SpexLab \u2014 %1").arg(m_doc->title()));
 }
@@ -556,6 +564,8 @@ void MainWindow::refreshResults() {
   m_spectrum->setSources(src);
   m_resolution->setSources(src);
   m_ccd->setExtracted(m_doc->results());
+  // Merged, cleared or replaced: the residual image, histogram and chi line follow.
+  if (m_doc->modelRevision() != m_shownModelRevision) updateResiduals();
 }
 
 void MainWindow::updateResiduals(bool force) {
@@ -566,15 +576,13 @@ void MainWindow::updateResiduals(bool force) {
   if (name.isEmpty() && !force && !m_residual->isVisible()) {
     if (!m_residualsPending) m_residual->setInputs(nullptr, nullptr, {});
     m_residualsPending = true;
+    m_shownModelRevision = m_doc->modelRevision();
     return;
   }
   m_residualsPending = false;
-  std::shared_ptr<const Array2D<double>> model;
-  if (!name.isEmpty()) {
-    auto r = m_doc->result(name);
-    model = std::shared_ptr<const Array2D<double>>(r, &*r->model);
-  }
-  m_residual->setInputs(m_doc->image(), model, name);
+  m_shownModelRevision = m_doc->modelRevision();
+  m_residual->setInputs(m_doc->image(), name.isEmpty() ? nullptr : m_doc->model(name), name,
+                        m_shownModelRevision);
   m_residual->setDataScale(scale());
 }
 
@@ -590,7 +598,7 @@ void MainWindow::setBusy(bool busy) {
   m_cancelButton->setVisible(busy);
   m_progress->setVisible(busy);
   if (!busy) m_jobLabel->clear();
-  m_params->setEnabled(!busy); // the plan must not change under a running job
+  m_params->setEditable(!busy); // the plan must not change under a running job; Cancel stays live
 }
 
 bool MainWindow::runExtraction(bool wholeFrame) {

@@ -51,6 +51,7 @@ public:
   QAction* extractSelectionAction() const { return m_extractSel; }
   QAction* extractFrameAction() const { return m_extractAll; }
   QAction* cancelAction() const { return m_cancel; }
+  QAction* clearResultsAction() const { return m_clearResults; }
   QPushButton* cancelButton() const { return m_cancelButton; }
   QProgressBar* progressBar() const { return m_progress; }
   QLabel* readoutLabel() const { return m_readout; }
@@ -144,7 +145,7 @@ private:
   bool m_cudaUsable = false; // built with CUDA and a GPU found
   bool m_interactive = true;
   bool m_residualsPending = false; // the hidden residual view waits for new inputs
-  const void* m_shownModel = nullptr;
+  quint64 m_shownModelRevision = ~quint64(0); // Document::modelRevision() the residual view shows
   std::function<void()> m_defaultDocks; // first-show dock sizes
 };
 

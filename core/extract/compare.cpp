@@ -14,9 +14,9 @@ namespace spex {
 
 namespace {
 
-void requireSame(const char* what, long a, long b) {
+void requireSame(const std::string& what, long a, long b) {
   if (a != b)
-    throw InputError(std::string("cannot compare frames: ") + what + " differs (" +
+    throw InputError("cannot compare frames: " + what + " differs (" +
                      std::to_string(a) + " vs " + std::to_string(b) + ")");
 }
 
@@ -56,6 +56,11 @@ FrameComparison compareFrames(const ExtractionResult& a, const ExtractionResult&
   requireSame("first fiber", a.fiberMin, b.fiberMin);
   requireSameGrid(a.wave, b.wave);
   const int nf = a.nfiber, nw = a.nwave;
+  // Same spectrum indices but other FIBERs: frames of different petals.
+  if (a.fibers.size() == std::size_t(nf) && b.fibers.size() == std::size_t(nf))
+    for (int s = 0; s < nf; ++s)
+      requireSame("FIBER of row " + std::to_string(s), a.fibers[std::size_t(s)],
+                  b.fibers[std::size_t(s)]);
   for (const ExtractionResult* r : {&a, &b}) {
     requireShape("FLUX", r->flux, nf, nw);
     requireShape("IVAR", r->ivar, nf, nw);
@@ -98,7 +103,7 @@ FrameComparison compareFrames(const ExtractionResult& a, const ExtractionResult&
         if (pull < FrameComparison::kThresholds[t]) ++below[t];
       if (pull > c.maxPull || c.maxPullFiber < 0) {
         c.maxPull = pull;
-        c.maxPullFiber = a.fiberMin + s;
+        c.maxPullFiber = a.fiberNumber(s);
         c.maxPullBin = j;
       }
     }

@@ -15,7 +15,7 @@ struct FrameComparison {
   long nbins = 0;                      // bins compared (both have ivar > 0)
   std::array<double, 6> fractionBelow{}; // per threshold
   double maxPull = 0;                  // max |fa - fb| / sqrt(va + vb)
-  int maxPullFiber = -1, maxPullBin = -1; // fiber number (fiberMin + row), bin index
+  int maxPullFiber = -1, maxPullBin = -1; // FIBER number (ExtractionResult::fiberNumber), bin
   double maxRelIvar = 0;               // max |ia - ib| / max(ia, ib)
   double maxResolution = 0;            // max |Ra - Rb|
   long maskDifferences = 0;            // bins whose MASK differs
@@ -23,7 +23,8 @@ struct FrameComparison {
   std::string toJson() const;
 };
 
-// Throws InputError when shapes or wavelength grids differ. Only bins covered by
+// Throws InputError when shapes, wavelength grids, first spectra or (when both know
+// them) FIBER numbers differ. Only bins covered by
 // both results are compared (covered arrays empty means all).
 FrameComparison compareFrames(const ExtractionResult& a, const ExtractionResult& b);
 

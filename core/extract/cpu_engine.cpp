@@ -74,6 +74,7 @@ ExtractionResult CpuEngine::extract(const ExtractionRequest& req, ProgressSink& 
     opt.mode = req.params.mode;
     opt.ndiag = psf.hsizeY;
     opt.model = req.model;
+    opt.solver = m_options.solver;
 
     int nthreads = resolveThreads(req.threads);
     nthreads = std::max(1, std::min<int>(nthreads, int(todo.size())));

@@ -3,6 +3,8 @@
 #include "../parallel.h"
 
 #include <algorithm>
+#include <atomic>
+#include <limits>
 #include <cmath>
 #include <vector>
 
@@ -46,7 +48,11 @@ void finalizeFrame(ExtractionResult& r) {
   const double dw = r.wave.dw;
   // Per Angstrom (EXTRACTION.md §5): flux /= dw, ivar *= dw^2. Anything non-finite
   // (a failed patch) becomes flux 0, ivar 0 so no NaN reaches a frame.
+  // A frame stores float32: anything beyond its range would become Inf on disk.
+  constexpr double kFloatMax = double(std::numeric_limits<float>::max());
+  std::atomic<long> noData{0}, nonFinite{0};
   parallelFor(r.nfiber, [&](int f0, int f1) {
+    long nd = 0, nf = 0;
     for (int f = f0; f < f1; ++f)
       for (int w = 0; w < r.nwave; ++w) {
         if (!r.covered(f, w)) continue;
@@ -54,18 +60,33 @@ void finalizeFrame(ExtractionResult& r) {
         double& iv = r.ivar(f, w);
         fl /= dw;
         iv *= dw * dw;
-        if (!std::isfinite(fl) || !std::isfinite(iv) || iv < 0) {
+        bool bad = false;
+        if (!(std::abs(fl) <= kFloatMax) || !(iv >= 0 && iv <= kFloatMax)) {
           fl = 0;
           iv = 0;
+          bad = true;
+          ++nf;
         }
-        if (!std::isfinite(r.chi2pix(f, w))) r.chi2pix(f, w) = 0;
+        double& chi = r.chi2pix(f, w);
+        if (!(std::abs(chi) <= kFloatMax)) chi = 0;
         const double pm = r.pixmaskFraction(f, w);
         uint32_t m = 0;
         if (pm > 0.5) m |= kSomeBadPix;
         if (pm >= 1.0 - 1e-9) m |= kAllBadPix; // spot sums carry rounding of ~1e-15
+        // ivar 0 with usable pixels: the patch failed (its outputs are zeroed).
+        if (bad || (iv == 0 && !(m & kAllBadPix))) {
+          m |= kNoData;
+          ++nd;
+          for (int d = 0; d < r.resolution.n1; ++d)
+            if (!std::isfinite(r.resolution(f, d, w))) r.resolution(f, d, w) = 0;
+        }
         r.mask(f, w) = m;
       }
+    noData += nd;
+    nonFinite += nf;
   });
+  r.noDataBins = noData.load();
+  r.nonFiniteBins = nonFinite.load();
   // BAD2DFIT: chi2pix above 5x the median over fibers at that wavelength and above 5x
   // the median over wavelengths of that fiber (medians over covered bins). The
   // per-wavelength medians read a transposed copy, so every median reads contiguously.

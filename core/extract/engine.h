@@ -23,6 +23,11 @@ enum FrameMaskBits : uint32_t {
   kSomeBadPix = 1u << 0,
   kAllBadPix = 1u << 1,
   kBad2DFit = 1u << 7,
+  // No usable extraction in this bin although its pixels were not all masked: its patch
+  // failed (Cholesky failed even regularized) or the result does not fit a float32
+  // frame (non-finite or beyond 3.4e38). Flux and ivar are 0. desispec's NODATA
+  // ("No data exists"); docs/reliability.md says why this bit.
+  kNoData = 1u << 8,
 };
 
 struct ExtractionRequest {
@@ -66,8 +71,18 @@ struct ExtractionResult {
   std::optional<Array2D<double>> model; // [npixY, npixX] when requested
   std::vector<PatchDiagnostics> patches; // one per extracted patch
   Profile profile;
+  std::vector<int32_t> fibers;     // FIBER of each row (the FIBERMAP's); empty: unknown
+  double heliocor = 1.0;           // HELIOCOR of a frame read from a file
   int nonFinitePixels = 0;         // input pixels treated as masked (NaN, Inf, ivar<0)
+  long noDataBins = 0;             // bins finalizeFrame set to NODATA (see kNoData)
+  long nonFiniteBins = 0;          // of those, the ones whose result was not finite/float32
   bool cancelled = false;          // stopped early: only `covered` bins are filled
+
+  // The FIBER number of row s (petal p: 500 p + spectrum index) when fibers are known,
+  // else the spectrum index fiberMin + s.
+  int fiberNumber(int s) const {
+    return fibers.size() == std::size_t(nfiber) ? int(fibers[std::size_t(s)]) : fiberMin + s;
+  }
 
   // Allocates every array for the plan's size with zeros.
   void allocate(const PatchPlan& plan, int ndiag, bool withModel, int npixX, int npixY);
@@ -110,7 +125,9 @@ public:
 };
 
 // Applies the per-Angstrom conversion and the frame mask rules (EXTRACTION.md §5) to
-// a result whose flux/ivar are per bin; both engines call it once at the end.
+// a result whose flux/ivar are per bin; both engines call it once at the end. Bins
+// with no usable result (failed patches, values a float32 frame cannot hold) get
+// flux 0, ivar 0 and kNoData, counted in noDataBins / nonFiniteBins.
 void finalizeFrame(ExtractionResult& result);
 
 } // namespace spex

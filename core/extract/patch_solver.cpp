@@ -61,15 +61,21 @@ void PatchSolver::normalEquations(const Patch& p, const Image& image, PatchSolut
 
   // C^-1 = A^T W A from stamp overlaps only (A is never formed): lower triangle,
   // column-major, entry (b, a) for b >= a.
+  // Also the fiber coupling width: the largest fiber distance between two spots whose
+  // stamps overlap (banded_solver.h); entries further out are exactly zero.
+  const int nw = p.nwavePad;
+  int coupling = 0;
   m_icov0.assign(std::size_t(n) * n, 0.0);
   for (int a = 0; a < n; ++a) {
     const Spot& sa = m_spots[a];
+    const int fa = a / nw;
     const double* wsa = m_ws.data() + std::size_t(a) * ns;
     double* col = m_icov0.data() + std::size_t(a) * n;
     for (int b = a; b < n; ++b) {
       const Spot& sb = m_spots[b];
       const int dx = sb.xc - sa.xc, dy = sb.yc - sa.yc;
       if (dx >= nx || -dx >= nx || dy >= ny || -dy >= ny) continue;
+      coupling = std::max(coupling, b / nw - fa);
       const int ix0 = std::max(0, dx), ix1 = std::min(nx, nx + dx);
       const int iy0 = std::max(0, dy), iy1 = std::min(ny, ny + dy);
       double sum = 0;
@@ -81,9 +87,25 @@ void PatchSolver::normalEquations(const Patch& p, const Image& image, PatchSolut
       col[b] = sum;
     }
   }
+  out.coupling = coupling;
 }
 
-bool PatchSolver::factorAndSolve(int n, double regularize, PatchSolution& out) {
+void PatchSolver::chooseSolver(const Patch& p, const PatchSolveOptions& opt) {
+  m_bb.nblk = p.nfiberPad;
+  m_bb.nb = p.nwavePad;
+  m_bb.w = std::min(m_coupling, p.nfiberPad - 1);
+  const int kept0 = p.keptFiberOffset(), kept1 = kept0 + p.nfiber;
+  switch (opt.solver) {
+  case NormalSolver::Dense: m_banded = false; break;
+  case NormalSolver::Banded: m_banded = true; break;
+  case NormalSolver::Auto:
+    // A PSF that couples fibers as widely as the patch gains nothing from the band.
+    m_banded = m_bb.bandedFma(kept0) < m_bb.denseFma(kept0, kept1);
+    break;
+  }
+}
+
+bool PatchSolver::factorAndSolve(int n, double regularize, bool keepPrior, PatchSolution& out) {
   // Weak prior (EXTRACTION.md §4.2): unconstrained bins are pulled to 0.
   double maxfw = 0;
   for (double v : m_fw) maxfw = std::max(maxfw, v);
@@ -94,10 +116,15 @@ bool PatchSolver::factorAndSolve(int n, double regularize, PatchSolution& out) {
     const double add = fw <= minweight ? (minweight - fw) * (minweight - fw) : regularize * regularize;
     m_icov[std::size_t(a) * n + a] += add + 1e-15;
   }
-  m_q = m_icov; // keep C^-1 with its prior for the noise mode
-  if (lapack::potrf(n, m_icov.data(), n) != 0) return false;
+  if (keepPrior) m_q = m_icov; // keep C^-1 with its prior for the noise mode
   out.f = m_y;
-  if (lapack::potrs(n, 1, m_icov.data(), n, out.f.data(), n) != 0) return false;
+  if (m_banded) {
+    if (BandedCholesky::factor(m_bb, m_icov.data(), n) != 0) return false;
+    BandedCholesky::solve(m_bb, m_icov.data(), n, out.f.data());
+  } else {
+    if (lapack::potrf(n, m_icov.data(), n) != 0) return false;
+    if (lapack::potrs(n, 1, m_icov.data(), n, out.f.data(), n) != 0) return false;
+  }
   for (double v : out.f)
     if (!std::isfinite(v)) return false;
   return true;
@@ -130,21 +157,34 @@ void PatchSolver::applyQ(const double* q, int ldq, int fiber, int nw, PatchSolut
     }
 }
 
-void PatchSolver::decorrelateSignal(int nfib, int nw, PatchSolution& out) {
+void PatchSolver::decorrelateSignal(int nfib, int nw, int kept0, int kept1, PatchSolution& out) {
   const int n = nfib * nw;
-  // The fiber blocks of C = (L L^T)^-1 = X^T X with X = L^-1 lower triangular: block s
-  // needs rows c0.. of X's block columns only. A Cholesky-based inverse instead of
-  // the peers' full eigen-decomposition of C^-1.
-  lapack::trtri(n, m_icov.data(), n);
+  // The fiber blocks C_s of C = (L L^T)^-1, from the factor instead of the peers' full
+  // eigen-decomposition of C^-1. Banded: selected inversion of the band (m_q holds the
+  // band blocks of C). Dense: C = X^T X with X = L^-1 lower triangular, so block s
+  // needs rows c0.. of X's block columns only.
+  if (m_banded) {
+    m_q.resize(std::size_t(n) * n);
+    m_band.selectedInverse(m_bb, m_icov.data(), n, m_q.data(), n, kept0);
+  } else {
+    lapack::trtri(n, m_icov.data(), n);
+  }
   m_cs.resize(std::size_t(nw) * nw);
   m_eig.resize(nw);
   std::vector<double>& t = m_modelBox; // scratch nw x nw
   t.resize(std::size_t(nw) * nw);
   std::vector<double> q(std::size_t(nw) * nw);
-  for (int s = 0; s < nfib; ++s) {
+  for (int s = kept0; s < kept1; ++s) {
     const int c0 = s * nw;
-    const double* xs = m_icov.data() + c0 + std::size_t(c0) * n;
-    lapack::syrkT(nw, n - c0, 1.0, xs, n, 0.0, m_cs.data(), nw);
+    if (m_banded) {
+      const double* cs = m_q.data() + c0 + std::size_t(c0) * n;
+      for (int col = 0; col < nw; ++col)
+        std::copy(cs + std::size_t(col) * n + col, cs + std::size_t(col) * n + nw,
+                  m_cs.data() + std::size_t(col) * nw + col);
+    } else {
+      const double* xs = m_icov.data() + c0 + std::size_t(c0) * n;
+      lapack::syrkT(nw, n - c0, 1.0, xs, n, 0.0, m_cs.data(), nw);
+    }
     lapack::syevd(nw, m_cs.data(), nw, m_eig.data(), m_work, m_iwork);
     // Q_s = C_s^-1/2 = V diag(w^-1/2) V^T, eigenvalues clipped at 1e-14 of the largest.
     const double floor = 1e-14 * m_eig[nw - 1];
@@ -220,8 +260,9 @@ void PatchSolver::chi2pix(const Patch& p, const Image& image, const PatchSolveOp
   for (int a = 0; a < n; ++a)
     if (out.f[a] != 0.0) addSpot(m, a, out.f[a]);
 
-  // chi^2 per pixel with the PSF error added to the variance; pixels with ivar = 0 or
-  // a non-positive model are left out (their ivar_tot is 0).
+  // chi^2 per pixel with the PSF error added to the variance, as desispec/gpu_specter:
+  // 1/ivar_tot = 1/ivar + (psferr m)^2 for ANY m (zero and negative models included;
+  // they write (m psferr + 1e-32)^2, the same to 1e-32); only ivar = 0 pixels are out.
   std::vector<double> chi2(std::size_t(bw) * bh, 0.0);
   std::vector<unsigned char> used(std::size_t(bw) * bh, 0);
   double total = 0;
@@ -232,7 +273,7 @@ void PatchSolver::chi2pix(const Patch& p, const Image& image, const PatchSolveOp
     for (int x = 0; x < bw; ++x) {
       const std::size_t i = std::size_t(y) * bw + x;
       const double mv = m[i];
-      if (iv[x] > 0 && mv > 0) {
+      if (iv[x] > 0) {
         const double pe = opt.psferr * mv;
         const double ivt = 1.0 / (1.0 / iv[x] + pe * pe);
         const double d = px[x] - mv;
@@ -300,14 +341,18 @@ void PatchSolver::solve(const Patch& p, const PatchPlan& plan, const Image& imag
     ScopedRange r(rec, "normal equations", p.index);
     normalEquations(p, image, out);
   }
+  m_coupling = out.coupling;
+  chooseSolver(p, opt);
+  out.banded = m_banded;
+  const bool keepPrior = opt.mode == Decorrelation::Noise;
   bool ok;
   {
     ScopedRange r(rec, "solve", p.index);
-    ok = factorAndSolve(n, opt.regularize, out);
+    ok = factorAndSolve(n, opt.regularize, keepPrior, out);
     if (!ok) {
       // EXTRACTION.md §4.3: retry once with regularize = 1e-4, and flag the patch.
       out.regularized = true;
-      ok = factorAndSolve(n, 1e-4, out);
+      ok = factorAndSolve(n, 1e-4, keepPrior, out);
     }
   }
   if (!ok) {
@@ -320,7 +365,7 @@ void PatchSolver::solve(const Patch& p, const PatchPlan& plan, const Image& imag
   {
     ScopedRange r(rec, "decorrelate", p.index);
     if (opt.mode == Decorrelation::Signal)
-      decorrelateSignal(nfib, nw, out);
+      decorrelateSignal(nfib, nw, p.keptFiberOffset(), p.keptFiberOffset() + p.nfiber, out);
     else
       decorrelateNoise(nfib, nw, out);
   }

@@ -6,6 +6,7 @@
 #include "../plan/patch_plan.h"
 #include "../profile/profile.h"
 #include "../psf/gauss_hermite_psf.h"
+#include "banded_solver.h"
 
 #include <vector>
 
@@ -13,16 +14,25 @@ namespace spex {
 
 struct Image;
 
+// How the normal equations are factored and the covariance blocks formed: Banded uses
+// the block band of A^T W A (banded_solver.h) where the spot boxes give one narrower
+// than the patch, Dense factors and inverts the whole matrix, Auto takes whichever
+// needs fewer multiply-adds for the patch at hand.
+enum class NormalSolver { Auto, Dense, Banded };
+
 struct PatchSolveOptions {
   double psferr = 0.01;
   double regularize = 0.0;
   Decorrelation mode = Decorrelation::Signal;
   int ndiag = 5;           // resolution half-width (HSIZEY)
   bool model = false;      // build the model tile of the kept bins
+  NormalSolver solver = NormalSolver::Auto;
 };
 
 // Results over the padded unknowns (nfiberPad x nwavePad, fiber-major), in per-bin
-// units (photons); the engine keeps the core and converts to per Angstrom.
+// units (photons); the engine keeps the core and converts to per Angstrom. In signal
+// mode flux, ivar and resolution are formed for the kept fibers only (zero for the
+// padding fibers, whose results the engine discards).
 struct PatchSolution {
   int nfib = 0, nwave = 0, ndiag = 0;
   std::vector<double> f;         // deconvolved flux, C^-1 f = y
@@ -36,6 +46,8 @@ struct PatchSolution {
   int npixUsed = 0;
   bool regularized = false;
   bool failed = false;
+  bool banded = false;           // solved on the block band (see NormalSolver)
+  int coupling = 0;              // fibers at most this far apart share pixels
 };
 
 class PatchSolver {
@@ -56,11 +68,19 @@ private:
   std::vector<double> m_cs, m_eig, m_q, m_work;
   std::vector<int> m_iwork;
   std::vector<double> m_modelBox; // model over the box from all padded spots
+  BandedCholesky m_band;
+  BlockBand m_bb;                 // this patch's block band (w = fiber coupling)
+  bool m_banded = false;
+  int m_coupling = 0;
+
+  // Dense or banded for this patch (sets m_banded, m_bb) after normalEquations.
+  void chooseSolver(const Patch& p, const PatchSolveOptions& opt);
 
   void spots(const Patch& p, const PatchPlan& plan, const GaussHermitePsf& psf);
   void normalEquations(const Patch& p, const Image& image, PatchSolution& out);
-  bool factorAndSolve(int n, double regularize, PatchSolution& out);
-  void decorrelateSignal(int nfib, int nw, PatchSolution& out);
+  bool factorAndSolve(int n, double regularize, bool keepPrior, PatchSolution& out);
+  // Per-fiber decorrelation of fibers [kept0, kept1), the only ones the engine keeps.
+  void decorrelateSignal(int nfib, int nw, int kept0, int kept1, PatchSolution& out);
   void decorrelateNoise(int nfib, int nw, PatchSolution& out);
   void chi2pix(const Patch& p, const Image& image, const PatchSolveOptions& opt, PatchSolution& out);
   // Q -> R, ivar, flux and resolution diagonals for one fiber block.

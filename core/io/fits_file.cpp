@@ -1,6 +1,7 @@
 #include "fits_file.h"
 
 #include "../errors.h"
+#include "fits_scan.h"
 
 #include <fitsio.h>
 
@@ -9,7 +10,9 @@
 #include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <csignal>
 #include <fcntl.h>
 #include <filesystem>
 #include <limits>
@@ -120,6 +123,21 @@ std::string unquoteFits(const std::string& v) {
 
 } // namespace
 
+std::optional<double> parseFitsDouble(const std::string& text) {
+  // FITS reals: Fortran-style exponents 'D' as well as 'E' (standard 4.2.4).
+  if (text.empty() || text.size() > 70) return std::nullopt;
+  std::string s = text;
+  for (char& c : s)
+    if (c == 'D' || c == 'd') c = 'E';
+  const char* b = s.data() + (s.front() == '+' ? 1 : 0);
+  double x = 0;
+  auto [p, ec] = std::from_chars(b, s.data() + s.size(), x);
+  if (p != s.data() + s.size()) return std::nullopt;
+  if (ec == std::errc::result_out_of_range) return std::numeric_limits<double>::infinity();
+  if (ec != std::errc()) return std::nullopt;
+  return x;
+}
+
 // ---- lifetime ----------------------------------------------------------------------
 
 FitsFile::FitsFile(void* f, std::string path, std::string display)
@@ -164,6 +182,10 @@ FitsFile FitsFile::openRead(const std::string& path) {
   if (::access(path.c_str(), R_OK) != 0)
     throw FitsError(path, "", "", std::string("file is not readable: ") + std::strerror(errno));
 
+  // Our own walk over the header blocks first: CFITSIO 4.2 aborts the process on some
+  // malformed structural keywords, and trusts size claims (fits_scan.h).
+  FitsLayout layout = scanFitsLayout(path);
+
   // fits_open_diskfile: no extended-filename parsing (a '[' in a path is a
   // character, not a filter), still reads gzip-compressed files transparently.
   fitsfile* f = nullptr;
@@ -176,6 +198,7 @@ FitsFile FitsFile::openRead(const std::string& path) {
     throw FitsError(path, "", "", "cannot open as FITS: " + cfitsioMessage(status));
   }
   FitsFile ff(f, path, path);
+  ff.m_layout = std::make_shared<const FitsLayout>(std::move(layout));
   ff.refreshHduName();
   return ff;
 }
@@ -260,8 +283,17 @@ bool FitsFile::tryMoveTo(const std::string& extname) {
 }
 
 void FitsFile::moveTo(const std::string& extname) {
-  if (!tryMoveTo(extname))
-    throw FitsError(m_display, extname, "", "no HDU named '" + extname + "' in the file");
+  if (tryMoveTo(extname)) return;
+  // An HDU whose size claim swallows the next header hides it from CFITSIO: name the
+  // claim, not the HDU that seems missing.
+  if (m_layout) {
+    const std::string inside = findHeaderInsideData(m_path, *m_layout);
+    for (const auto& h : m_layout->hdus)
+      if (!inside.empty() && inside.rfind("HDU '" + h.name + "'", 0) == 0)
+        throw FitsError(m_display, h.name, "NAXIS" + std::to_string(std::max<std::size_t>(h.naxes.size(), 1)),
+                        inside + " (so no HDU named '" + extname + "' is found)");
+  }
+  throw FitsError(m_display, extname, "", "no HDU named '" + extname + "' in the file");
 }
 
 void FitsFile::moveToIndex(int index) {
@@ -340,19 +372,47 @@ std::string FitsFile::readString(const std::string& key) {
   return *v;
 }
 
-std::optional<long long> FitsFile::readLongOpt(const std::string& key) {
-  LONGLONG v = 0;
+std::optional<std::string> FitsFile::readValueText(const std::string& key) {
+  // The card's value as written, with no conversion by CFITSIO: its number parsers
+  // (ffc2j, ffc2d) overflow a message buffer on long values in CFITSIO 4.2.
+  char value[FLEN_VALUE] = {};
   int status = 0;
-  fits_read_key(F(m_fptr), TLONGLONG, key.c_str(), &v, nullptr, &status);
+  fits_read_keyword(F(m_fptr), key.c_str(), value, nullptr, &status);
   if (status == KEY_NO_EXIST) {
     fits_clear_errmsg();
     return std::nullopt;
   }
-  if (status == VALUE_UNDEFINED) fail(key, "key has no value", status);
-  if (status == BAD_C2I || status == BAD_C2D || status == BAD_INTKEY)
-    fail(key, "value is not an integer", status);
   check(status, key, "cannot read key");
+  std::string v = value;
+  while (!v.empty() && v.back() == ' ') v.pop_back();
+  std::size_t b = 0;
+  while (b < v.size() && v[b] == ' ') ++b;
+  v.erase(0, b);
+  if (v.empty()) fail(key, "key has no value");
   return v;
+}
+
+namespace {
+std::string shortValue(const std::string& v) {
+  return v.size() > 24 ? v.substr(0, 24) + "..." : v;
+}
+} // namespace
+
+std::optional<long long> FitsFile::readLongOpt(const std::string& key) {
+  const auto text = readValueText(key);
+  if (!text) return std::nullopt;
+  const std::string& v = *text;
+  if (v.front() == '\'') fail(key, "value " + shortValue(v) + " is a string, expected an integer");
+  long long x = 0;
+  const char* b = v.data() + (v.front() == '+' ? 1 : 0);
+  auto [p, ec] = std::from_chars(b, v.data() + v.size(), x);
+  if (ec == std::errc() && p == v.data() + v.size()) return x;
+  if (ec == std::errc::result_out_of_range)
+    fail(key, "value " + shortValue(v) + " does not fit a 64-bit integer");
+  // A real number that is a whole one ("5.0", "1E3") is accepted, as CFITSIO does.
+  if (auto d = parseFitsDouble(v); d && std::trunc(*d) == *d && std::abs(*d) < 9.2e18)
+    return static_cast<long long>(*d);
+  fail(key, "value " + shortValue(v) + " is not an integer");
 }
 
 long long FitsFile::readLong(const std::string& key) {
@@ -377,18 +437,14 @@ int FitsFile::readInt(const std::string& key, int minValue) {
 }
 
 std::optional<double> FitsFile::readDoubleOpt(const std::string& key) {
-  double v = 0;
-  int status = 0;
-  fits_read_key(F(m_fptr), TDOUBLE, key.c_str(), &v, nullptr, &status);
-  if (status == KEY_NO_EXIST) {
-    fits_clear_errmsg();
-    return std::nullopt;
-  }
-  if (status == VALUE_UNDEFINED) fail(key, "key has no value", status);
-  if (status == BAD_C2D || status == BAD_DOUBLEKEY) fail(key, "value is not a number", status);
-  check(status, key, "cannot read key");
-  if (!std::isfinite(v)) fail(key, "value is not finite");
-  return v;
+  const auto text = readValueText(key);
+  if (!text) return std::nullopt;
+  if (text->front() == '\'')
+    fail(key, "value " + shortValue(*text) + " is a string, expected a number");
+  const auto v = parseFitsDouble(*text);
+  if (!v) fail(key, "value " + shortValue(*text) + " is not a number");
+  if (!std::isfinite(*v)) fail(key, "value is not finite");
+  return *v;
 }
 
 double FitsFile::readDouble(const std::string& key) {
@@ -398,15 +454,11 @@ double FitsFile::readDouble(const std::string& key) {
 }
 
 std::optional<bool> FitsFile::readBoolOpt(const std::string& key) {
-  int v = 0;
-  int status = 0;
-  fits_read_key(F(m_fptr), TLOGICAL, key.c_str(), &v, nullptr, &status);
-  if (status == KEY_NO_EXIST) {
-    fits_clear_errmsg();
-    return std::nullopt;
-  }
-  check(status, key, "value is not a logical (T/F)");
-  return v != 0;
+  const auto text = readValueText(key);
+  if (!text) return std::nullopt;
+  if (*text == "T") return true;
+  if (*text == "F") return false;
+  fail(key, "value " + shortValue(*text) + " is not a logical (T/F)");
 }
 
 bool FitsFile::readBool(const std::string& key) {
@@ -882,6 +934,31 @@ void FitsFile::copyHduFrom(FitsFile& src) {
   refreshHduName();
 }
 
+void FitsFile::writeChecksums() {
+  const int n = hduCount();
+  for (int i = 0; i < n; ++i) {
+    moveToIndex(i);
+    int status = 0;
+    fits_write_chksum(F(m_fptr), &status);
+    check(status, "CHECKSUM", "cannot write CHECKSUM/DATASUM");
+  }
+}
+
+bool FitsFile::verifyChecksum() {
+  int status = 0, dataOk = 0, hduOk = 0;
+  fits_verify_chksum(F(m_fptr), &dataOk, &hduOk, &status);
+  check(status, "CHECKSUM", "cannot verify CHECKSUM/DATASUM");
+  return dataOk == 1 && hduOk == 1; // 1: present and right, 0: absent, -1: wrong
+}
+
+std::string FitsFile::cfitsioVersion() {
+  float v = 0;
+  fits_get_version(&v);
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f", double(v));
+  return buf;
+}
+
 // ---- explicit instantiations -----------------------------------------------------------
 
 template Array2D<double> FitsFile::readImage2D<double>(int, int);
@@ -905,6 +982,74 @@ template void FitsFile::writeImage<int64_t>(const std::string&, FitsPixel, const
 template void FitsFile::writeImage<uint8_t>(const std::string&, FitsPixel, const std::vector<long>&,
                                             const uint8_t*);
 
+// ---- live temporaries -----------------------------------------------------------------
+
+namespace {
+
+// A fixed table, so a signal handler can walk it without locks or allocation.
+constexpr int kSlots = 64;
+struct TempSlot {
+  std::atomic<int> state{0}; // 0 free, 1 being written, 2 holds a path
+  char path[4096];
+};
+TempSlot g_slots[kSlots];
+
+int registerTemporary(const std::string& path) {
+  if (path.size() >= sizeof(g_slots[0].path)) return -1;
+  for (int i = 0; i < kSlots; ++i) {
+    int expected = 0;
+    if (g_slots[i].state.compare_exchange_strong(expected, 1)) {
+      std::memcpy(g_slots[i].path, path.c_str(), path.size() + 1);
+      g_slots[i].state.store(2);
+      return i;
+    }
+  }
+  return -1; // more than 64 at once: not cleaned on a signal, still cleaned normally
+}
+
+void releaseTemporary(int slot) {
+  if (slot >= 0) g_slots[slot].state.store(0);
+}
+
+thread_local OutputTransaction* t_transaction = nullptr;
+
+std::string tempStem(const std::string& finalPath) {
+  return endsWith(finalPath, ".gz") ? finalPath.substr(0, finalPath.size() - 3) : finalPath;
+}
+
+} // namespace
+
+void removeLiveTemporaries() noexcept {
+  for (auto& s : g_slots)
+    if (s.state.load() == 2) ::unlink(s.path);
+}
+
+int removeStaleTemporaries(const std::string& finalPath) {
+  const fs::path stem = tempStem(finalPath);
+  fs::path dir = stem.parent_path();
+  if (dir.empty()) dir = ".";
+  const std::string prefix = stem.filename().string() + ".tmp-";
+  int removed = 0;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) continue;
+    // "<pid>-<n>" or "<pid>-<n>.gz"
+    const char* p = name.c_str() + prefix.size();
+    const char* e = name.c_str() + name.size();
+    long pid = 0, n = 0;
+    auto r1 = std::from_chars(p, e, pid);
+    if (r1.ec != std::errc() || r1.ptr == e || *r1.ptr != '-' || pid <= 0) continue;
+    auto r2 = std::from_chars(r1.ptr + 1, e, n);
+    if (r2.ec != std::errc() || (r2.ptr != e && std::string(r2.ptr) != ".gz")) continue;
+    if (pid == long(::getpid())) continue;
+    if (::kill(pid_t(pid), 0) == 0 || errno != ESRCH) continue; // alive (or not ours to judge)
+    std::error_code rm;
+    if (fs::remove(it->path(), rm)) ++removed;
+  }
+  return removed;
+}
+
 // ---- AtomicOutput ----------------------------------------------------------------------
 
 AtomicOutput::AtomicOutput(const std::string& finalPath) : m_final(finalPath) {
@@ -924,14 +1069,14 @@ AtomicOutput::AtomicOutput(const std::string& finalPath) : m_final(finalPath) {
                         "' is not writable: " + std::strerror(errno));
   if (fs::is_directory(fs::status(finalPath, ec)))
     throw FitsError(finalPath, "", "", "output path is a directory");
+  removeStaleTemporaries(finalPath);
 
   static std::atomic<int> counter{0};
   const bool gz = endsWith(finalPath, ".gz");
   for (int attempt = 0; attempt < 1000; ++attempt) {
     // CFITSIO gzips on close only when the name's one ".gz" is at its end, so a
     // compressed output's temporary name is "x.fits.tmp-<pid>-<n>.gz".
-    const std::string stem = gz ? finalPath.substr(0, finalPath.size() - 3) : finalPath;
-    std::string t = stem + ".tmp-" + std::to_string(::getpid()) + "-" +
+    std::string t = tempStem(finalPath) + ".tmp-" + std::to_string(::getpid()) + "-" +
                     std::to_string(counter.fetch_add(1) + 1);
     if (gz) t += ".gz";
     if (!fs::exists(t, ec)) {
@@ -940,7 +1085,13 @@ AtomicOutput::AtomicOutput(const std::string& finalPath) : m_final(finalPath) {
     }
   }
   if (m_temp.empty()) throw FitsError(finalPath, "", "", "cannot choose a temporary file name");
-  m_file = FitsFile::create(m_temp, finalPath);
+  m_slot = registerTemporary(m_temp);
+  try {
+    m_file = FitsFile::create(m_temp, finalPath);
+  } catch (...) {
+    releaseTemporary(m_slot);
+    throw;
+  }
 }
 
 AtomicOutput::~AtomicOutput() {
@@ -948,22 +1099,69 @@ AtomicOutput::~AtomicOutput() {
   m_file = FitsFile(); // closes, ignoring errors
   std::error_code ec;
   fs::remove(m_temp, ec);
+  releaseTemporary(m_slot);
 }
+
+namespace {
+void syncFile(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
+}
+} // namespace
 
 void AtomicOutput::commit() {
   if (m_committed) return;
   m_file.close(); // throws if CFITSIO cannot flush; the destructor then cleans up
   // Data on disk before the name points at it, so a crash cannot leave a short file
   // under the final name.
-  const int fd = ::open(m_temp.c_str(), O_RDONLY);
-  if (fd >= 0) {
-    ::fsync(fd);
-    ::close(fd);
+  syncFile(m_temp);
+  if (OutputTransaction* t = t_transaction) {
+    // The transaction renames it (or deletes it) from now on.
+    t->m_pending.push_back({m_temp, m_final, m_slot});
+    m_committed = true;
+    return;
   }
   if (std::rename(m_temp.c_str(), m_final.c_str()) != 0)
     throw FitsError(m_final, "", "",
                     "cannot rename temporary file '" + m_temp + "': " + std::strerror(errno));
   m_committed = true;
+  releaseTemporary(m_slot);
+}
+
+// ---- OutputTransaction -----------------------------------------------------------------
+
+OutputTransaction::OutputTransaction() : m_outer(t_transaction) {
+  t_transaction = this;
+}
+
+OutputTransaction::~OutputTransaction() {
+  if (t_transaction == this) t_transaction = m_outer;
+  if (m_done) return;
+  for (const Pending& p : m_pending) {
+    std::error_code ec;
+    fs::remove(p.temp, ec);
+    releaseTemporary(p.slot);
+  }
+}
+
+void OutputTransaction::commit() {
+  if (m_done) return;
+  if (t_transaction == this) t_transaction = m_outer;
+  // Every temporary is complete and synced; the renames are all that is left.
+  for (std::size_t i = 0; i < m_pending.size(); ++i) {
+    const Pending& p = m_pending[i];
+    if (std::rename(p.temp.c_str(), p.final.c_str()) != 0) {
+      const std::string why = std::strerror(errno);
+      // Those not renamed yet are removed by the destructor; the ones before stay.
+      m_pending.erase(m_pending.begin(), m_pending.begin() + long(i));
+      throw FitsError(p.final, "", "", "cannot rename temporary file '" + p.temp + "': " + why);
+    }
+    releaseTemporary(p.slot);
+  }
+  m_done = true;
 }
 
 } // namespace spex

@@ -10,6 +10,7 @@
 #include "../image.h"
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -35,6 +36,10 @@ struct FitsColumn {
   std::string unit;
   std::vector<long> dims;
 };
+
+// A FITS real ("1.5", "-2E3", "1.0D-5") parsed with std::from_chars; nullopt when the
+// text is not one; +-inf when it overflows a double.
+std::optional<double> parseFitsDouble(const std::string& text);
 
 class FitsFile {
 public:
@@ -82,6 +87,9 @@ public:
   double readDouble(const std::string& key); // finite
   std::optional<double> readDoubleOpt(const std::string& key);
   bool readBool(const std::string& key);
+  // The value of a key as written in its card (strings keep their quotes), trimmed;
+  // nullopt when absent. Every number above is parsed from it by SpexLab, not CFITSIO.
+  std::optional<std::string> readValueText(const std::string& key);
   std::optional<bool> readBoolOpt(const std::string& key);
 
   // Adds or replaces a key. Doubles are written in their shortest exact form.
@@ -163,6 +171,15 @@ public:
   // Appends a copy of src's current HDU (header and data) to this file and moves there.
   void copyHduFrom(FitsFile& src);
 
+  // ---- checksums (FITS checksum convention, CFITSIO fits_write_chksum) ---------------
+  // Writes CHECKSUM and DATASUM into every HDU of the file; call last, after every
+  // other change (any later edit makes them wrong). Leaves the file at its last HDU.
+  void writeChecksums();
+  // True when the current HDU has CHECKSUM and DATASUM and both match its content.
+  bool verifyChecksum();
+  // CFITSIO's version, "4.020".
+  static std::string cfitsioVersion();
+
   // Throws FitsError(path, current HDU, key, what [+ CFITSIO's message for status]).
   [[noreturn]] void fail(const std::string& key, const std::string& what, int status = 0);
 
@@ -177,6 +194,7 @@ private:
   void readPixels(long long n, T* out);
 
   void* m_fptr = nullptr; // CFITSIO's fitsfile*; its header stays in fits_file.cpp
+  std::shared_ptr<const struct FitsLayout> m_layout; // from openRead's header scan
   std::string m_path;     // as opened by CFITSIO
   std::string m_display;  // as named in messages
   std::string m_hdu;      // current HDU's EXTNAME, or "primary" / "HDU n"
@@ -189,6 +207,13 @@ private:
 // destructor deletes the temporary file and any existing finalPath is left as it was. The
 // constructor checks up front that the directory exists and is writable and throws FitsError saying
 // so otherwise.
+//
+// Inside an OutputTransaction (on the same thread), commit() only closes and syncs the
+// temporary; the transaction renames every such temporary in its own commit(), or
+// deletes them all if it is destroyed first. Stale temporaries of the same target left
+// by dead processes (".tmp-<pid>-<n>" whose pid no longer runs) are removed by the
+// constructor. Live temporaries are listed where removeLiveTemporaries() (safe in a
+// signal handler) can delete them.
 class AtomicOutput {
 public:
   explicit AtomicOutput(const std::string& finalPath);
@@ -206,6 +231,39 @@ private:
   std::string m_temp;
   FitsFile m_file;
   bool m_committed = false;
+  int m_slot = -1; // in the live-temporary list
 };
+
+// Several outputs committed together (a frame and its model): each AtomicOutput
+// committed while the transaction is open is written and synced under its temporary
+// name; commit() then renames them all, in the order they were committed (write the
+// model before the frame, so the frame appears last). A transaction destroyed without
+// commit() deletes them, so a failure in any output leaves every target as it was.
+class OutputTransaction {
+public:
+  OutputTransaction();
+  ~OutputTransaction();
+  OutputTransaction(const OutputTransaction&) = delete;
+  OutputTransaction& operator=(const OutputTransaction&) = delete;
+  void commit();
+
+private:
+  friend class AtomicOutput;
+  struct Pending {
+    std::string temp, final;
+    int slot;
+  };
+  std::vector<Pending> m_pending;
+  OutputTransaction* m_outer = nullptr;
+  bool m_done = false;
+};
+
+// Deletes every temporary an AtomicOutput or OutputTransaction of this process holds.
+// Async-signal-safe (unlink only): for SIGINT/SIGTERM handlers that then _exit.
+void removeLiveTemporaries() noexcept;
+
+// Removes files "<stem>.tmp-<pid>-<n>[.gz]" beside `finalPath` whose pid is not a
+// running process; returns how many. AtomicOutput calls it; exposed for tests.
+int removeStaleTemporaries(const std::string& finalPath);
 
 } // namespace spex

@@ -5,9 +5,11 @@
 
 #include "../errors.h"
 #include "fits_file.h"
+#include "frame_header.h"
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <limits>
 #include <numeric>
 
@@ -69,23 +71,28 @@ void readParams(FitsFile& f, ExtractionResult& r) {
   }
 }
 
-// Keeps the FIBERMAP rows of fibers [f0, f1), sorted by FIBER.
-void trimFibermap(FitsFile& f, int f0, int f1) {
-  const std::vector<int32_t> fiber = f.readColumnInt("FIBER");
+// Keeps rows [r0, r1) of the current table, in their order (desispec's
+// fibermap[specmin:specmin+nspec]).
+void keepRows(FitsFile& f, long r0, long r1) {
+  const long n = f.numRows();
   std::vector<long> drop;
-  std::vector<int32_t> kept;
-  for (std::size_t i = 0; i < fiber.size(); ++i) {
-    if (fiber[i] >= f0 && fiber[i] < f1)
-      kept.push_back(fiber[i]);
-    else
-      drop.push_back(long(i));
+  for (long i = 0; i < n; ++i)
+    if (i < r0 || i >= r1) drop.push_back(i);
+  if (!drop.empty()) f.deleteRows(drop);
+}
+
+// ORIG_PSF: desispec copies the IN_PSF of the input PSF's PSF HDU, when there is one.
+std::string origPsfOf(const FrameMeta& meta) {
+  if (!meta.origPsf.empty() || meta.inputPsf.empty()) return meta.origPsf;
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(meta.inputPsf, ec)) return {};
+  try {
+    FitsFile psf = FitsFile::openRead(meta.inputPsf);
+    if (!psf.tryMoveTo("PSF")) return {};
+    return psf.readStringOpt("IN_PSF").value_or("");
+  } catch (const SpexError&) {
+    return {}; // a PSF we could extract with but cannot reopen: no ORIG_PSF, as desispec
   }
-  f.deleteRows(drop);
-  std::vector<long> order(kept.size());
-  std::iota(order.begin(), order.end(), 0L);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](long a, long b) { return kept[std::size_t(a)] < kept[std::size_t(b)]; });
-  f.permuteRows(order);
 }
 
 } // namespace
@@ -108,33 +115,24 @@ void writeFrame(const std::string& path, const ExtractionResult& r, const Image&
                      ", expected " + std::to_string(nf) + " x " + std::to_string(nd) + " x " +
                      std::to_string(nw));
 
+  const std::vector<int32_t> fibers = fibersOf(image, r.fiberMin, nf); // throws on short FIBERMAP
+  const WaveGrid requested = requestedGrid(r.wave, meta.heliocor);
+
   AtomicOutput out(path);
   FitsFile& f = out.file();
 
-  // FLUX: the input IMAGE header, then what this extraction adds (§5).
+  // FLUX: the input IMAGE header, then what this extraction adds (§5, docs/desi.md).
   f.writeImage("FLUX", FitsPixel::Float32, toFloat(r.flux));
   f.writeHeader(image.header);
   f.writeString("BUNIT", "electron/Angstrom");
-  f.writeDouble("WAVEMIN", r.wave.wmin, "first wavelength [Angstrom]");
-  f.writeDouble("WAVEMAX", r.wave.wmax, "requested last wavelength [Angstrom]");
-  f.writeDouble("WAVESTEP", r.wave.dw, "wavelength step [Angstrom]");
-  f.writeLong("SPECMIN", r.fiberMin, "first spectrum");
-  f.writeLong("SPECMAX", r.fiberMin + nf - 1, "last spectrum (included)");
-  f.writeLong("NSPEC", nf, "number of spectra");
-  f.writeLong("NWAVE", nw, "number of wavelengths");
-  if (!meta.inputImage.empty()) f.writeString("IN_IMG", meta.inputImage, "input image");
-  if (!meta.inputPsf.empty()) f.writeString("IN_PSF", meta.inputPsf, "input PSF");
-  if (!meta.camera.empty()) f.writeString("CAMERA", meta.camera, "camera");
-  if (!r.engine.empty()) f.writeString("ENGINE", r.engine, "SpexLab extraction engine");
-  writeParams(f, r);
+  writeFrameKeywords(f, r, image, meta);
 
   f.writeImage("IVAR", FitsPixel::Float32, toFloat(r.ivar));
   f.writeString("BUNIT", "Angstrom2/electron2");
   f.writeImage("MASK", FitsPixel::UInt32, r.mask);
 
-  std::vector<double> wave(static_cast<std::size_t>(nw));
-  for (int i = 0; i < nw; ++i) wave[std::size_t(i)] = r.wave.at(i);
-  f.writeImage("WAVELENGTH", FitsPixel::Float64, wave);
+  // The requested grid, as numpy's arange makes it (desispec writes that array).
+  f.writeImage("WAVELENGTH", FitsPixel::Float64, arangeValues(requested));
   f.writeString("BUNIT", "Angstrom");
 
   // [nfiber, 2 ndiag + 1, nwave]: NAXIS1 = nwave, NAXIS2 = 2 ndiag + 1, NAXIS3 = nfiber.
@@ -144,25 +142,62 @@ void writeFrame(const std::string& path, const ExtractionResult& r, const Image&
     f.writeImage("RESOLUTION", FitsPixel::Float32, {long(nf), long(nd), long(nw)}, res.data());
   }
 
-  // FIBERMAP: the input's rows of the extracted fibers, copied column for column.
-  const int f0 = r.fiberMin, f1 = r.fiberMin + nf;
+  // FIBERMAP: rows fiberMin .. fiberMin + nfiber - 1 of the input's, copied column for
+  // column (on petal p they hold FIBER 500 p + fiberMin ..).
   if (!image.fibermap.sourceFile.empty()) {
     FitsFile src = FitsFile::openRead(image.fibermap.sourceFile);
     src.moveTo("FIBERMAP");
     f.copyHduFrom(src);
-    trimFibermap(f, f0, f1);
+    keepRows(f, r.fiberMin, r.fiberMin + nf);
   } else {
     f.createTable("FIBERMAP", {{"FIBER", "J", "", {}}}, nf);
-    std::vector<int32_t> fib(static_cast<std::size_t>(nf));
-    std::iota(fib.begin(), fib.end(), f0);
-    f.writeColumn("FIBER", fib);
+    f.writeColumn("FIBER", fibers);
   }
 
   if (r.chi2pix.empty())
     f.writeImage("CHI2PIX", FitsPixel::Float32, Array2D<float>(nf, nw, 0.0f));
   else
     f.writeImage("CHI2PIX", FitsPixel::Float32, toFloat(r.chi2pix));
+
+  // SCORES: added with helper bary's computeRawScores (next commit).
+
+  f.writeChecksums();
   out.commit();
+}
+
+void writeFrameKeywords(FitsFile& f, const ExtractionResult& r, const Image& image,
+                        const FrameMeta& meta) {
+  const int nf = r.nfiber;
+  const std::vector<int32_t> fibers = fibersOf(image, r.fiberMin, nf);
+  const WaveGrid requested = requestedGrid(r.wave, meta.heliocor);
+  // desispec.scripts.extract, in its order: HELIOCOR (only when corrected), NSPEC,
+  // WAVEMIN/WAVEMAX/WAVESTEP of the requested grid, the extraction code's version
+  // (desispec: SPECTER), IN_PSF, IN_IMG, dependencies, ORIG_PSF; desispec.frame adds
+  // FIBERMIN = min(FIBER).
+  if (meta.heliocor != 1.0)
+    f.writeDouble("HELIOCOR", meta.heliocor, "barycentric correction factor 1 + v/c");
+  else
+    f.deleteKey("HELIOCOR"); // an input header must not claim a correction not made
+  f.writeLong("NSPEC", nf, "Number of spectra");
+  f.writeDouble("WAVEMIN", requested.wmin, "First wavelength [Angstroms]");
+  f.writeDouble("WAVEMAX", requested.wmax, "Last wavelength [Angstroms]");
+  f.writeDouble("WAVESTEP", requested.dw, "Wavelength step size [Angstroms]");
+  f.writeString("SPEXLAB", SPEXLAB_VERSION, "SpexLab extraction code version");
+  if (!meta.inputPsf.empty())
+    f.writeString("IN_PSF", shortenFilename(meta.inputPsf), "Input spectral PSF");
+  if (!meta.inputImage.empty())
+    f.writeString("IN_IMG", shortenFilename(meta.inputImage), "Input image");
+  writeDependencies(f, spexlabDependencies());
+  if (const std::string orig = origPsfOf(meta); !orig.empty()) f.writeString("ORIG_PSF", orig);
+  f.writeLong("FIBERMIN", *std::min_element(fibers.begin(), fibers.end()), "first FIBER");
+  // SpexLab's own: the spectrum range within the petal, the extraction grid's size, the
+  // engine and the patch parameters (readFrame reads them back).
+  f.writeLong("SPECMIN", r.fiberMin, "first spectrum (row of the petal's FIBERMAP)");
+  f.writeLong("SPECMAX", r.fiberMin + nf - 1, "last spectrum (included)");
+  f.writeLong("NWAVE", r.nwave, "number of wavelengths");
+  if (!meta.camera.empty()) f.writeString("CAMERA", meta.camera, "camera");
+  if (!r.engine.empty()) f.writeString("ENGINE", r.engine, "SpexLab extraction engine");
+  writeParams(f, r);
 }
 
 ExtractionResult readFrame(const std::string& path) {
@@ -181,6 +216,12 @@ ExtractionResult readFrame(const std::string& path) {
            "NSPEC " + std::to_string(*n) + " but FLUX has " + std::to_string(r.nfiber) + " rows");
   const std::optional<double> waveStep = f.readDoubleOpt("WAVESTEP");
   const std::optional<double> waveMax = f.readDoubleOpt("WAVEMAX");
+  const std::optional<int> fiberMinKey = f.readIntOpt("FIBERMIN", 0);
+  const int petal = petalOf(f.readHeader());
+  if (auto h = f.readDoubleOpt("HELIOCOR")) {
+    if (!(*h > 0)) f.fail("HELIOCOR", "HELIOCOR must be positive, got " + std::to_string(*h));
+    r.heliocor = *h;
+  }
   if (auto e = f.readStringOpt("ENGINE")) r.engine = *e;
   readParams(f, r);
 
@@ -226,28 +267,57 @@ ExtractionResult readFrame(const std::string& path) {
   else
     r.chi2pix = Array2D<double>(r.nfiber, r.nwave, 0.0);
 
-  std::optional<int> fibermapMin;
+  // FIBER numbers are 500 petal + spectrum index; fiberMin is the index (the PSF's
+  // fiber), so desispec frames, which carry FIBERMIN but not SPECMIN, map back to it.
+  std::optional<int> firstFiber = fiberMinKey;
   if (f.tryMoveTo("FIBERMAP")) {
     const std::vector<int32_t> fiber = f.readColumnInt("FIBER");
-    if (!fiber.empty()) fibermapMin = *std::min_element(fiber.begin(), fiber.end());
+    if (fiber.size() == std::size_t(r.nfiber)) r.fibers = fiber;
+    if (!firstFiber && !fiber.empty()) firstFiber = *std::min_element(fiber.begin(), fiber.end());
   }
-  r.fiberMin = specmin ? *specmin : fibermapMin.value_or(0);
+  if (specmin)
+    r.fiberMin = *specmin;
+  else if (firstFiber)
+    r.fiberMin = petal >= 0 && *firstFiber >= kFibersPerPetal * petal
+                     ? *firstFiber - kFibersPerPetal * petal
+                     : *firstFiber % kFibersPerPetal;
 
   r.covered = Array2D<uint8_t>(r.nfiber, r.nwave, 1);
   return r;
 }
 
+namespace {
+
+void writeModelHdu(AtomicOutput& out, const Array2D<double>& model, const Image& image) {
+  FitsFile& f = out.file();
+  // desispec: fits.writeto(model, header=frame.meta): one primary image whose header
+  // is the preproc IMAGE header (EXTNAME IMAGE) plus the frame's keywords.
+  f.writeImage("IMAGE", FitsPixel::Float32, toFloat(model));
+  f.writeHeader(image.header);
+  f.writeString("BUNIT", "electron", "model of the CCD image, electrons per pixel");
+}
+
+} // namespace
+
+void writeModel(const std::string& path, const Array2D<double>& model, const Image& image,
+                const ExtractionResult& result, const FrameMeta& meta) {
+  AtomicOutput out(path);
+  writeModelHdu(out, model, image);
+  writeFrameKeywords(out.file(), result, image, meta);
+  out.file().writeChecksums();
+  out.commit();
+}
+
 void writeModel(const std::string& path, const Array2D<double>& model, const Image& image) {
   AtomicOutput out(path);
-  FitsFile& f = out.file();
-  f.writeImage("MODEL", FitsPixel::Float32, toFloat(model));
-  f.writeHeader(image.header);
+  writeModelHdu(out, model, image);
+  out.file().writeChecksums();
   out.commit();
 }
 
 Array2D<double> readModel(const std::string& path) {
   FitsFile f = FitsFile::openRead(path);
-  if (!f.tryMoveTo("MODEL")) f.moveToIndex(0);
+  if (!f.tryMoveTo("IMAGE") && !f.tryMoveTo("MODEL")) f.moveToIndex(0);
   return f.readImage2D<double>();
 }
 

@@ -80,12 +80,24 @@ Image readPreproc(const std::string& path) {
     if (!f.currentIsTable()) f.fail("", "FIBERMAP is an image, expected a table");
     img.fibermap.sourceFile = path;
     img.fibermap.fiber = f.readColumnInt("FIBER");
+    img.fibermap.header = f.readHeader();
   }
 
   // EXTRACTION.md §1: IVAR = 0 wherever MASK has an extraction bit; NaN/Inf pixels
   // and negative ivar are masked too (counted, not fatal).
   img.sanitize();
   return img;
+}
+
+void checkFibermapCovers(const FiberMap& fm, int fiberMin, int nFiber) {
+  if (fm.sourceFile.empty()) return;
+  const long need = long(fiberMin) + nFiber;
+  if (long(fm.fiber.size()) < need)
+    throw FitsError(fm.sourceFile, "FIBERMAP", "NAXIS2",
+                    "FIBERMAP has " + std::to_string(fm.fiber.size()) + " rows, but fibers " +
+                        std::to_string(fiberMin) + ".." + std::to_string(need - 1) +
+                        " are extracted and need rows " + std::to_string(fiberMin) + ".." +
+                        std::to_string(need - 1) + " (rows are selected by index, as -s/-n)");
 }
 
 void writePreproc(const std::string& path, const Image& image, const FiberMapTable& fm) {

@@ -14,6 +14,12 @@ namespace spex {
 // Throws FitsError on missing HDUs, keys, wrong shapes or types.
 Image readPreproc(const std::string& path);
 
+// Throws FitsError (the FIBERMAP's file, HDU FIBERMAP, key NAXIS2) when the image has
+// a FIBERMAP with fewer rows than fibers fiberMin..fiberMin+nFiber-1 need: rows are
+// selected by index, as desispec does (fibermap[specmin:specmin+nspec]). No FIBERMAP:
+// nothing to check.
+void checkFibermapCovers(const FiberMap& fibermap, int fiberMin, int nFiber);
+
 // A FIBERMAP to write (the simulator's); real ones are copied, never rebuilt.
 struct FiberMapTable {
   std::vector<int32_t> fiber;

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <set>
 
 namespace spex {
@@ -50,6 +51,69 @@ LegendreSet readTrace(FitsFile& f, const std::string& name, int& fiberMin) {
   return t;
 }
 
+// Physical ranges, checked at every fiber and at kNodes wavelengths spanning the
+// PSF's domain (ends included), so no extraction runs on a PSF that makes zero, huge or
+// needle-thin spots or puts traces far off the CCD (docs/reliability.md "PSF ranges").
+constexpr int kNodes = 65;
+
+void checkPhysicalRanges(const GaussHermitePsf& psf, const std::string& path) {
+  const double w0 = psf.waveMin(), w1 = psf.waveMax();
+  auto node = [&](int k) { return w0 + (w1 - w0) * k / (kNodes - 1); };
+  auto where = [&](int fiber, double w) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "fiber %d at %.1f A", psf.fiberMin + fiber, w);
+    return std::string(buf);
+  };
+  auto num = [](double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.4g", v);
+    return std::string(buf);
+  };
+  // Widths: a tenth of a pixel up to the spot half-size (beyond it most of the light
+  // falls outside the 2 HSIZE + 1 stamp the PSF was fitted in).
+  auto checkSigma = [&](const LegendreSet& s, const char* name, int hsize, const char* hkey) {
+    for (int fb = 0; fb < psf.nfiber; ++fb)
+      for (int k = 0; k < kNodes; ++k) {
+        const double w = node(k), v = s.eval(fb, w);
+        if (!(v >= 0.1 && v <= hsize))
+          throw FitsError(path, "PSF", name,
+                          std::string(name) + " is " + num(v) + " px at " + where(fb, w) +
+                              "; widths must lie in 0.1.." + std::to_string(hsize) + " px (" +
+                              hkey + ")");
+      }
+  };
+  checkSigma(psf.ghSigX, "GHSIGX", psf.hsizeX, "HSIZEX");
+  checkSigma(psf.ghSigY, "GHSIGY", psf.hsizeY, "HSIZEY");
+  // The Gaussian core: GH-0-0 > 0 (an all-zero Gauss-Hermite row makes an empty spot).
+  const LegendreSet& core = psf.ghCoeff(0, 0);
+  for (int fb = 0; fb < psf.nfiber; ++fb)
+    for (int k = 0; k < kNodes; ++k) {
+      const double w = node(k), v = core.eval(fb, w);
+      if (!(v > 0))
+        throw FitsError(path, "PSF", "GH-0-0",
+                        "GH-0-0 (the Gaussian core) is " + num(v) + " at " + where(fb, w) +
+                            ": the spot would be empty or negative");
+    }
+  // Traces within a few CCD sizes of the CCD (real traces run a few hundred pixels
+  // past the edges); beyond that the coefficients are not a trace, and pixel indices
+  // computed from them would not fit an int.
+  auto checkTrace = [&](const LegendreSet& t, const char* hdu, int npix, const char* axis) {
+    const double lo = -3.0 * npix, hi = 4.0 * npix;
+    for (int fb = 0; fb < psf.nfiber; ++fb)
+      for (int k = 0; k < kNodes; ++k) {
+        const double w = t.wavemin + (t.wavemax - t.wavemin) * k / (kNodes - 1);
+        const double v = t.eval(fb, w);
+        if (!(v >= lo && v <= hi))
+          throw FitsError(path, hdu, "",
+                          std::string(axis) + " trace is at pixel " + num(v) + " for " +
+                              where(fb, w) + ", more than three CCD sizes (" +
+                              std::to_string(npix) + " px) off the CCD");
+      }
+  };
+  checkTrace(psf.xTrace, "XTRACE", psf.npixX, "x");
+  checkTrace(psf.yTrace, "YTRACE", psf.npixY, "y");
+}
+
 } // namespace
 
 GaussHermitePsf readPsf(const std::string& path) {
@@ -73,6 +137,12 @@ GaussHermitePsf readPsf(const std::string& path) {
   f.moveTo("PSF");
   if (!f.currentIsTable()) f.fail("", "PSF HDU is an image, expected a binary table");
   checkPsfType(f);
+  // CAMERA is "'r0      '" in specex files (quotes inside the string): keep the name.
+  if (auto cam = f.readStringOpt("CAMERA")) {
+    for (char ch : *cam)
+      if (ch != '\'' && ch != ' ') psf.camera += ch;
+  }
+  psf.inPsf = f.readStringOpt("IN_PSF").value_or("");
   const double wmin = f.readDouble("WAVEMIN");
   const double wmax = f.readDouble("WAVEMAX");
   if (!(wmin < wmax))
@@ -89,8 +159,12 @@ GaussHermitePsf readPsf(const std::string& path) {
   // thing (it is the error assumed while fitting, often 0) and is not used.
   psf.psfErr = f.readDoubleOpt("PSFERR").value_or(0.01);
   if (psf.psfErr < 0) f.fail("PSFERR", "PSFERR must be >= 0");
-  if (psf.ghdegX > 40 || psf.ghdegY > 40) f.fail("GHDEGX", "Gauss-Hermite degree above 40");
-  if (psf.hsizeX > 1000 || psf.hsizeY > 1000) f.fail("HSIZEX", "spot half-size above 1000");
+  // The limits GaussHermitePsf::validate and the spot code hold to, each key by name.
+  if (psf.ghdegX > 14) f.fail("GHDEGX", "Gauss-Hermite degree " + std::to_string(psf.ghdegX) + " above 14");
+  if (psf.ghdegY > 14) f.fail("GHDEGY", "Gauss-Hermite degree " + std::to_string(psf.ghdegY) + " above 14");
+  if (psf.hsizeX > 30) f.fail("HSIZEX", "spot half-size " + std::to_string(psf.hsizeX) + " above 30");
+  if (psf.hsizeY > 30) f.fail("HSIZEY", "spot half-size " + std::to_string(psf.hsizeY) + " above 30");
+  if (psf.legdeg > 100) f.fail("LEGDEG", "Legendre degree " + std::to_string(psf.legdeg) + " above 100");
 
   const int ncoeff = psf.legdeg + 1;
   const long nrows = f.numRows();
@@ -151,6 +225,7 @@ GaussHermitePsf readPsf(const std::string& path) {
   } catch (const SpexError& e) {
     throw FitsError(path, "", "", std::string("inconsistent PSF: ") + e.what());
   }
+  checkPhysicalRanges(psf, path);
   return psf;
 }
 
@@ -222,6 +297,8 @@ void writePsf(const std::string& path, const GaussHermitePsf& psf) {
   f.writeDouble("WAVEMIN", psf.ghSigX.wavemin, "minimum wavelength (A) of the Legendre pol.");
   f.writeDouble("WAVEMAX", psf.ghSigX.wavemax, "maximum wavelength (A) of the Legendre pol.");
   f.writeDouble("PSFERR", psf.psfErr, "fractional PSF error used in chi2pix");
+  if (!psf.camera.empty()) f.writeString("CAMERA", psf.camera, "camera ID");
+  if (!psf.inPsf.empty()) f.writeString("IN_PSF", psf.inPsf, "input PSF");
 
   std::vector<std::string> names;
   for (const auto& r : rows) names.push_back(r.first);

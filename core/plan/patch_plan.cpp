@@ -110,6 +110,12 @@ private:
 
 } // namespace
 
+WaveGrid defaultFrameGrid(const GaussHermitePsf& psf) {
+  // desispec.scripts.extract (gpu_specter path): wmin, wmax = the PSF HDU's WAVEMIN,
+  // WAVEMAX; dw = 0.8; wave = arange(wmin, wmax + dw/2, dw).
+  return WaveGrid::fromRange(psf.ghSigX.wavemin, psf.ghSigX.wavemax, 0.8);
+}
+
 PatchPlan makePatchPlan(const GaussHermitePsf& psf, const WaveGrid& wave, int fiberMin, int nFiber,
                         const PatchParams& params) {
   params.validate();
@@ -121,11 +127,15 @@ PatchPlan makePatchPlan(const GaussHermitePsf& psf, const WaveGrid& wave, int fi
   if (wave.n < 1) throw InputError("wavelength grid is empty");
   // arange(wmin, wmax + dw/2, dw) may end up to half a step past wmax; allow that
   // much past the domain (Legendre series are smooth there).
+  // The PSF HDU's own domain counts too: desispec's default grid runs over it
+  // (defaultFrameGrid) and may pass the traces' domain by a fraction of an Angstrom.
   const double slack = 0.5 * wave.dw;
-  if (wave.wmin < psf.waveMin() - 1e-9 || wave.last() > psf.waveMax() + slack) {
+  const double lo = std::min(psf.waveMin(), psf.ghSigX.wavemin);
+  const double hi = std::max(psf.waveMax(), psf.ghSigX.wavemax);
+  if (wave.wmin < lo - 1e-9 || wave.last() > hi + slack) {
     std::ostringstream os;
     os << "wavelengths " << wave.wmin << ".." << wave.last() << " A outside the PSF's domain "
-       << psf.waveMin() << ".." << psf.waveMax() << " A";
+       << lo << ".." << hi << " A";
     throw InputError(os.str());
   }
 

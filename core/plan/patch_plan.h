@@ -89,6 +89,11 @@ struct PatchPlan {
   double waveAt(int k) const { return wave.at(k); }
 };
 
+// The grid desi_extract_spectra uses without -w: the PSF HDU's WAVEMIN..WAVEMAX
+// (not the traces' domain) in steps of 0.8 A, both ends included
+// (arange(WAVEMIN, WAVEMAX + dw/2, dw)); r0 of 20201214: 5543..7827, 2856 bins.
+WaveGrid defaultFrameGrid(const GaussHermitePsf& psf);
+
 // Builds the plan for fibers [fiberMin, fiberMin + nFiber) of the PSF on grid wave.
 // Bundles are aligned to the PSF's fibers (bundle b = fibers b*bundlesize ...); the
 // padding fiber on each side must lie in the same bundle and in the PSF.

@@ -50,10 +50,20 @@ void gaussHermiteBasis(int deg, int hsize, double d, double sigma, double* out) 
       out[k * n + c] = heEdge[c][k - 1] * gEdge[c] - heEdge[c + 1][k - 1] * gEdge[c + 1];
 }
 
+namespace {
+// floor(v) as an int, clamped: readPsf keeps traces within a few CCD sizes, but a PSF
+// built in memory is not read, and a float-to-int conversion out of range is undefined.
+int floorToInt(double v) {
+  if (!(v > -1e9)) return -1000000000; // also NaN
+  if (v > 1e9) return 1000000000;
+  return int(std::floor(v));
+}
+} // namespace
+
 void GaussHermitePsf::corner(int fiber, double w, int& xc, int& yc) const {
   const double xx = x(fiber, w), yy = y(fiber, w);
-  xc = int(std::floor(xx - hsizeX + 0.5));
-  yc = int(std::floor(yy - hsizeY + 0.5));
+  xc = floorToInt(xx - hsizeX + 0.5);
+  yc = floorToInt(yy - hsizeY + 0.5);
 }
 
 void GaussHermitePsf::spotInto(int fiber, double w, Spot& out) const {
@@ -61,8 +71,8 @@ void GaussHermitePsf::spotInto(int fiber, double w, Spot& out) const {
   const double xx = x(fiber, w), yy = y(fiber, w);
   out.nx = nx;
   out.ny = ny;
-  out.xc = int(std::floor(xx - hsizeX + 0.5));
-  out.yc = int(std::floor(yy - hsizeY + 0.5));
+  out.xc = floorToInt(xx - hsizeX + 0.5);
+  out.yc = floorToInt(yy - hsizeY + 0.5);
   out.v.assign(std::size_t(nx) * ny, 0.0);
 
   // Sub-pixel offsets of the centre from the centre pixel, in [-0.5, 0.5).

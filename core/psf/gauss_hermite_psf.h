@@ -44,6 +44,8 @@ struct GaussHermitePsf {
   int ghdegY = 0;
   int legdeg = 0;          // LEGDEG of the PSF table (ncoeff - 1)
   double psfErr = 0.01;    // PSFERR, default 0.01
+  std::string camera;      // CAMERA of the PSF HDU ("z7"); empty when absent
+  std::string inPsf;       // IN_PSF of the PSF HDU (frames copy it as ORIG_PSF)
 
   LegendreSet xTrace;      // XTRACE HDU, its own domain
   LegendreSet yTrace;      // YTRACE HDU

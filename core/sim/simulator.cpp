@@ -373,12 +373,17 @@ Simulation simulate(const GaussHermitePsf& psf, const SimulationOptions& opt) {
 
   // Header cards as a real preproc IMAGE HDU carries them (desispec's readers check
   // FLAVOR; the frame writer copies CAMERA and friends).
-  img.header.set("CAMERA", quoted("r0"), "camera");
-  img.header.set("SPECGRPH", "0", "spectrograph");
+  img.header.set("CAMERA", quoted(opt.camera.name()), "camera");
+  img.header.set("SPECGRPH", std::to_string(opt.camera.petal), "spectrograph");
+  img.header.set("PETAL", std::to_string(opt.camera.petal), "petal");
   img.header.set("EXPID", std::to_string(90000 + opt.seed % 10000), "exposure id");
   img.header.set("NIGHT", "20250101", "night of observation");
   img.header.set("FLAVOR", quoted("science"), "exposure flavor");
+  img.header.set("OBSTYPE", quoted("SCIENCE"), "exposure type");
   img.header.set("EXPTIME", "900.0", "exposure time [s]");
+  img.header.set("TARGTRA", "150.1", "target RA [deg]");
+  img.header.set("TARGTDEC", "2.2", "target Dec [deg]");
+  img.header.set("MJD-OBS", "60676.25", "MJD at start of exposure");
   img.header.set("BUNIT", quoted("electron"), "pixel units");
   img.header.set("SIMSEED", std::to_string(opt.seed), "SpexLab simulator seed");
 
@@ -391,7 +396,7 @@ Simulation simulate(const GaussHermitePsf& psf, const SimulationOptions& opt) {
     const bool lit = s >= opt.fiberMin && s < opt.fiberMin + opt.nFiber;
     const double draw = rng.uniform();
     const bool skyFiber = lit ? isSky[s - opt.fiberMin] != 0 : draw < opt.emptyFiberFraction;
-    const int32_t fiberNo = psf.fiberMin + s;
+    const int32_t fiberNo = kFibersPerPetal * opt.camera.petal + s;
     fm.fiber.push_back(fiberNo);
     fm.targetid.push_back(39627000000000000LL + int64_t(rng.bits() % 1000000000000ULL));
     fm.objtype.push_back(skyFiber ? "SKY" : "TGT");
@@ -403,6 +408,31 @@ Simulation simulate(const GaussHermitePsf& psf, const SimulationOptions& opt) {
     img.fibermap.fiber.push_back(fiberNo);
   }
   return sim;
+}
+
+WaveGrid desiArmGrid(char arm) {
+  switch (arm) {
+  case 'b': return WaveGrid::fromRange(3600, 5800, 0.8);
+  case 'r': return WaveGrid::fromRange(5760, 7620, 0.8);
+  case 'z': return WaveGrid::fromRange(7520, 9824, 0.8);
+  default: {
+    std::string what = "no DESI arm 'x' (b, r or z)";
+    what[13] = arm;
+    throw InputError(what);
+  }
+  }
+}
+
+SyntheticPsfOptions SyntheticPsfOptions::forCamera(const Camera& c) {
+  SyntheticPsfOptions o;
+  o.camera = c.name();
+  const WaveGrid g = desiArmGrid(c.arm);
+  // r keeps the historical 5550-7800 (210 A below, 180 A above the grid); b and z get
+  // 30 A of room each side, the traces' extra 5 A and parameters' 10 A come on top.
+  if (c.arm == 'r') return o;
+  o.waveMin = g.wmin - 30;
+  o.waveMax = g.last() + 30;
+  return o;
 }
 
 DemoData makeDemo(int nFiber, uint64_t seed) {

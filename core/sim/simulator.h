@@ -16,7 +16,15 @@
 
 namespace spex {
 
+// DESI's extraction grid of an arm as desi_proc passes it with -w (dw 0.8):
+// b 3600-5800, r 5760-7620, z 7520-9824 A. InputError for another arm.
+WaveGrid desiArmGrid(char arm);
+
 struct SyntheticPsfOptions {
+  // Sets waveMin/waveMax so the arm's grid (desiArmGrid) lies inside the PSF's
+  // domain with room (b 3570-5830, r 5550-7800, z 7490-9854) and camera to c.
+  static SyntheticPsfOptions forCamera(const Camera& c);
+  std::string camera = "r0"; // CAMERA of the PSF HDU
   int nfiber = 500; // 20 bundles of 25
   int bundlesize = 25;
   int npixX = 4114, npixY = 4128;
@@ -54,6 +62,9 @@ struct SimulationOptions {
   double emptyFiberFraction = 0.1;
   uint64_t seed = 42;
   int threads = 0; // spot workers; 0: up to 8 cores. Same image for any value.
+  // CAMERA, SPECGRPH and PETAL of the preproc header; the FIBERMAP's FIBER column is
+  // 500 petal + PSF fiber index, as in real preprocs of that petal.
+  Camera camera;
 };
 
 // Preproc MASK bits the simulator sets (desispec ccdmask): all are extraction bits,
@@ -71,7 +82,10 @@ struct Simulation {
 // Renders spectra (continua, emission lines, sky lines shared by all fibers, some
 // empty fibers) through psf onto its CCD. Only the chosen fibers are lit.
 // - Fibers are PSF fiber indices (0 .. psf.nfiber - 1), as everywhere in core; the
-//   FIBERMAP's FIBER column is psf.fiberMin + index.
+//   FIBERMAP's FIBER column is 500 opt.camera.petal + index (one row per PSF fiber).
+// - The header is a science exposure's: CAMERA/SPECGRPH/PETAL of opt.camera, EXPID,
+//   NIGHT, FLAVOR/OBSTYPE, EXPTIME 900, pointing TARGTRA/TARGTDEC (150.1, 2.2) and
+//   MJD-OBS (so --barycentric-correction works on it).
 // - Spectra are photon densities per Angstrom times dw (lines integrated over each bin),
 //   drawn from a stream per (seed, fiber): fiber 7 gets the same spectrum whether 25
 //   or 500 fibers are simulated, and for any grid.

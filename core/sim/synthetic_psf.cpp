@@ -243,6 +243,7 @@ GaussHermitePsf makeSyntheticPsf(const SyntheticPsfOptions& opt) {
   GaussHermitePsf psf;
   psf.nfiber = opt.nfiber;
   psf.fiberMin = 0;
+  psf.camera = opt.camera;
   psf.npixX = opt.npixX;
   psf.npixY = opt.npixY;
   psf.hsizeX = opt.hsizeX;

@@ -31,6 +31,7 @@
 #include <QTemporaryDir>
 #include <QTest>
 #include <QTimer>
+#include <QToolButton>
 #include <QWheelEvent>
 
 #include <cmath>
@@ -186,6 +187,103 @@ private slots:
     QVERIFY(m_w->residualView()->chiStats().n > 0);
   }
 
+  // Defect 1 of issue 14: a second, disjoint run merges into the first (its model is
+  // added to the first one's) and the residual image, histogram and chi line must
+  // follow; Run > Clear results must clear them.
+  void residualsFollowMergedRunsAndClear() {
+    Document* doc = m_w->document();
+    ResidualView* rv = m_w->residualView();
+    rv->waitForUpdate();
+    const long n1 = rv->chiStats().n;
+    QVERIFY(n1 > 0);
+    const auto first = doc->result(QStringLiteral("cpu"));
+    QVERIFY(first);
+    // A patch of the other half of the bundle, far from the first one (disjoint spots).
+    const PatchPlan& plan = *doc->plan();
+    const int other = plan.patchAt(22, int(std::lround((6250 - 6000) / 0.8)));
+    QVERIFY(other >= 0);
+    m_w->viewState()->setSelectedPatches({other});
+    QSignalSpy done(m_w.get(), &MainWindow::jobFinished);
+    QVERIFY(m_w->runExtraction(false));
+    QVERIFY(done.wait(120000));
+    // The same result object was merged into, in place.
+    QCOMPARE(doc->result(QStringLiteral("cpu")).get(), first.get());
+    QTRY_VERIFY(!rv->isUpdating());
+    rv->waitForUpdate();
+    // What the statistics must be, counted here from the document's merged model.
+    const auto model = doc->model(QStringLiteral("cpu"));
+    QVERIFY(model);
+    const Image& img = *doc->image();
+    long expect = 0;
+    for (std::size_t i = 0; i < model->size(); ++i)
+      if (img.ivar.data[i] > 0 && model->data[i] != 0) ++expect;
+    QVERIFY2(expect > n1, qPrintable(QStringLiteral("%1 vs %2").arg(expect).arg(n1)));
+    QCOMPARE(rv->chiStats().n, expect);
+    // The histogram's title line says the same number; its bars hold that many pixels.
+    auto* title = qobject_cast<QCPTextElement*>(rv->histogram()->plotLayout()->element(0, 0));
+    QVERIFY(title);
+    QVERIFY2(title->text().contains(QStringLiteral("(%1 px)").arg(expect)), qPrintable(title->text()));
+    auto* bars = qobject_cast<QCPBars*>(rv->histogram()->plottable(0));
+    QVERIFY(bars);
+    double inBars = 0;
+    for (auto it = bars->data()->constBegin(); it != bars->data()->constEnd(); ++it) inBars += it->value;
+    QVERIFY(inBars > n1 && inBars <= expect);
+
+    // Run > Clear results: spectra, residual image, histogram and chi line all go.
+    QVERIFY(m_w->clearResultsAction()->isEnabled());
+    m_w->clearResultsAction()->trigger();
+    QTRY_VERIFY(!rv->hasModel());
+    rv->waitForUpdate();
+    QCOMPARE(rv->chiStats().n, 0L);
+    QCOMPARE(rv->histogram()->plottableCount(), 0);
+    QVERIFY2(title->text().contains(QStringLiteral("no model")), qPrintable(title->text()));
+    QVERIFY(!m_w->spectrumView()->fluxGraph(QStringLiteral("cpu"), 7));
+    QVERIFY(!doc->result(QStringLiteral("cpu")) && !doc->model(QStringLiteral("cpu")));
+
+    // Extract the first patch again, for the tests that follow.
+    m_w->viewState()->setSelectedPatches({plan.patchAt(7, int(std::lround((6100 - 6000) / 0.8)))});
+    QVERIFY(m_w->runExtraction(false));
+    QVERIFY(done.wait(120000));
+    rv->waitForUpdate();
+    QVERIFY(rv->chiStats().n > 0);
+  }
+
+  // Defect 4 of issue 14: truth (x) R of a range extracted mid-frame must not dip at
+  // the range's edges. With a flat truth, R's rows summing to 1 (EXTRACTION.md §4.5)
+  // give the flat level at every extracted bin, edges included; the old convolution,
+  // which left out R's columns beyond the range, lost up to half the row there.
+  void truthConvolvedHasNoDipAtRangeEdges() {
+    Document* doc = m_w->document();
+    const auto r = doc->result(QStringLiteral("cpu"));
+    QVERIFY(r);
+    const int fiber = 7, row = fiber - r->fiberMin;
+    int first = -1, last = -1;
+    for (int j = 0; j < r->nwave; ++j)
+      if (r->covered(row, j)) {
+        if (first < 0) first = j;
+        last = j;
+      }
+    QVERIFY2(first > 10 && last < r->nwave - 10, "the range must lie mid-grid");
+    auto flat = std::make_shared<Truth>(*doc->truth());
+    const double level = 290;
+    const double dwt = flat->wave[1] - flat->wave[0];
+    for (auto& v : flat->phot.data) v = level * dwt;
+    SpectrumView* sv = m_w->spectrumView();
+    sv->setTruth(flat);
+    m_w->viewState()->selectFiber(fiber);
+    QCPGraph* conv = sv->truthGraph(fiber, true);
+    QVERIFY(conv);
+    int checked = 0;
+    for (int j = first; j <= last; ++j) {
+      const double v = (conv->data()->constBegin() + j)->value;
+      // The stored band of ndiag diagonals holds all but a sliver of each row.
+      QVERIFY2(std::abs(v / level - 1) < 0.01, qPrintable(QStringLiteral("bin %1 (range %2-%3): %4").arg(j).arg(first).arg(last).arg(v)));
+      ++checked;
+    }
+    QCOMPARE(checked, last - first + 1);
+    sv->setTruth(doc->truth());
+  }
+
   void overlaysToggleFromTheMenu() {
     CcdView* ccd = m_w->ccdView();
     for (int i = 0; i < kOverlayCount; ++i) {
@@ -332,6 +430,40 @@ private slots:
     for (int f = 0; f < r->nfiber; ++f)
       for (int j = 0; j < r->nwave; ++j)
         if (r->covered(f, j)) QVERIFY(std::isfinite(r->flux(f, j)) && r->ivar(f, j) >= 0);
+    doc->setSettings(before);
+  }
+
+  // Defect 3 of issue 14: the Parameters panel's own Cancel button stays live during a
+  // run (only the settings are greyed) and cancels it.
+  void parametersPanelCancelDuringRun() {
+    Document* doc = m_w->document();
+    RunSettings s = doc->settings();
+    const RunSettings before = s;
+    s.fiberMin = 0;
+    s.nFiber = 50;
+    s.wmin = 5920;
+    s.wmax = 6399.8;
+    s.dw = 0.2;
+    s.threads = 1;
+    doc->setSettings(s);
+    ParameterPanel* panel = m_w->parameterPanel();
+    QToolButton* cancel = nullptr;
+    for (QToolButton* b : panel->findChildren<QToolButton*>())
+      if (b->defaultAction() == m_w->cancelAction()) cancel = b;
+    QVERIFY(cancel);
+    QVERIFY(!cancel->isEnabled()); // nothing to cancel yet
+    QSignalSpy done(m_w.get(), &MainWindow::jobFinished);
+    QVERIFY(m_w->runExtraction(true));
+    // Cancel live, settings greyed.
+    QVERIFY(cancel->isEnabled() && cancel->isVisibleTo(panel));
+    QVERIFY(!panel->isEditable());
+    for (QAbstractSpinBox* b : panel->findChildren<QAbstractSpinBox*>()) QVERIFY(!b->isEnabled());
+    QTest::mouseClick(cancel, Qt::LeftButton);
+    QTRY_VERIFY_WITH_TIMEOUT(done.count() > 0, 120000);
+    QCOMPARE(done.first().first().toBool(), true);
+    QVERIFY(panel->isEditable());
+    for (QAbstractSpinBox* b : panel->findChildren<QAbstractSpinBox*>())
+      if (b->objectName() != QLatin1String("psferr")) QVERIFY(b->isEnabled());
     doc->setSettings(before);
   }
 

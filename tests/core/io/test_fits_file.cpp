@@ -76,7 +76,8 @@ private slots:
       QFAIL("string read as integer did not throw");
     } catch (const FitsError& e) {
       QCOMPARE(e.key(), std::string("NAME"));
-      QVERIFY2(std::string(e.what()).find("CFITSIO") != std::string::npos, e.what());
+      QVERIFY2(std::string(e.what()).find("is a string, expected an integer") != std::string::npos,
+               e.what());
     }
     try {
       f.readInt("BIG");
@@ -284,7 +285,7 @@ private slots:
       QFAIL("no throw");
     } catch (const FitsError& e) {
       QCOMPARE(e.file(), text);
-      QVERIFY2(std::string(e.what()).find("CFITSIO") != std::string::npos, e.what());
+      QVERIFY2(std::string(e.what()).find("not a FITS file") != std::string::npos, e.what());
     }
     try {
       FitsFile::openRead(m_tmp.path().toStdString());

@@ -142,7 +142,9 @@ private slots:
     const Image img = sourceImage();
     QCOMPARE(img.fibermap.fiber.size(), std::size_t(12));
     const ExtractionResult r = syntheticResult(3, 5, 40, 2);
-    FrameMeta meta{"preproc-r0-00001234.fits", "psf-r0-00001234.fits", ""};
+    FrameMeta meta;
+    meta.inputImage = "preproc-r0-00001234.fits";
+    meta.inputPsf = "psf-r0-00001234.fits";
     const std::string p = tmp("frame.fits");
     writeFrame(p, r, img, meta);
 
@@ -194,12 +196,17 @@ private slots:
       QCOMPARE(raw.bitpix(), -32);
       QCOMPARE(raw.naxes(),
                (std::vector<long>{40, 5, 5})); // NAXIS1 nwave, NAXIS2 2ndiag+1, NAXIS3 nfiber
+      raw.hdu("FLUX");
+      QCOMPARE(raw.lng("FIBERMIN"), 1LL); // desispec: min(FIBER) of the frame's rows
       raw.hdu("FIBERMAP");
-      QCOMPARE(raw.longColumn("FIBER"), (std::vector<long long>{3, 4, 5, 6, 7}));
+      // Rows 3..7 of the source table, in its order, whatever FIBER they hold
+      // (desispec: fibermap[specmin:specmin+nspec]).
+      const std::vector<long long> fibers{3, 9, 4, 6, 1};
+      QCOMPARE(raw.rows(), 5L);
+      QCOMPARE(raw.longColumn("FIBER"), fibers);
       const auto tid = raw.longColumn("TARGETID");
-      for (int i = 0; i < 5; ++i) QCOMPARE(tid[std::size_t(i)], 1000000000000LL + 3 + i);
-      QCOMPARE(raw.stringColumn("OBJTYPE", 3)[1], std::string("SKY")); // fiber 4
-      QCOMPARE(raw.longColumn("FIBERSTATUS")[2], 4LL);                 // fiber 5
+      for (int i = 0; i < 5; ++i) QCOMPARE(tid[std::size_t(i)], 1000000000000LL + fibers[std::size_t(i)]);
+      QCOMPARE(raw.stringColumn("OBJTYPE", 3)[2], std::string("SKY")); // FIBER 4
       raw.hdu("CHI2PIX");
       QCOMPARE(raw.bitpix(), -32);
     }
@@ -207,6 +214,8 @@ private slots:
     const ExtractionResult back = readFrame(p);
     QCOMPARE(back.engine, std::string("cpu"));
     QCOMPARE(back.fiberMin, 3);
+    QCOMPARE(back.fibers, (std::vector<int32_t>{3, 9, 4, 6, 1}));
+    QCOMPARE(back.fiberNumber(1), 9);
     QCOMPARE(back.nfiber, 5);
     QCOMPARE(back.nwave, 40);
     QCOMPARE(back.ndiag, 2);
@@ -238,9 +247,14 @@ private slots:
     const ExtractionResult r = readFrame(framePath);
     Image img;
     img.fibermap.sourceFile = preprocPath;
+    for (int i = 0; i < 500; ++i) img.fibermap.fiber.push_back(i); // its FIBER column
     img.header.set("FLAVOR", "'science '");
     const std::string p = tmp("frame-rewritten.fits");
-    writeFrame(p, r, img, FrameMeta{preprocPath, "psf-r0-00067784.fits", "r0"});
+    FrameMeta meta;
+    meta.inputImage = preprocPath;
+    meta.inputPsf = "psf-r0-00067784.fits";
+    meta.camera = "r0";
+    writeFrame(p, r, img, meta);
     {
       iotest::Raw raw(p);
       raw.hdu("FIBERMAP");
@@ -265,7 +279,9 @@ private slots:
     Image img = iotest::smallImage(4, 5);
     const ExtractionResult r = syntheticResult(10, 3, 8, 1);
     const std::string p = tmp("frame-nofm.fits");
-    writeFrame(p, r, img, FrameMeta{"", "", "b2"});
+    FrameMeta meta;
+    meta.camera = "b2";
+    writeFrame(p, r, img, meta);
     iotest::Raw raw(p);
     QCOMPARE(raw.str("CAMERA"), std::string("b2")); // meta wins over the header
     QVERIFY(!raw.hasKey("IN_IMG"));
@@ -324,7 +340,9 @@ private slots:
     QCOMPARE(mb.data, model.data); // exact in float32
     {
       iotest::Raw raw(mp);
-      QCOMPARE(raw.extname(), std::string("MODEL"));
+      QCOMPARE(raw.extname(), std::string("IMAGE")); // desispec's model HDU
+      QCOMPARE(raw.str("BUNIT"), std::string("electron"));
+      QVERIFY(raw.hasKey("CHECKSUM") && raw.hasKey("DATASUM"));
       QCOMPARE(raw.str("CAMERA"), std::string("r0"));
     }
 

@@ -13,6 +13,9 @@
 #include <QTest>
 
 #include <fstream>
+#include <iterator>
+#include <zlib.h>
+#include <array>
 #include <functional>
 
 using namespace spex;
@@ -60,6 +63,63 @@ private:
     return p;
   }
 
+  // Overwrites, byte for byte, the `occurrence`-th header card of `key` in the file
+  // with "KEY     = value": what CFITSIO's own writers refuse to make (over-long
+  // structural values, claims the data do not back).
+  static void patchCard(const std::string& path, const std::string& key, const std::string& value,
+                        int occurrence = 0) {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    std::string name = key;
+    name.resize(8, ' ');
+    for (std::size_t at = 0; at + 80 <= bytes.size(); at += 80) {
+      if (bytes.compare(at, 10, name + "= ") != 0 || occurrence-- > 0) continue;
+      std::string card = name + "= " + value;
+      card.resize(80, ' ');
+      f.seekp(std::streamoff(at));
+      f.write(card.data(), 80);
+      return;
+    }
+    throw std::runtime_error("no card " + key + " in " + path);
+  }
+  std::string patched(const std::string& src, const std::string& key, const std::string& value,
+                      int occurrence = 0) {
+    const std::string p = fresh("patched.fits");
+    std::filesystem::copy_file(src, p);
+    patchCard(p, key, value, occurrence);
+    return p;
+  }
+  // Sets the COEFF cell of PSF parameter `param` for one fiber (LEGDEG + 1 values).
+  static void setCoeff(Raw& r, const std::string& param, int fiber, std::vector<double> c) {
+    r.hdu("PSF");
+    int status = 0, col = r.colnum("PARAM"), ccol = r.colnum("COEFF");
+    long nrows = 0;
+    fits_get_num_rows(r.f(), &nrows, &status);
+    for (long row = 1; row <= nrows; ++row) {
+      char buf[32] = {};
+      char* ptr = buf;
+      int anynul = 0;
+      fits_read_col_str(r.f(), col, row, 1, 1, nullptr, &ptr, &anynul, &status);
+      std::string name = buf;
+      while (!name.empty() && name.back() == ' ') name.pop_back();
+      if (name != param) continue;
+      fits_write_col(r.f(), TDOUBLE, ccol, row, 1 + LONGLONG(fiber) * LONGLONG(c.size()),
+                     LONGLONG(c.size()), c.data(), &status);
+      if (status) throw std::runtime_error("cannot write COEFF of " + param);
+      return;
+    }
+    throw std::runtime_error("no parameter " + param);
+  }
+  std::string gzipped(const std::string& src) {
+    const std::string p = fresh("case.fits.gz");
+    std::ifstream in(src, std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    gzFile g = gzopen(p.c_str(), "wb");
+    gzwrite(g, bytes.data(), unsigned(bytes.size()));
+    gzclose(g);
+    return p;
+  }
+
   void add(std::string name, Reader r, std::function<std::string()> make, std::string hdu,
            std::string key = {}, std::string says = {}) {
     m_cases.push_back(
@@ -86,7 +146,7 @@ private:
           std::ofstream(p) << std::string(5000, 'x');
           return p;
         },
-        "", "", "CFITSIO");
+        "", "", "not a FITS file");
     add(
         "directory instead of file", R::Psf,
         [this] {
@@ -431,6 +491,152 @@ private:
     add(
         "PSF file given as a frame", R::Frame, [this] { return m_psf; }, "IVAR", "",
         "no HDU named");
+
+    // ---- issue 11: keys CFITSIO 4.2 cannot convert without aborting (ffc2j) ----
+    const std::string longDigits = "123456789012345678901234567890"; // 30 characters
+    const std::string longString = "'" + std::string(40, 'z') + "'";
+    for (const char* key : {"LEGDEG", "HSIZEX", "NPIX_X", "GHDEGY"}) {
+      add(std::string("PSF ") + key + " holds a 40-character string", R::Psf,
+          [this, key, longString] { return patched(m_psf, key, longString); }, "PSF", key,
+          "is a string, expected an integer");
+      add(std::string("PSF ") + key + " holds 30 digits", R::Psf,
+          [this, key, longDigits] { return patched(m_psf, key, longDigits); }, "PSF", key,
+          "does not fit a 64-bit integer");
+    }
+    add("XTRACE FIBERMIN holds a 40-character string", R::Psf,
+        [this, longString] { return patched(m_psf, "FIBERMIN", longString); }, "XTRACE",
+        "FIBERMIN", "is a string");
+    add("frame SPECMIN holds a 40-character string", R::Frame,
+        [this, longString] { return patched(m_frame, "SPECMIN", longString); }, "FLUX", "SPECMIN",
+        "is a string");
+    // Structural keys: CFITSIO converts them itself while opening and moving between
+    // HDUs (fits_movnam_hdu), so they are checked before CFITSIO sees the file.
+    add("PSF table NAXIS2 holds 30 digits", R::Psf,
+        [this, longDigits] { return patched(m_psf, "NAXIS2", longDigits, 2); }, "PSF", "NAXIS2",
+        "not an integer");
+    add("YTRACE BITPIX holds a 40-character string", R::Psf,
+        [this, longString] { return patched(m_psf, "BITPIX", longString, 1); }, "YTRACE", "BITPIX",
+        "not an integer");
+    add("PSF table TFIELDS holds 30 digits", R::Psf,
+        [this, longDigits] { return patched(m_psf, "TFIELDS", longDigits); }, "PSF", "TFIELDS");
+    add("EXTVER of XTRACE holds 30 digits (read by fits_movnam_hdu)", R::Psf,
+        [this, longDigits] {
+          return edited(m_psf, [longDigits](Raw& r) {
+            r.hduIndex(0);
+            int s = 0;
+            fits_update_card(r.f(), "EXTVER", ("EXTVER  = " + longDigits).c_str(), &s);
+            QCOMPARE(s, 0);
+          });
+        },
+        "XTRACE", "EXTVER", "not an integer");
+    add("frame BZERO of MASK is not a number", R::Frame,
+        [this] { return patched(m_frame, "BZERO", "1.0E+999999999999999999999999999"); }, "MASK",
+        "BZERO", "not a number");
+    // Binary-table column formats CFITSIO parses while opening the HDU.
+    add("PSF table TFORM2 with a 20-digit repeat count", R::Psf,
+        [this] { return patched(m_psf, "TFORM2", "'99999999999999999999D'"); }, "PSF", "TFORM2",
+        "not a binary-table format");
+    add("PSF table NAXIS1 disagrees with its columns", R::Psf,
+        [this] { return patched(m_psf, "NAXIS1", "8017"); }, "PSF", "NAXIS1", "TFORMn");
+    add("PSF table TFIELDS above its TFORMs", R::Psf,
+        [this] { return patched(m_psf, "TFIELDS", "9"); }, "PSF", "TFORM5", "has no TFORM5");
+
+    // ---- issue 11: size claims checked against the file before allocating ----
+    add("PSF table claims NAXIS2 = 2^31 rows", R::Psf,
+        [this] { return patched(m_psf, "NAXIS2", "2147483648", 2); }, "PSF", "NAXIS2",
+        "not an integer in 0..2147483647");
+    add("PSF table claims NAXIS2 = 2e9 rows", R::Psf,
+        [this] { return patched(m_psf, "NAXIS2", "2000000000", 2); }, "PSF", "NAXIS2",
+        "follow the header");
+    add("preproc IMAGE claims 30000 x 30000", R::Preproc,
+        [this] {
+          const std::string p = patched(m_preproc, "NAXIS1", "30000", 0);
+          patchCard(p, "NAXIS2", "30000", 0);
+          return p;
+        },
+        "IMAGE", "NAXIS2", "30000 x 30000");
+    add("preproc IMAGE axis beyond an int", R::Preproc,
+        [this] { return patched(m_preproc, "NAXIS1", "3000000000", 0); }, "IMAGE", "NAXIS1",
+        "not an integer in 0..2147483647");
+    add("gzip preproc IMAGE claims 30000 x 30000", R::Preproc,
+        [this] {
+          const std::string p = patched(m_preproc, "NAXIS1", "30000", 0);
+          patchCard(p, "NAXIS2", "30000", 0);
+          return gzipped(p);
+        },
+        "IMAGE", "NAXIS2", "(decompressed)");
+    // 100 rows: the chain then lands inside IVAR's data; 200 rows: exactly on MASK's
+    // header, so CFITSIO sees a consistent file without IVAR. Both name IMAGE's claim.
+    for (const char* rows : {"100", "200"})
+      add(std::string("preproc IMAGE claims ") + rows + " rows (runs into IVAR)", R::Preproc,
+          [this, rows] { return patched(m_preproc, "NAXIS2", rows, 0); }, "IMAGE", "NAXIS2",
+          "the header of 'IVAR' starts at byte");
+    add("frame RESOLUTION product overflows", R::Frame,
+        [this] {
+          const std::string p = patched(m_frame, "NAXIS1", "2000000000", 4);
+          patchCard(p, "NAXIS2", "2000000000", 3);
+          patchCard(p, "NAXIS3", "2000000000", 0);
+          return p;
+        },
+        "RESOLUTION", "NAXIS3", "overflows");
+    add("header without END", R::Preproc,
+        [this] {
+          const std::string p = fresh("noend.fits");
+          std::string h;
+          for (const char* c : {"SIMPLE  =                    T", "BITPIX  =                    8",
+                                "NAXIS   =                    0"}) {
+            std::string card = c;
+            card.resize(80, ' ');
+            h += card;
+          }
+          h.resize(2880, ' ');
+          std::ofstream(p, std::ios::binary) << h;
+          return p;
+        },
+        "primary", "", "no END card");
+
+    // ---- issue 11: PSF physical ranges ----
+    auto psfEdit = [this](std::function<void(Raw&)> e) { return edited(m_psf, std::move(e)); };
+    add("GHSIGX zero for fiber 3", R::Psf,
+        [psfEdit] { return psfEdit([](Raw& r) { setCoeff(r, "GHSIGX", 3, {0.0, 0.0}); }); }, "PSF",
+        "GHSIGX", "fiber 3");
+    add("GHSIGY negative for fiber 0", R::Psf,
+        [psfEdit] { return psfEdit([](Raw& r) { setCoeff(r, "GHSIGY", 0, {-1.0, 0.0}); }); },
+        "PSF", "GHSIGY", "-1");
+    add("GHSIGX 1e-6", R::Psf,
+        [psfEdit] { return psfEdit([](Raw& r) { setCoeff(r, "GHSIGX", 7, {1e-6, 0.0}); }); },
+        "PSF", "GHSIGX", "0.1..8");
+    add("GHSIGX 1e6", R::Psf,
+        [psfEdit] { return psfEdit([](Raw& r) { setCoeff(r, "GHSIGX", 7, {1e6, 0.0}); }); }, "PSF",
+        "GHSIGX", "1e+06");
+    add("all-zero Gauss-Hermite row", R::Psf,
+        [psfEdit] {
+          return psfEdit([](Raw& r) {
+            for (int i = 0; i <= 6; ++i)
+              for (int j = 0; j <= 6; ++j)
+                setCoeff(r, "GH-" + std::to_string(i) + "-" + std::to_string(j), 4, {0.0, 0.0});
+          });
+        },
+        "PSF", "GH-0-0", "fiber 4");
+    add("XTRACE coefficient 1e98", R::Psf,
+        [psfEdit] {
+          return psfEdit([](Raw& r) {
+            r.hduIndex(0);
+            double v = 1e98;
+            int s = 0;
+            fits_write_pix(r.f(), TDOUBLE, std::array<long, 2>{2, 11}.data(), 1, &v, &s);
+            QCOMPARE(s, 0);
+          });
+        },
+        "XTRACE", "", "three CCD sizes");
+    add("HSIZEY out of range is named HSIZEY", R::Psf,
+        [this] {
+          return edited(m_psf, [](Raw& r) {
+            r.hdu("PSF");
+            r.setLong("HSIZEY", 31);
+          });
+        },
+        "PSF", "HSIZEY", "above 30");
 
     // ---- truth ----
     add(

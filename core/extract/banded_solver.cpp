@@ -1,0 +1,104 @@
+#include "banded_solver.h"
+
+#include "lapack.h"
+
+#include <algorithm>
+#include <cstddef>
+
+namespace spex {
+
+namespace {
+double cube(double x) { return x * x * x; }
+} // namespace
+
+double BlockBand::denseFma(int kept0, int kept1) const {
+  const double nn = n();
+  double f = 2 * cube(nn) / 6; // potrf + trtri
+  for (int s = kept0; s < kept1; ++s) f += 0.5 * nb * (nb + 1.0) * (nn - double(s) * nb);
+  return f;
+}
+
+double BlockBand::bandedFma(int kept0) const {
+  const double b3 = cube(nb);
+  double f = 0;
+  for (int j = 0; j < nblk; ++j) {
+    const double m = double(std::min(w, nblk - 1 - j)) * nb;
+    f += b3 / 6 + m * nb * nb / 2 + m * (m + 1) / 2 * nb; // potrf, trsm, syrk
+    if (j >= kept0) f += b3 / 3 + m * nb * nb / 2 + m * m * nb + m * nb * nb; // trtri+lauum, trmm, symm, gemm
+  }
+  return f;
+}
+
+int BandedCholesky::factor(const BlockBand& b, double* a, int lda) {
+  const int nb = b.nb;
+  const std::size_t ld = std::size_t(lda);
+  // Right-looking block Cholesky on the band: L_jj, the panel below it (at most w blocks,
+  // contiguous in a column-major matrix), and its rank-nb update of the trailing band,
+  // which stays inside the band because |i - k| < w for the blocks it touches.
+  for (int j = 0; j < b.nblk; ++j) {
+    double* ajj = a + std::size_t(j) * nb * (ld + 1);
+    const int info = lapack::potrf(nb, ajj, lda);
+    if (info != 0) return j * nb + info;
+    const int m = std::min(b.w, b.nblk - 1 - j) * nb;
+    if (m == 0) continue;
+    double* panel = ajj + nb;
+    lapack::trsmL('R', 'T', m, nb, 1.0, ajj, lda, panel, lda);
+    lapack::syrkN(m, nb, -1.0, panel, lda, 1.0, ajj + nb * (ld + 1), lda);
+  }
+  return 0;
+}
+
+void BandedCholesky::solve(const BlockBand& b, const double* l, int lda, double* y) {
+  const int nb = b.nb;
+  const std::size_t ld = std::size_t(lda);
+  for (int j = 0; j < b.nblk; ++j) { // L z = y
+    const double* ljj = l + std::size_t(j) * nb * (ld + 1);
+    double* yj = y + std::size_t(j) * nb;
+    lapack::trsvL('N', nb, ljj, lda, yj);
+    const int m = std::min(b.w, b.nblk - 1 - j) * nb;
+    if (m) lapack::gemv('N', m, nb, -1.0, ljj + nb, lda, yj, 1.0, yj + nb);
+  }
+  for (int j = b.nblk - 1; j >= 0; --j) { // L^T x = z
+    const double* ljj = l + std::size_t(j) * nb * (ld + 1);
+    double* yj = y + std::size_t(j) * nb;
+    const int m = std::min(b.w, b.nblk - 1 - j) * nb;
+    if (m) lapack::gemv('T', m, nb, -1.0, ljj + nb, lda, yj + nb, 1.0, yj);
+    lapack::trsvL('T', nb, ljj, lda, yj);
+  }
+}
+
+void BandedCholesky::selectedInverse(const BlockBand& b, const double* l, int lda, double* c,
+                                     int ldc, int jmin) {
+  const int nb = b.nb;
+  const std::size_t ld = std::size_t(lda), ldcs = std::size_t(ldc);
+  m_linv.resize(std::size_t(nb) * nb);
+  m_g.resize(std::size_t(std::max(1, b.w)) * nb * nb);
+  // From C L = L^-T, block column j (L_ij = 0 for i > j + w):
+  //   C_kj = -sum_i C_ki G_i  (k = j+1..j+w),  G_i = L_ij L_jj^-1,
+  //   C_jj = L_jj^-T L_jj^-1 - sum_i C_ij^T G_i,
+  // and every C_ki on the right lies in the band of columns > j, formed before.
+  for (int j = b.nblk - 1; j >= std::max(0, jmin); --j) {
+    const double* ljj = l + std::size_t(j) * nb * (ld + 1);
+    double* cjj = c + std::size_t(j) * nb * (ldcs + 1);
+    double* li = m_linv.data();
+    for (int col = 0; col < nb; ++col)
+      std::copy(ljj + col * ld + col, ljj + col * ld + nb, li + std::size_t(col) * nb + col);
+    lapack::trtri(nb, li, nb);
+    const int m = std::min(b.w, b.nblk - 1 - j) * nb;
+    if (m) {
+      double* g = m_g.data();
+      for (int col = 0; col < nb; ++col)
+        std::copy(ljj + nb + col * ld, ljj + nb + col * ld + m, g + std::size_t(col) * m);
+      lapack::trmmL('R', 'N', m, nb, 1.0, li, nb, g, m);
+      // C_(j+1..j+w, j) = -C_sub G, C_sub the symmetric band block below-right of C_jj.
+      lapack::symmLL(m, nb, -1.0, cjj + nb * (ldcs + 1), ldc, g, m, 0.0, cjj + nb, ldc);
+    }
+    lapack::lauum(nb, li, nb);
+    for (int col = 0; col < nb; ++col)
+      std::copy(li + std::size_t(col) * nb + col, li + std::size_t(col + 1) * nb,
+                cjj + col * ldcs + col);
+    if (m) lapack::gemm('T', 'N', nb, nb, m, -1.0, cjj + nb, ldc, m_g.data(), m, 1.0, cjj, ldc);
+  }
+}
+
+} // namespace spex

@@ -1,0 +1,118 @@
+// spexlab-cli under faults (issue 11, docs/reliability.md): SIGTERM/SIGINT end a run
+// with one line, exit 128 + signal, no output and no temporary left; stale
+// temporaries of dead processes beside the target are removed; --nwavestep wider than
+// the grid is bounded with a note; a FIBERMAP too short for -s/-n is an error.
+#include <QProcess>
+#include <QTemporaryDir>
+#include <QTest>
+
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Run {
+  int code = -1;
+  bool crashed = false;
+  QString err, out;
+};
+
+Run cli(const QStringList& args) {
+  QProcess p;
+  p.start(SPEXLAB_CLI, args);
+  p.waitForFinished(600000);
+  return {p.exitCode(), p.exitStatus() != QProcess::NormalExit,
+          QString::fromUtf8(p.readAllStandardError()), QString::fromUtf8(p.readAllStandardOutput())};
+}
+
+int temporariesIn(const QString& dir) {
+  int n = 0;
+  for (const auto& e : fs::directory_iterator(dir.toStdString()))
+    n += e.path().filename().string().find(".tmp-") != std::string::npos;
+  return n;
+}
+
+} // namespace
+
+class TestCliHostile : public QObject {
+  Q_OBJECT
+  QTemporaryDir m_tmp;
+  QString m_dir;
+
+  QString p(const char* name) { return m_dir + "/" + name; }
+
+private slots:
+  void initTestCase() {
+    QVERIFY(m_tmp.isValid());
+    m_dir = m_tmp.path();
+    // 25 fibers over the whole r grid: an extraction of a few seconds to interrupt.
+    const Run r = cli({"simulate", "-o", m_dir, "-n", "25", "--seed", "5", "--quiet"});
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+  }
+
+  void signalsStopCleanly_data() {
+    QTest::addColumn<int>("sig");
+    QTest::addColumn<QString>("name");
+    QTest::newRow("SIGTERM") << int(SIGTERM) << "SIGTERM";
+    QTest::newRow("SIGINT") << int(SIGINT) << "SIGINT";
+  }
+
+  void signalsStopCleanly() {
+    QFETCH(int, sig);
+    QFETCH(QString, name);
+    const QString out = p("sig-frame.fits"), model = p("sig-model.fits");
+    QProcess proc;
+    proc.start(SPEXLAB_CLI, {"extract", "-i", p("preproc.fits"), "-p", p("psf.fits"), "-o", out,
+                             "-m", model, "-n", "25", "--threads", "1", "--quiet"});
+    QVERIFY(proc.waitForStarted());
+    // Whichever phase the signal lands in (reading, extracting, writing), the promise
+    // is the same.
+    QTest::qWait(1500);
+    ::kill(pid_t(proc.processId()), sig);
+    QVERIFY(proc.waitForFinished(120000));
+    const QString err = QString::fromUtf8(proc.readAllStandardError());
+    QCOMPARE(proc.exitStatus(), QProcess::NormalExit);
+    QCOMPARE(proc.exitCode(), 128 + sig);
+    QVERIFY2(err.contains(name), qPrintable(err));
+    QCOMPARE(err.trimmed().count('\n'), 0); // one line
+    QVERIFY(!fs::exists(out.toStdString()));
+    QVERIFY(!fs::exists(model.toStdString()));
+    QCOMPARE(temporariesIn(m_dir), 0);
+  }
+
+  void staleTemporariesRemovedAndNwavestepBounded() {
+    const QString out = p("small-frame.fits");
+    const pid_t dead = [] {
+      const pid_t c = ::fork();
+      if (c == 0) ::_exit(0);
+      int st = 0;
+      ::waitpid(c, &st, 0);
+      return c;
+    }();
+    const std::string stale = out.toStdString() + ".tmp-" + std::to_string(dead) + "-3";
+    std::ofstream(stale) << "half a frame";
+    const Run r = cli({"extract", "-i", p("preproc.fits"), "-p", p("psf.fits"), "-o", out, "-n", "5",
+                       "-w", "6000,6040,0.8", "--nwavestep", "10000", "--quiet"});
+    QVERIFY2(r.code == 0 && !r.crashed, qPrintable(r.err));
+    QVERIFY2(r.err.contains("--nwavestep 10000 is wider than the 51-bin wavelength grid"),
+             qPrintable(r.err));
+    QVERIFY(fs::exists(out.toStdString()));
+    QVERIFY2(!fs::exists(stale), "stale temporary of a dead process left beside the target");
+  }
+
+  void fibermapTooShortForTheFibers() {
+    const Run r = cli({"extract", "-i", p("preproc.fits"), "-p", p("psf.fits"), "-o",
+                       p("fm-frame.fits"), "-s", "20", "-n", "10", "-w", "6000,6040,0.8", "--quiet"});
+    QCOMPARE(r.code, 1);
+    QVERIFY2(r.err.contains("FIBERMAP has 25 rows") && r.err.contains("NAXIS2"), qPrintable(r.err));
+    QVERIFY(!fs::exists(p("fm-frame.fits").toStdString()));
+  }
+};
+
+QTEST_GUILESS_MAIN(TestCliHostile)
+#include "test_cli_hostile.moc"
