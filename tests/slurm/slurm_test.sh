@@ -88,9 +88,9 @@ done > "$D/night.jobs"
 "$CLI" extract -i "$D/sim/preproc.fits" -p "$D/sim/psf.fits" -o "$D/ref.fits" -w 6000,6100,0.8 \
   -s 0 -n 25 --nsubbundles 1 --engine cpu --quiet || fail "reference extract"
 
-# srun cannot start OpenMPI ranks here: Debian's slurm-wlm has no mpi/pmix plugin
-# for its OpenMPI (docs/scale.md), so the ranks are started by mpirun inside the
-# allocation, as some sites do.
+# srun starts the OpenMPI ranks through PMIx where Slurm has the mpi/pmix plugin
+# (Debian 12's slurm-wlm does); where it has not, mpirun starts them inside the
+# allocation, as some sites do (docs/scale.md).
 launcher=mpirun
 srun --mpi=list 2>&1 | grep -q pmix && launcher=srun
 echo "launcher: $launcher"
