@@ -19,7 +19,9 @@
 #include "commands.h"
 
 #include "app/engine_factory.h"
+#include "core/bary/barycentric.h"
 #include "core/errors.h"
+#include "core/io/fits_file.h"
 #include "core/io/frame_io.h"
 #include "core/io/preproc_io.h"
 #include "core/io/psf_io.h"
@@ -27,7 +29,7 @@
 #include "core/profile/profile.h"
 #include "engine_options.h"
 #include "mpi_job.h"
-#include "options.h"
+#include "cli_common.h"
 
 #include <algorithm>
 #include <cctype>
@@ -60,16 +62,9 @@ struct Job {
   std::optional<std::string> wavelength;
   std::optional<int> specmin, nspec;
   PatchParams params;
+  bool barycentric = false; // --barycentric-correction (desi_proc passes it for science frames)
+  bool scores = true;       // --no-scores
 };
-
-// desi_extract_spectra's options that a JOBS line may use.
-const std::map<std::string, std::string> kJobAliases = {
-    {"-i", "--input"}, {"-p", "--psf"},     {"-o", "--output"},    {"-m", "--model"},
-    {"-w", "--wavelength"}, {"-s", "--specmin"}, {"-n", "--nspec"}, {"-r", "--regularize"}};
-const std::set<std::string> kJobValued = {
-    "--input", "--psf", "--output", "--model", "--wavelength", "--specmin", "--nspec",
-    "--regularize", "--bundlesize", "--nsubbundles", "--nwavestep", "--psferr",
-    "--pixpad-frac", "--wavepad-frac"};
 
 // Splits a line into words: whitespace separates, '...' and "..." quote.
 std::vector<std::string> splitWords(const std::string& line) {
@@ -117,35 +112,47 @@ std::vector<Job> readJobs(const std::string& path) {
                              fs::path(words[0]).filename() == "spexlab-cli"))
         words.erase(words.begin());
       if (!words.empty() && words[0] == "extract") words.erase(words.begin());
-      Options o(kJobAliases, kJobValued, {"--decorrelate-fibers"});
-      o.parse(words);
-      if (!o.positional().empty())
-        throw InputError("unexpected argument '" + o.positional()[0] + "'");
-      for (const char* req : {"--input", "--psf", "--output"})
-        if (!o.has(req)) throw InputError(std::string("missing ") + req);
       Job j;
+      std::string wavelength;
+      int specmin = 0, nspec = 0;
+      double psferr = 0.01;
+      bool decorrelate = false;
+      PatchParams& p = j.params;
+      CLI::App app("one JOBS line", "JOBS line");
+      setupApp(app);
+      app.add_option("-i,--input", j.input)->required();
+      app.add_option("-p,--psf", j.psf)->required();
+      app.add_option("-o,--output", j.output)->required();
+      app.add_option("-m,--model", j.model);
+      app.add_option("-w,--wavelength", wavelength);
+      auto* smin = app.add_option("-s,--specmin", specmin);
+      auto* nsp = app.add_option("-n,--nspec", nspec);
+      app.add_option("-r,--regularize", p.regularize);
+      app.add_option("--bundlesize", p.bundlesize);
+      app.add_option("--nsubbundles", p.nsubbundles);
+      app.add_option("--nwavestep", p.nwavestep);
+      auto* perr = app.add_option("--psferr", psferr);
+      app.add_option("--pixpad-frac", p.pixpadFrac);
+      app.add_option("--wavepad-frac", p.wavepadFrac);
+      app.add_flag("--decorrelate-fibers", decorrelate);
+      bool noScores = false;
+      app.add_flag("--barycentric-correction", j.barycentric);
+      app.add_flag("--no-scores", noScores);
+      // Accepted as desi_extract_spectra does: SpexLab's engine always runs.
+      bool ignored = false;
+      app.add_flag("--gpu-specter,--use-specter,--mpi,--gpu,--use-gpu,--no-gpu", ignored);
+      if (!parseArgs(app, words)) throw InputError("--help is not a job");
       j.line = lineNo;
       j.index = int(jobs.size());
-      j.input = o.str("--input");
-      j.psf = o.str("--psf");
-      j.output = o.str("--output");
-      j.model = o.str("--model");
-      if (o.has("--wavelength")) {
-        const auto v = numberList(o.str("--wavelength"), "-w");
-        if (v.size() != 3 && v.size() != 2) throw InputError("-w expects wmin,wmax[,dw]");
-        j.wavelength = o.str("--wavelength");
+      if (!wavelength.empty()) {
+        parseWaveOption(wavelength); // checked now, used when the PSF is read
+        j.wavelength = wavelength;
       }
-      if (o.has("--specmin")) j.specmin = o.integer("--specmin", 0);
-      if (o.has("--nspec")) j.nspec = o.integer("--nspec", 0);
-      PatchParams& p = j.params;
-      p.bundlesize = o.integer("--bundlesize", p.bundlesize);
-      p.nsubbundles = o.integer("--nsubbundles", p.nsubbundles);
-      p.nwavestep = o.integer("--nwavestep", p.nwavestep);
-      p.pixpadFrac = o.number("--pixpad-frac", p.pixpadFrac);
-      p.wavepadFrac = o.number("--wavepad-frac", p.wavepadFrac);
-      p.regularize = o.number("--regularize", p.regularize);
-      if (o.has("--psferr")) p.psferr = o.number("--psferr", 0.01);
-      if (o.has("--decorrelate-fibers")) p.mode = Decorrelation::Noise;
+      if (smin->count()) j.specmin = specmin;
+      if (nsp->count()) j.nspec = nspec;
+      if (perr->count()) p.psferr = psferr;
+      if (decorrelate) p.mode = Decorrelation::Noise;
+      j.scores = !noScores;
       p.validate();
       if (!outputs.insert(fs::weakly_canonical(j.output).string()).second)
         throw InputError("output '" + j.output + "' is written by an earlier line too");
@@ -165,6 +172,7 @@ struct Frame {
   std::unique_ptr<Image> image;
   ExtractionRequest request;
   ExtractionResult result;
+  double heliocor = 1.0;
   std::string error; // set by the stage that failed; later stages pass it on
   int64_t read0 = 0, read1 = 0, extract0 = 0, extract1 = 0, write0 = 0, write1 = 0, waitNs = 0;
 };
@@ -199,11 +207,8 @@ private:
 };
 
 WaveGrid waveOf(const Job& j, const GaussHermitePsf& psf) {
-  if (j.wavelength) {
-    const auto v = numberList(*j.wavelength, "-w");
-    return WaveGrid::fromRange(v[0], v[1], v.size() == 3 ? v[2] : 0.8);
-  }
-  return WaveGrid::fromRange(std::ceil(psf.waveMin()), std::floor(psf.waveMax()), 0.8);
+  if (j.wavelength) return parseWaveOption(*j.wavelength);
+  return defaultFrameGrid(psf); // extract's default
 }
 
 std::string jobName(const Job& j) { return fs::path(j.output).filename().string(); }
@@ -211,22 +216,29 @@ std::string jobName(const Job& j) { return fs::path(j.output).filename().string(
 } // namespace
 
 int cmdBatch(const std::vector<std::string>& args) {
-  Options o({{"-t", "--threads"}},
-            {"--engine", "--gpus", "--gpu-memory", "--threads", "--profile", "--summary"},
-            {"--mpi", "--quiet"});
-  o.parse(args);
-  if (o.positional().size() != 1) throw InputError("batch needs one JOBS file: spexlab-cli batch JOBS");
-  const std::vector<Job> all = readJobs(o.positional()[0]);
-  MpiJob mpi(o.has("--mpi"), "batch");
-  const int threads = o.integer("--threads", 0);
+  CLI::App app("Extract many frames in one process, reading and writing overlapped.",
+               "spexlab-cli batch");
+  setupApp(app);
+  std::string jobsPath, engineKind = "auto", gpus, gpuMemory, profilePath;
+  int threads = 0;
+  bool useMpi = false, quiet = false;
+  app.add_option("JOBS", jobsPath, "one desi_extract_spectra argument list per line")->required();
+  app.add_option("--engine", engineKind, "cpu | cuda | auto");
+  app.add_option("--gpus", gpus, "GPU devices, e.g. 0,1 (with --mpi: local rank mod GPUs)");
+  app.add_option("--gpu-memory", gpuMemory, "CUDA device-memory budget: a size (6G) or a fraction (0.2)");
+  app.add_option("-t,--threads", threads, "CPU threads per process (0: the CPUs given)");
+  app.add_option("--profile", profilePath, "Chrome trace of the batch (read/extract/write lanes)");
+  app.add_flag("--mpi", useMpi, "deal the jobs to MPI ranks");
+  app.add_flag("--quiet", quiet, "no summary table");
+  if (!parseArgs(app, args)) return 0;
+  const std::vector<Job> all = readJobs(jobsPath);
+  MpiJob mpi(useMpi, "batch");
   if (threads < 0) throw InputError("--threads must be >= 0");
-  const bool quiet = o.has("--quiet");
-
   std::vector<const Job*> mine;
   for (const Job& j : all)
     if (j.index % mpi.size() == mpi.rank()) mine.push_back(&j);
 
-  EngineChoice choice = makeEngine(o.str("--engine", "auto"), engineOptionsFrom(o, mpi));
+  EngineChoice choice = makeEngine(engineKind, engineOptionsFrom(gpus, gpuMemory, engineKind, mpi));
   if (!choice.note.empty()) std::fprintf(stderr, "spexlab-cli batch: %s\n", choice.note.c_str());
   Engine& engine = *choice.engine;
 
@@ -248,6 +260,14 @@ int cmdBatch(const std::vector<std::string>& args) {
         r.image = f->image.get();
         r.psf = f->psf.get();
         r.wave = waveOf(*j, *f->psf);
+        if (j->barycentric) {
+          // As extract does: the frame keeps the requested grid, the engine runs on it
+          // divided by the factor (preproc header, else the FIBERMAP's).
+          const BaryInputs b = baryInputsFromHeaders(
+              f->image->header, f->image->fibermap.sourceFile.empty() ? nullptr : &f->image->fibermap.header);
+          f->heliocor = barycentricFactor(b.raDeg, b.decDeg, b.mjdMid);
+          r.wave = barycentricExtractionGrid(r.wave, f->heliocor);
+        }
         r.fiberMin = j->specmin.value_or(0);
         r.nFiber = j->nspec.value_or(f->psf->nfiber - r.fiberMin);
         r.params = j->params;
@@ -272,8 +292,13 @@ int cmdBatch(const std::vector<std::string>& args) {
           FrameMeta meta;
           meta.inputImage = f->job->input;
           meta.inputPsf = f->job->psf;
-          writeFrame(f->job->output, f->result, *f->image, meta);
+          meta.heliocor = f->heliocor;
+          meta.scores = f->job->scores;
+          // Frame and model together, as extract writes them (fits_file.h).
+          OutputTransaction outputs;
           if (f->result.model) writeModel(f->job->model, *f->result.model, *f->image);
+          writeFrame(f->job->output, f->result, *f->image, meta);
+          outputs.commit();
         } catch (const std::exception& e) {
           f->error = std::string("write: ") + e.what();
         }
@@ -376,8 +401,8 @@ int cmdBatch(const std::vector<std::string>& args) {
   if (!quiet) std::printf("%s", table.str().c_str());
   std::fflush(stdout);
 
-  if (o.has("--profile")) {
-    std::string path = o.str("--profile");
+  if (!profilePath.empty()) {
+    std::string path = profilePath;
     if (mpi.active() && mpi.size() > 1) {
       const auto dot = path.rfind(".json");
       path = (dot == std::string::npos ? path : path.substr(0, dot)) + ".rank" +

@@ -39,14 +39,14 @@ for lane in '"read"' '"extract"' '"write"'; do grep -q "$lane" "$dir/batch.json"
 # The batch frame is the frame extract writes for the same line.
 "$CLI" extract $(line single.fits) --engine cpu --threads 1 --quiet
 json=$("$CLI" compare "$dir/single.fits" "$dir/b.fits" --json)
-echo "$json" | grep -Eq '"maxPull":0[,}]' || fail "batch frame differs from extract's: $json"
-echo "$json" | grep -Eq '"maskDifferences":0[,}]' || fail "batch mask differs: $json"
+echo "$json" | grep -Eq '"maxPull":0(\.0+)?[,}]' || fail "batch frame differs from extract's: $json"
+echo "$json" | grep -Eq '"maskDifferences":0(\.0+)?[,}]' || fail "batch mask differs: $json"
 
 # A line that does not parse: error naming it, nothing run.
 rm -f "$dir"/[abc].fits
 { line a.fits; echo "-i x.fits -p y.fits -o z.fits --bogus 3"; } > "$dir/badjobs.txt"
 if "$CLI" batch "$dir/badjobs.txt" --engine cpu 2> "$dir/err2.log"; then fail "bad JOBS accepted"; fi
-grep -q "line 2: unknown option --bogus" "$dir/err2.log" || { cat "$dir/err2.log"; fail "no line number"; }
+grep -q "line 2: .*--bogus" "$dir/err2.log" || { cat "$dir/err2.log"; fail "no line number"; }
 [ ! -e "$dir/a.fits" ] || fail "a job ran although JOBS was bad"
 
 if [ -n "$MPIEXEC" ]; then
@@ -58,7 +58,7 @@ if [ -n "$MPIEXEC" ]; then
   grep -q "rank 1: .*1 of 1 frames ok" "$dir/mpi.log" || fail "rank 1 should take job 2"
   for f in m1 m2 m3; do
     json=$("$CLI" compare "$dir/single.fits" "$dir/$f.fits" --json)
-    echo "$json" | grep -Eq '"maxPull":0[,}]' || fail "$f differs: $json"
+    echo "$json" | grep -Eq '"maxPull":0(\.0+)?[,}]' || fail "$f differs: $json"
   done
 fi
 echo PASS
