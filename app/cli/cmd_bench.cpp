@@ -3,6 +3,8 @@
 
 #include "app/engine_factory.h"
 #include "cli_common.h"
+#include "engine_options.h"
+#include "mpi_job.h"
 #include "core/errors.h"
 #include "core/io/preproc_io.h"
 #include "core/io/psf_io.h"
@@ -97,7 +99,7 @@ struct Inputs {
 int cmdBench(const std::vector<std::string>& args) {
   CLI::App app("Time an extraction and print a per-phase table.", "spexlab-cli bench");
   setupApp(app);
-  std::string input, psfPath, wavelength, engine = "auto", gpus;
+  std::string input, psfPath, wavelength, engine = "auto", gpus, gpuMemory;
   int specmin = 0, nspec = -1, threads = 0, repeat = 1;
   int64_t seed = 42;
   double psferr = 0;
@@ -118,6 +120,7 @@ int cmdBench(const std::vector<std::string>& args) {
   app.add_flag("--decorrelate-fibers", decorrelate, "decorrelate across fibers too");
   app.add_option("--engine", engine, "cpu | cuda | auto")->capture_default_str();
   app.add_option("--gpus", gpus, "GPU devices, e.g. 0,1");
+  app.add_option("--gpu-memory", gpuMemory, "CUDA device-memory budget: a size (6G) or a fraction (0.2)");
   app.add_option("-t,--threads", threads, "CPU threads (0: all cores)")->capture_default_str()->check(CLI::NonNegativeNumber);
   auto* repeatOpt = app.add_option("--repeat", repeat, "runs to time (>= 1); the median is reported")->capture_default_str();
   app.add_option("--seed", seed, "simulation seed")->capture_default_str();
@@ -159,7 +162,7 @@ int cmdBench(const std::vector<std::string>& args) {
   req.nFiber = nspecOpt->count() ? nspec : in.psf.nfiber - req.fiberMin;
   req.params = params;
   req.threads = threads;
-  EngineChoice choice = makeEngine(engine, parseGpus(gpus));
+  EngineChoice choice = makeEngine(engine, engineOptionsFrom(gpus, gpuMemory, engine, MpiJob(false, "bench")));
   if (!choice.note.empty()) std::fprintf(stderr, "spexlab-cli bench: %s\n", choice.note.c_str());
   std::vector<double> walls;
   ExtractionResult r;

@@ -11,7 +11,9 @@
 #include "core/io/frame_io.h"
 #include "core/io/preproc_io.h"
 #include "core/io/psf_io.h"
+#include "engine_options.h"
 #include "extract_checks.h"
+#include "mpi_job.h"
 #include "signals.h"
 
 
@@ -25,7 +27,7 @@ namespace spex::cli {
 namespace {
 
 struct ExtractOptions {
-  std::string input, psf, output, model, wavelength, fibermap, profile, engine, gpus;
+  std::string input, psf, output, model, wavelength, fibermap, profile, engine, gpus, gpuMemory;
   int specmin = 0, nspec = -1, threads = 0;
   PatchParams params;
   double psferr = std::numeric_limits<double>::quiet_NaN();
@@ -76,6 +78,8 @@ void addOptions(CLI::App& app, ExtractOptions& o) {
                      ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
   engine->excludes(gpu)->excludes(noGpu);
   app.add_option("--gpus", o.gpus, "GPU devices to use, e.g. 0,1 (default: all)");
+  app.add_option("--gpu-memory", o.gpuMemory,
+                 "CUDA device-memory budget per GPU: a size (6G) or a fraction of the device (0.2)");
   app.add_option("-t,--threads", o.threads, "CPU threads (0: all cores)")
       ->check(CLI::NonNegativeNumber)->capture_default_str();
   app.add_option("--profile", o.profile, "write a Chrome trace of the run (JSON)");
@@ -144,6 +148,8 @@ int runExtract(ExtractOptions& o, const std::string& prog) {
   checkWritable(o.model, "model output", {in, o.psf, o.output, o.fibermap});
   checkWritable(o.profile, "profile output", {in, o.psf, o.output, o.fibermap});
 
+  MpiJob mpi(o.mpi, "extract"); // mpi_job.h: with --mpi the ranks share the bundles
+  if (!mpi.root()) o.quiet = true, o.verbose = false;
   SignalGuard signals; // SIGINT/SIGTERM: cancel, clean temporaries, one line
   const auto t0 = std::chrono::steady_clock::now();
   GaussHermitePsf psf = readPsf(o.psf);
@@ -193,8 +199,8 @@ int runExtract(ExtractOptions& o, const std::string& prog) {
   req.params.nwavestep = boundNwavestep(req.params.nwavestep, req, stepNote);
   if (!stepNote.empty()) std::fprintf(stderr, "%s: %s\n", prog.c_str(), stepNote.c_str());
 
-  EngineChoice choice = makeEngine(engineKind(o), parseGpus(o.gpus));
-  if (!choice.note.empty()) std::fprintf(stderr, "%s: %s\n", prog.c_str(), choice.note.c_str());
+  EngineChoice choice = makeEngine(engineKind(o), engineOptionsFrom(o.gpus, o.gpuMemory, engineKind(o), mpi));
+  if (!choice.note.empty() && mpi.root()) std::fprintf(stderr, "%s: %s\n", prog.c_str(), choice.note.c_str());
   if (o.verbose && !o.quiet) {
     std::printf("#--- Extraction Parameters ---\n");
     std::printf("input:       %s\npsf:         %s\noutput:      %s\n", in.c_str(), o.psf.c_str(), o.output.c_str());
@@ -208,16 +214,27 @@ int runExtract(ExtractOptions& o, const std::string& prog) {
   }
   TerminalProgress progress(!o.quiet);
   CancelToken cancel;
+  const ExtractionRequest whole = req;
+  mpi.narrow(req); // this rank's bundles (all of them without --mpi)
   ExtractionResult r;
+  std::string failure;
   {
     SignalGuard::Extracting scope(cancel);
-    r = choice.engine->extract(req, progress, cancel);
+    try {
+      if (req.nFiber > 0) r = choice.engine->extract(req, progress, cancel);
+    } catch (const SpexError& e) {
+      if (!mpi.active()) throw;
+      failure = e.what(); // every rank learns of it below; none waits forever
+    }
   }
   if (const int sig = SignalGuard::received()) {
     std::fprintf(stderr, "%s: %s received; stopped after %zu patches, nothing written\n",
                  prog.c_str(), SignalGuard::name(sig), r.patches.size());
     return 128 + sig;
   }
+  mpi.checkAll(!failure.empty(), failure);
+  mpi.gather(r, whole);
+  if (!mpi.root()) return 0; // rank 0 writes the one frame
 
   const auto tw = std::chrono::steady_clock::now();
   FrameMeta meta;

@@ -16,5 +16,6 @@ int cmdSimulate(const std::vector<std::string>& args);           // cmd_simulate
 int cmdBench(const std::vector<std::string>& args);              // cmd_bench.cpp
 int cmdCompare(const std::vector<std::string>& args);            // cmd_compare.cpp
 int cmdSweep(const std::vector<std::string>& args);              // cmd_sweep.cpp
+int cmdBatch(const std::vector<std::string>& args);              // cmd_batch.cpp
 
 } // namespace spex::cli

@@ -23,7 +23,11 @@ void usage(std::FILE* out) {
                "            [--pixpad-frac 0.8] [--wavepad-frac 0.2] [--decorrelate-fibers]\n"
                "            [-f fibermap.fits] [--barycentric-correction] [--no-scores] [-v]\n"
                "            [--engine cpu|cuda|auto | --no-gpu | --gpu] [--gpus 0,1] [--threads N]\n"
+               "            [--gpu-memory 6G|0.2] [--mpi: bundles shared by MPI ranks]\n"
                "            [--profile trace.json] [--quiet]\n"
+               "  batch     many frames in one process, IO overlapped: JOBS [--engine] [--gpus]\n"
+               "            [--gpu-memory] [--threads N] [--mpi] [--profile trace.json] [--quiet]\n"
+               "            JOBS: one desi_extract_spectra argument list per line (-i -p -o ...)\n"
                "  simulate  write a synthetic PSF, a simulated preproc image and its truth\n"
                "            -o DIR [--psf psf.fits] [-s 0] [-n 500] [-w 5760,7620,0.8]\n"
                "            [--seed 42] [--no-noise] [--no-defects]\n"
@@ -58,6 +62,7 @@ int main(int argc, char** argv) {
   if (cmd == "bench") return spex::cli::guarded(prog, [&] { return spex::cli::cmdBench(args); });
   if (cmd == "compare") return spex::cli::guarded(prog, [&] { return spex::cli::cmdCompare(args); });
   if (cmd == "sweep") return spex::cli::guarded(prog, [&] { return spex::cli::cmdSweep(args); });
+  if (cmd == "batch") return spex::cli::guarded(prog, [&] { return spex::cli::cmdBatch(args); });
   if (cmd == "version" || cmd == "--version") {
     std::printf("spexlab-cli %s\nCUDA engine: %s\nGPUs: %s\n", SPEXLAB_VERSION,
                 spex::cudaBuilt() ? "built" : "not built", spex::describeGpus().c_str());
