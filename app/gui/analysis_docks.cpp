@@ -83,7 +83,10 @@ AnalysisDocks::AnalysisDocks(MainWindow* window) : QObject(window), m_window(win
   }
   if (spectrum) spectrum->raise();
 
-  QMenu* menu = window->menuBar()->addMenu(tr("&Analysis"));
+  // Before Help, which stays the last menu.
+  auto* menu = new QMenu(tr("&Analysis"), window->menuBar());
+  if (window->helpMenu()) window->menuBar()->insertMenu(window->helpMenu()->menuAction(), menu);
+  else window->menuBar()->addMenu(menu);
   for (QDockWidget* d : {m_timelineDock, m_runDock, m_engineDock, m_sweepDock})
     menu->addAction(d->toggleViewAction());
   menu->addSeparator();

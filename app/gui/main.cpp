@@ -58,8 +58,12 @@ int main(int argc, char** argv) {
       h = wh[1].toInt();
     }
     window.resize(w, h);
+    window.show();
+  } else if (!QSettings().contains(QStringLiteral("window/geometry"))) {
+    window.showMaximized(); // a first start: the CCD wants all the room there is
+  } else {
+    window.show();
   }
-  window.show();
 
   bool ok = true;
   if (cli.isSet(preproc) || cli.isSet(psf)) {

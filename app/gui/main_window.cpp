@@ -30,6 +30,7 @@
 #include <QPdfWriter>
 #include <QProgressBar>
 #include <QPushButton>
+#include <QScreen>
 #include <QScrollArea>
 #include <QSettings>
 #include <QStatusBar>
@@ -101,9 +102,15 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     emit jobFinished(cancelled);
   });
 
+  // Sized to the screen on a first start (a saved geometry wins, in loadSettings).
+  if (const QScreen* sc = screen()) {
+    const QRect avail = sc->availableGeometry();
+    resize(avail.width() * 92 / 100, avail.height() * 90 / 100);
+  } else {
+    resize(1500, 950);
+  }
   loadSettings();
   setBusy(false);
-  resize(1500, 950);
   installAnalysisDocks(this);
 }
 
@@ -146,13 +153,17 @@ void MainWindow::buildViews() {
     if (visible && m_residualsPending) updateResiduals(true);
   });
   res->raise();
+  // Side docks take the full height, so the spectrum shares the width with the CCD
+  // only and the CCD stays the largest panel.
+  setCorner(Qt::BottomLeftCorner, Qt::LeftDockWidgetArea);
+  setCorner(Qt::BottomRightCorner, Qt::RightDockWidgetArea);
   m_defaultDocks = [this, spec, res] {
-    resizeDocks({spec}, {height() * 37 / 100}, Qt::Vertical);
-    resizeDocks({res}, {width() / 4}, Qt::Horizontal);
+    resizeDocks({spec}, {height() * 30 / 100}, Qt::Vertical);
+    resizeDocks({res}, {width() * 22 / 100}, Qt::Horizontal);
   };
 
-  connect(m_ccd, &CcdView::readoutChanged, this, [this](const QString& t) { m_readout->setText(t); });
-  connect(m_residual, &ResidualView::readoutChanged, this, [this](const QString& t) { m_readout->setText(t); });
+  connect(m_ccd, &CcdView::readoutChanged, this, &MainWindow::setReadout);
+  connect(m_residual, &ResidualView::readoutChanged, this, &MainWindow::setReadout);
   connect(m_ccd, &CcdView::rangeChanged, this, [this](double lo, double hi) {
     m_updatingScale = true;
     m_min->setValue(lo);
@@ -188,7 +199,7 @@ void MainWindow::buildActions() {
   m_clearResults = new QAction(tr("C&lear results"), this);
   connect(m_clearResults, &QAction::triggered, this, [this] {
     m_doc->clearResults();
-    m_readout->clear(); // it may quote the model that is gone
+    setReadout({}); // it may quote the model that is gone
     refreshResults();
   });
   m_params->addRunActions({m_extractSel, m_extractAll, m_cancel});
@@ -269,10 +280,24 @@ void MainWindow::buildMenus() {
   run->addAction(m_clearResults);
 
   QMenu* help = menuBar()->addMenu(tr("&Help"));
+  m_helpMenu = help; // stays last: other menus are inserted before it
   help->addAction(tr("&About SpexLab"), this, &MainWindow::about);
 }
 
 void MainWindow::buildScaleBar() {
+  // First row: what to do (extract, cancel) and what to draw over the CCD, in view at
+  // any window width; second row: the display scale.
+  QToolBar* runBar = addToolBar(tr("Run"));
+  runBar->setObjectName(QStringLiteral("runToolbar"));
+  runBar->setToolButtonStyle(Qt::ToolButtonTextOnly);
+  runBar->addAction(m_extractSel);
+  runBar->addAction(m_extractAll);
+  runBar->addAction(m_cancel);
+  QToolBar* ovBar = addToolBar(tr("Overlays"));
+  ovBar->setObjectName(QStringLiteral("overlayToolbar"));
+  ovBar->setToolButtonStyle(Qt::ToolButtonTextOnly);
+  for (QAction* a : m_overlayActions) ovBar->addAction(a);
+  addToolBarBreak();
   QToolBar* bar = addToolBar(tr("Display"));
   bar->setObjectName(QStringLiteral("displayToolbar"));
   m_stretch = new QComboBox(bar);
@@ -305,8 +330,6 @@ void MainWindow::buildScaleBar() {
   bar->addWidget(m_max);
   bar->addWidget(new QLabel(tr(" colormap "), bar));
   bar->addWidget(m_colormap);
-  bar->addSeparator();
-  for (QAction* a : m_overlayActions) bar->addAction(a);
 
   for (QComboBox* c : {m_stretch, m_limits, m_colormap})
     connect(c, &QComboBox::currentIndexChanged, this, &MainWindow::onScaleControls);
@@ -322,9 +345,21 @@ void MainWindow::buildScaleBar() {
     });
 }
 
+QString MainWindow::idleHint() const {
+  return tr("Click a fiber trace to select it \u00b7 shift+drag selects patches \u00b7 Ctrl+R extracts the "
+            "selection \u00b7 wheel zooms, drag pans");
+}
+
+void MainWindow::setReadout(const QString& text) {
+  // With nothing under the mouse the status bar says what to do next.
+  m_readout->setText(text.isEmpty() ? idleHint() : text);
+  m_readout->setStyleSheet(text.isEmpty() ? QStringLiteral("color: #555;") : QString());
+}
+
 void MainWindow::buildStatusBar() {
   m_readout = new QLabel(this);
   m_readout->setObjectName(QStringLiteral("readout"));
+  setReadout({});
   m_readout->setMinimumWidth(400);
   m_jobLabel = new QLabel(this);
   m_progress = new QProgressBar(this);

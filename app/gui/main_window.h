@@ -55,6 +55,9 @@ public:
   QPushButton* cancelButton() const { return m_cancelButton; }
   QProgressBar* progressBar() const { return m_progress; }
   QLabel* readoutLabel() const { return m_readout; }
+  QMenu* helpMenu() const { return m_helpMenu; }
+  // The status bar's line when nothing is hovered: how to select and extract.
+  QString idleHint() const;
 
   // Each returns false after showing what went wrong.
   bool openDemo(int nFiber);
@@ -106,6 +109,7 @@ private:
   void rebuildRecentMenu();
   void openRecent(const QString& entry);
   void onScaleControls();
+  void setReadout(const QString& text);
   void about();
   void exportViewDialog(const QString& which);
 
@@ -125,6 +129,7 @@ private:
   QAction* m_clearResults = nullptr;
   QMenu* m_recentMenu = nullptr;
   QMenu* m_viewMenu = nullptr;
+  QMenu* m_helpMenu = nullptr;
 
   QComboBox* m_stretch = nullptr;
   QComboBox* m_limits = nullptr;

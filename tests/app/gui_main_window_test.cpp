@@ -31,6 +31,9 @@
 #include <QTemporaryDir>
 #include <QTest>
 #include <QTimer>
+#include <QDockWidget>
+#include <QScreen>
+#include <QToolBar>
 #include <QToolButton>
 #include <QWheelEvent>
 
@@ -105,6 +108,45 @@ private slots:
     QCOMPARE(int(doc->plan()->patches.size()), 40);
     QVERIFY(m_w->windowTitle().contains(QStringLiteral("small test simulation")));
     QVERIFY(!m_w->ccdView()->picture().isNull());
+  }
+
+  // Defect 2 of issue 14: a newcomer sees how to select and extract without the
+  // guide: hints instead of empty axes, a status-bar hint, the Extract actions and
+  // every overlay toggle on screen (none behind a toolbar's chevron), the CCD the
+  // largest panel, Help the last menu, the window sized to the screen.
+  void firstRunIsDiscoverable() {
+    QVERIFY(m_w->viewState()->selectedFibers().isEmpty());
+    QVERIFY2(m_w->spectrumView()->emptyHint().contains(QStringLiteral("Extract selection")),
+             qPrintable(m_w->spectrumView()->emptyHint()));
+    QVERIFY(!m_w->spectrumView()->plot()->isVisible());
+    QVERIFY(!m_w->resolutionView()->emptyHint().isEmpty());
+    QVERIFY2(m_w->readoutLabel()->text().contains(QStringLiteral("shift+drag")), qPrintable(m_w->readoutLabel()->text()));
+    auto* runBar = m_w->findChild<QToolBar*>(QStringLiteral("runToolbar"));
+    auto* ovBar = m_w->findChild<QToolBar*>(QStringLiteral("overlayToolbar"));
+    QVERIFY(runBar && ovBar);
+    for (QAction* a : {m_w->extractSelectionAction(), m_w->extractFrameAction(), m_w->cancelAction()}) {
+      QWidget* b = runBar->widgetForAction(a);
+      QVERIFY(b && b->isVisible());
+      QVERIFY(runBar->rect().contains(b->geometry()));
+    }
+    for (int i = 0; i < kOverlayCount; ++i) {
+      QWidget* b = ovBar->widgetForAction(m_w->overlayAction(Overlay(i)));
+      QVERIFY2(b && b->isVisible() && ovBar->rect().contains(b->geometry()),
+               qPrintable(overlayName(Overlay(i))));
+    }
+    const auto area = [](const QWidget* w) { return long(w->width()) * w->height(); };
+    for (QDockWidget* d : m_w->findChildren<QDockWidget*>())
+      if (d->isVisible() && !d->visibleRegion().isEmpty())
+        QVERIFY2(area(m_w->ccdView()) > area(d), qPrintable(QStringLiteral("%1 %2x%3 vs CCD %4x%5").arg(d->objectName()).arg(d->width()).arg(d->height()).arg(m_w->ccdView()->width()).arg(m_w->ccdView()->height())));
+    QCOMPARE(m_w->menuBar()->actions().last(), m_w->helpMenu()->menuAction());
+    MainWindow fresh;
+    const QRect avail = fresh.screen()->availableGeometry();
+    // Sized to the screen, unless the layout cannot be that small.
+    const QSize floor = fresh.minimumSizeHint();
+    QVERIFY2(fresh.width() >= std::max(avail.width() * 9 / 10, floor.width()) - 1 &&
+                 fresh.height() >= std::max(avail.height() * 85 / 100, floor.height()) - 1,
+             qPrintable(QStringLiteral("%1x%2 on %3x%4, min %5x%6").arg(fresh.width()).arg(fresh.height())
+                            .arg(avail.width()).arg(avail.height()).arg(floor.width()).arg(floor.height())));
   }
 
   void selectFiberByClickingItsTrace() {
@@ -282,6 +324,46 @@ private slots:
     }
     QCOMPARE(checked, last - first + 1);
     sv->setTruth(doc->truth());
+  }
+
+  // Defect 5 of issue 14: the wheel zooms the wavelength only and the flux axis follows
+  // the data in view (no clipped peaks); reset in the context menu; the legend off the
+  // data; each fiber's truth (x) R in its own style.
+  void spectrumNavigation() {
+    SpectrumView* sv = m_w->spectrumView();
+    m_w->viewState()->setSelectedFibers({7, 8});
+    QVERIFY(sv->emptyHint().isEmpty());
+    QCPGraph* t7 = sv->truthGraph(7, true);
+    QCPGraph* t8 = sv->truthGraph(8, true);
+    QVERIFY(t7 && t8);
+    QVERIFY(t7->pen() != t8->pen());
+    QCustomPlot* plot = sv->plot();
+    plot->replot(QCustomPlot::rpImmediateRefresh);
+    QVERIFY(sv->legend()->visible());
+    QVERIFY2(!sv->legend()->outerRect().intersects(sv->fluxRect()->rect()), "the legend covers the flux track");
+    QCPAxis* x = sv->fluxRect()->axis(QCPAxis::atBottom);
+    QCPAxis* y = sv->fluxRect()->axis(QCPAxis::atLeft);
+    const QCPRange x0 = x->range();
+    const QPointF at = sv->fluxRect()->rect().center();
+    QWheelEvent wheel(at, plot->mapToGlobal(at), QPoint(), QPoint(0, 360), Qt::NoButton, Qt::NoModifier,
+                      Qt::NoScrollPhase, false);
+    QApplication::sendEvent(plot, &wheel);
+    const QCPRange x1 = x->range();
+    QVERIFY2(x1.size() < 0.9 * x0.size(), qPrintable(QStringLiteral("%1 -> %2").arg(x0.size()).arg(x1.size())));
+    // Every curve's values inside the new wavelength range fit on the flux axis.
+    for (int i = 0; i < plot->graphCount(); ++i) {
+      QCPGraph* g = plot->graph(i);
+      if (g->valueAxis() != y) continue;
+      bool found = false;
+      const QCPRange vr = g->getValueRange(found, QCP::sdBoth, x1);
+      if (found) QVERIFY2(vr.lower >= y->range().lower && vr.upper <= y->range().upper, qPrintable(g->name()));
+    }
+    // Reset from the context menu brings the whole extracted range back.
+    QAction* reset = sv->contextActions().value(0);
+    QVERIFY(reset && reset->text().contains(QStringLiteral("Reset")));
+    reset->trigger();
+    QVERIFY(std::abs(x->range().size() - x0.size()) < 1e-9 * x0.size());
+    m_w->viewState()->setSelectedFibers({7});
   }
 
   void overlaysToggleFromTheMenu() {
