@@ -80,8 +80,16 @@ public:
   QString lastError() const { return m_lastError; }
   // Headless use (--screenshot): errors go to stderr instead of a dialog.
   void setInteractive(bool on) { m_interactive = on; }
-  // An error dialog (or a line on stderr when not interactive); lastError() keeps it.
+  // An error dialog (or a line on stderr when not interactive) in user words, the raw
+  // text under "Show Details"; lastError() keeps what the dialog says.
   void showError(const QString& title, const QString& message);
+  // Not an error (e.g. nothing selected): an information box.
+  void showInfo(const QString& title, const QString& message);
+  // The folder file dialogs start in: the last one a file was opened from or saved to.
+  QString lastDir() const;
+  // Object names of the docks in front of their tab groups (saved and restored).
+  QStringList raisedDocks() const;
+  void rememberDir(const QString& file);
 
 signals:
   void errorShown(const QString& message);
@@ -98,6 +106,7 @@ private:
   void buildScaleBar();
   void buildStatusBar();
   void loadSettings();
+  void restoreLayout();
   void saveSettings();
   bool refuseWhileBusy(); // true (after saying so) while a job runs
   void setBusy(bool busy);

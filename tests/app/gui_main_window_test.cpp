@@ -4,7 +4,9 @@
 // the error dialogs), cancel a whole-frame job, take a screenshot.
 #include "gui_test_sim.h"
 
+#include "app/gui/analysis_docks.h"
 #include "app/gui/main_window.h"
+#include "app/gui/user_messages.h"
 #include "app/gui/screenshot.h"
 #include "app/engine_factory.h"
 #include "core/extract/cpu_engine.h"
@@ -31,6 +33,7 @@
 #include <QTemporaryDir>
 #include <QTest>
 #include <QTimer>
+#include <QDir>
 #include <QDockWidget>
 #include <QScreen>
 #include <QToolBar>
@@ -45,13 +48,16 @@ using namespace spex;
 namespace {
 
 // Runs action and returns the text of the modal message box it opens (closing it).
-QString dialogTextOf(const std::function<void()>& action) {
+QString dialogTextOf(const std::function<void()>& action, QString* details = nullptr,
+                     QMessageBox::Icon* icon = nullptr) {
   QString text;
   QTimer poll;
   poll.setInterval(20);
   QObject::connect(&poll, &QTimer::timeout, [&] {
     if (auto* box = qobject_cast<QMessageBox*>(QApplication::activeModalWidget())) {
       text = box->text();
+      if (details) *details = box->detailedText();
+      if (icon) *icon = box->icon();
       box->accept();
     }
   });
@@ -410,9 +416,15 @@ private slots:
       QVERIFY(f.open(QIODevice::WriteOnly));
       f.write("this is not a FITS file\n");
     }
-    QString text = dialogTextOf([&] { QVERIFY(!m_w->openFrame(junk)); });
+    QString details;
+    QMessageBox::Icon icon = QMessageBox::NoIcon;
+    QString text = dialogTextOf([&] { QVERIFY(!m_w->openFrame(junk)); }, &details, &icon);
     QVERIFY2(text.contains(QStringLiteral("notes.fits")), qPrintable(text));
     QCOMPARE(m_w->lastError(), text);
+    // User words in the dialog; CFITSIO's status only under "Show Details".
+    QVERIFY2(!text.contains(QStringLiteral("CFITSIO")) && text.contains(QStringLiteral("FITS file")), qPrintable(text));
+    QVERIFY2(details.contains(QStringLiteral("CFITSIO status")), qPrintable(details));
+    QCOMPARE(icon, QMessageBox::Critical);
 
     // 2. A PSF missing a required key.
     const QString badPsf = path(QStringLiteral("psf-nowavemin.fits"));
@@ -612,6 +624,29 @@ private slots:
     QCOMPARE(img.size(), m_w->size() * m_w->devicePixelRatio());
   }
 
+  // Issue 14 polish: "Nothing selected" informs (no critical icon); a cancelled run is
+  // marked as such in the run list; exports say where they wrote; the folder is kept.
+  void polishMessages() {
+    m_w->viewState()->setSelectedPatches({});
+    m_w->viewState()->setSelectedFibers({});
+    QMessageBox::Icon icon = QMessageBox::NoIcon;
+    const QString text = dialogTextOf([&] { QVERIFY(!m_w->runExtraction(false)); }, nullptr, &icon);
+    QVERIFY(text.contains(QStringLiteral("shift+drag")));
+    QCOMPARE(icon, QMessageBox::Information);
+    bool sawCancelled = false;
+    for (const auto& run : AnalysisDocks::of(m_w.get())->runs())
+      if (run.label.contains(QStringLiteral("cancelled")) && run.result && run.result->cancelled) sawCancelled = true;
+    QVERIFY(sawCancelled); // from cancelWholeFrameKeepsPartialResults
+    const QString f = path(QStringLiteral("sub/ccd.png"));
+    QVERIFY(QDir().mkpath(path(QStringLiteral("sub"))));
+    QVERIFY(m_w->exportView(QStringLiteral("ccd"), f));
+    QVERIFY2(m_w->statusBar()->currentMessage().contains(f), qPrintable(m_w->statusBar()->currentMessage()));
+    QCOMPARE(m_w->lastDir(), path(QStringLiteral("sub")));
+    // Engine flags of the command line never reach the user.
+    const QString gpu = userMessage(QStringLiteral("--engine cuda: no usable GPU: none")).text;
+    QVERIFY2(!gpu.contains(QStringLiteral("--")) && gpu.contains(QStringLiteral("CUDA engine")), qPrintable(gpu));
+  }
+
   void exportsViewsAndSpectra() {
     for (const char* view : {"ccd", "spectrum", "residuals", "resolution", "window"})
       for (const char* ext : {"png", "pdf"}) {
@@ -633,6 +668,34 @@ private slots:
     const QStringList lines = QString::fromUtf8(f.readAll()).split('\n', Qt::SkipEmptyParts);
     QVERIFY(lines.size() > 2);
     QVERIFY(lines[2].startsWith(QStringLiteral("cpu,3,")));
+  }
+
+  // Dock sizes and the tab in front come back in the next session.
+  void layoutIsRestored() {
+    auto* resid = m_w->findChild<QDockWidget*>(QStringLiteral("residualsDock"));
+    auto* timeline = m_w->findChild<QDockWidget*>(QStringLiteral("timelineDock"));
+    QVERIFY(resid && timeline);
+    resid->raise();
+    timeline->raise();
+    m_w->resizeDocks({resid}, {333}, Qt::Horizontal);
+    QCoreApplication::processEvents();
+    QStringList front = m_w->raisedDocks();
+    QVERIFY2(front.contains(QStringLiteral("residualsDock")) && front.contains(QStringLiteral("timelineDock")) &&
+                 !front.contains(QStringLiteral("resolutionDock")) && !front.contains(QStringLiteral("spectrumDock")),
+             qPrintable(front.join(QLatin1Char(' '))));
+    const int width = resid->width();
+    m_w->close();
+    m_w.reset();
+    m_w = std::make_unique<MainWindow>();
+    m_w->show();
+    QVERIFY(QTest::qWaitForWindowExposed(m_w.get()));
+    QCoreApplication::processEvents();
+    front = m_w->raisedDocks();
+    QVERIFY2(front.contains(QStringLiteral("residualsDock")) && front.contains(QStringLiteral("timelineDock")) &&
+                 !front.contains(QStringLiteral("resolutionDock")) && !front.contains(QStringLiteral("spectrumDock")),
+             qPrintable(front.join(QLatin1Char(' '))));
+    resid = m_w->findChild<QDockWidget*>(QStringLiteral("residualsDock"));
+    QVERIFY2(std::abs(resid->width() - width) <= 8, qPrintable(QStringLiteral("%1 vs %2").arg(resid->width()).arg(width)));
   }
 
   void cleanupTestCase() { m_w.reset(); }
