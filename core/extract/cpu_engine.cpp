@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <cmath>
 #include <exception>
 #include <mutex>
@@ -17,27 +18,121 @@
 
 namespace spex {
 
+namespace {
+
+// What a plan depends on, compared field by field: the PSF's identity and its traces
+// (a hash, so a PSF replaced at the same address is noticed), the grid, the fibers and
+// the patch parameters.
+uint64_t traceHash(const GaussHermitePsf& psf) {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&h](const std::vector<double>& v) {
+    for (double d : v) {
+      uint64_t u;
+      std::memcpy(&u, &d, sizeof u);
+      h = (h ^ u) * 1099511628211ull;
+    }
+  };
+  mix(psf.xTrace.coeff.data);
+  mix(psf.yTrace.coeff.data);
+  return h ^ uint64_t(psf.npixX) << 32 ^ uint64_t(psf.npixY) ^ uint64_t(psf.hsizeX) << 48 ^
+         uint64_t(psf.hsizeY) << 56;
+}
+
+bool sameParams(const PatchParams& a, const PatchParams& b) {
+  auto same = [](double x, double y) { return x == y || (std::isnan(x) && std::isnan(y)); };
+  return a.bundlesize == b.bundlesize && a.nsubbundles == b.nsubbundles && a.nwavestep == b.nwavestep &&
+         a.wavepadFrac == b.wavepadFrac && a.pixpadFrac == b.pixpadFrac &&
+         same(a.regularize, b.regularize) && same(a.psferr, b.psferr) && a.mode == b.mode;
+}
+
+bool sameGrid(const WaveGrid& a, const WaveGrid& b) {
+  return a.wmin == b.wmin && a.wmax == b.wmax && a.dw == b.dw && a.n == b.n;
+}
+
+} // namespace
+
+struct CpuEngine::PlanKey {
+  const GaussHermitePsf* psf = nullptr;
+  uint64_t traces = 0;
+  WaveGrid wave;
+  int fiberMin = 0, nFiber = 0;
+  PatchParams params;
+  bool operator==(const PlanKey& o) const {
+    return psf == o.psf && traces == o.traces && sameGrid(wave, o.wave) && fiberMin == o.fiberMin &&
+           nFiber == o.nFiber && sameParams(params, o.params);
+  }
+};
+
+struct CpuEngine::Workspace {
+  PatchSolver solver;
+  PatchSolution sol;
+};
+
+CpuEngine::CpuEngine(CpuEngineOptions options) : m_options(options) {}
+CpuEngine::~CpuEngine() = default;
+
+std::shared_ptr<const PatchPlan> CpuEngine::planFor(const ExtractionRequest& req) {
+  if (!req.psf) throw InputError("extraction request has no PSF");
+  PlanKey key{req.psf, traceHash(*req.psf), req.wave, req.fiberMin, req.nFiber, req.params};
+  std::lock_guard lock(m_mutex);
+  if (!m_plan || !m_planKey || !(*m_planKey == key)) {
+    m_plan = std::make_shared<const PatchPlan>(
+        makePatchPlan(*req.psf, req.wave, req.fiberMin, req.nFiber, req.params));
+    m_planKey = std::make_unique<PlanKey>(key);
+  }
+  return m_plan;
+}
+
 ExtractionResult CpuEngine::extract(const ExtractionRequest& req, ProgressSink& progress,
                                     const CancelToken& cancel) {
+  ExtractionResult result;
+  extractInto(req, result, progress, cancel);
+  return result;
+}
+
+void CpuEngine::extractInto(const ExtractionRequest& req, ExtractionResult& result,
+                            ProgressSink& progress, const CancelToken& cancel) {
   ProfileRecorder rec;
   rec.setThreadLaneName("main");
-  ExtractionResult result;
   std::vector<int> todo;
-  PatchPlan plan;
+  std::shared_ptr<const PatchPlan> planPtr;
   {
     ScopedRange whole(&rec, "extract");
     {
+      // Warm engine: the plan of the previous request when nothing it depends on changed.
       ScopedRange r(&rec, "plan");
-      if (!req.psf) throw InputError("extraction request has no PSF");
-      plan = makePatchPlan(*req.psf, req.wave, req.fiberMin, req.nFiber, req.params);
-      validateRequest(req, plan);
+      planPtr = planFor(req);
+      validateRequest(req, *planPtr);
     }
+    const PatchPlan& plan = *planPtr;
     const GaussHermitePsf& psf = *req.psf;
     const Image& image = *req.image;
     {
       // The frame-sized arrays (and the CCD-sized model): 0.1-0.2 s on a full frame.
+      // A result that already has this plan's shape (the caller keeps it between
+      // requests) is reused: only the bins and model boxes of its previous patches are
+      // cleared, so a request for a few patches allocates nothing frame-sized.
       ScopedRange r(&rec, "allocate");
-      result.allocate(plan, psf.hsizeY, req.model, psf.npixX, psf.npixY);
+      bool filledHere;
+      {
+        std::lock_guard lock(m_mutex);
+        filledHere = m_filled == &result && m_filledPlan == planPtr;
+        m_filled = nullptr; // until this request completes
+      }
+      const bool reuse = filledHere &&
+          result.nfiber == plan.nFiber && result.fiberMin == plan.fiberMin &&
+          result.nwave == plan.wave.n && result.ndiag == psf.hsizeY &&
+          sameGrid(result.wave, plan.wave) && sameParams(result.params, plan.params) &&
+          result.flux.rows == plan.nFiber && result.flux.cols == plan.wave.n &&
+          result.model.has_value() == req.model &&
+          (!req.model || (result.model->rows == psf.npixY && result.model->cols == psf.npixX));
+      if (reuse) {
+        clearPatches(result, plan);
+      } else {
+        result.allocate(plan, psf.hsizeY, req.model, psf.npixX, psf.npixY);
+      }
+      result.patches.clear();
+      result.cancelled = false;
     }
     result.engine = name();
     result.psferr = effectivePsfErr(req);
@@ -65,10 +160,21 @@ ExtractionResult CpuEngine::extract(const ExtractionRequest& req, ProgressSink& 
     const int total = int(todo.size());
     const double dw = plan.wave.dw;
 
+    // Per-thread solvers and their scratch live in the engine between requests.
+    std::vector<std::unique_ptr<Workspace>> ws;
+    {
+      std::lock_guard lock(m_mutex);
+      while (int(ws.size()) < nthreads && !m_pool.empty()) {
+        ws.push_back(std::move(m_pool.back()));
+        m_pool.pop_back();
+      }
+    }
+    while (int(ws.size()) < nthreads) ws.push_back(std::make_unique<Workspace>());
+
     auto worker = [&](int t) {
       if (t > 0) rec.setThreadLaneName("cpu thread " + std::to_string(t));
-      PatchSolver solver;
-      PatchSolution sol;
+      PatchSolver& solver = ws[std::max(0, t - 1)]->solver;
+      PatchSolution& sol = ws[std::max(0, t - 1)]->sol;
       try {
         for (;;) {
           if (cancel.cancelled()) return;
@@ -150,17 +256,57 @@ ExtractionResult CpuEngine::extract(const ExtractionRequest& req, ProgressSink& 
       for (int t = 0; t < nthreads; ++t) pool.emplace_back(worker, t + 1);
       for (auto& th : pool) th.join();
     }
+    {
+      std::lock_guard lock(m_mutex);
+      for (auto& w : ws) m_pool.push_back(std::move(w));
+    }
     if (error) std::rethrow_exception(error);
     result.cancelled = cancel.cancelled() && done.load() < total;
     std::sort(result.patches.begin(), result.patches.end(),
               [](const PatchDiagnostics& a, const PatchDiagnostics& b) { return a.patch < b.patch; });
     {
       ScopedRange r(&rec, "finalize");
-      finalizeFrame(result);
+      finalizeFrame(result, coveredRegion(plan, todo));
     }
   }
   result.profile = rec.finish();
-  return result;
+  std::lock_guard lock(m_mutex);
+  m_filled = &result;
+  m_filledPlan = planPtr;
+}
+
+FrameRegion CpuEngine::coveredRegion(const PatchPlan& plan, const std::vector<int>& patches) {
+  FrameRegion g{plan.nFiber, 0, plan.wave.n, 0};
+  for (int i : patches) {
+    const Patch& p = plan.patches[i];
+    g.f0 = std::min(g.f0, p.fiber0 - plan.fiberMin);
+    g.f1 = std::max(g.f1, p.fiber0 - plan.fiberMin + p.nfiber);
+    g.w0 = std::min(g.w0, p.wave0);
+    g.w1 = std::max(g.w1, p.wave0 + p.nwave);
+  }
+  return g;
+}
+
+void CpuEngine::clearPatches(ExtractionResult& r, const PatchPlan& plan) {
+  const int nk = 2 * r.ndiag + 1;
+  for (const PatchDiagnostics& d : r.patches) {
+    if (d.patch < 0 || d.patch >= int(plan.patches.size())) continue;
+    const Patch& p = plan.patches[d.patch];
+    for (int s = 0; s < p.nfiber; ++s) {
+      const int f = p.fiber0 + s - plan.fiberMin;
+      for (int k = 0; k < p.nwave; ++k) {
+        const int w = p.wave0 + k;
+        r.flux(f, w) = r.ivar(f, w) = r.chi2pix(f, w) = r.pixmaskFraction(f, w) = 0;
+        r.deconvolved(f, w) = 0;
+        r.mask(f, w) = 0;
+        r.covered(f, w) = 0;
+        for (int dd = 0; dd < nk; ++dd) r.resolution(f, dd, w) = 0;
+      }
+    }
+    if (r.model)
+      for (int y = p.box.y0; y < p.box.y1; ++y)
+        std::fill(r.model->row(y) + p.box.x0, r.model->row(y) + p.box.x1, 0.0);
+  }
 }
 
 } // namespace spex

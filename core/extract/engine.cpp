@@ -44,17 +44,23 @@ double median(std::vector<double>& v) {
 }
 } // namespace
 
-void finalizeFrame(ExtractionResult& r) {
+void finalizeFrame(ExtractionResult& r, FrameRegion g) {
+  if (g.f1 < 0 || g.w1 < 0 || g.f1 <= g.f0 || g.w1 <= g.w0) g = FrameRegion{0, r.nfiber, 0, r.nwave};
+  const int F0 = std::max(0, g.f0), F1 = std::min(r.nfiber, g.f1);
+  const int W0 = std::max(0, g.w0), W1 = std::min(r.nwave, g.w1);
   const double dw = r.wave.dw;
+  // A few patches' worth of bins is done in microseconds on the calling thread;
+  // starting threads for it would cost more (and, on a loaded machine, milliseconds).
+  const int threads = double(F1 - F0) * (W1 - W0) >= 65536 ? 0 : 1;
   // Per Angstrom (EXTRACTION.md §5): flux /= dw, ivar *= dw^2. Anything non-finite
   // (a failed patch) becomes flux 0, ivar 0 so no NaN reaches a frame.
   // A frame stores float32: anything beyond its range would become Inf on disk.
   constexpr double kFloatMax = double(std::numeric_limits<float>::max());
   std::atomic<long> noData{0}, nonFinite{0};
-  parallelFor(r.nfiber, [&](int f0, int f1) {
+  parallelFor(F1 - F0, [&](int a0, int a1) {
     long nd = 0, nf = 0;
-    for (int f = f0; f < f1; ++f)
-      for (int w = 0; w < r.nwave; ++w) {
+    for (int f = F0 + a0; f < F0 + a1; ++f)
+      for (int w = W0; w < W1; ++w) {
         if (!r.covered(f, w)) continue;
         double& fl = r.flux(f, w);
         double& iv = r.ivar(f, w);
@@ -84,22 +90,22 @@ void finalizeFrame(ExtractionResult& r) {
       }
     noData += nd;
     nonFinite += nf;
-  });
+  }, threads);
   r.noDataBins = noData.load();
   r.nonFiniteBins = nonFinite.load();
   // BAD2DFIT: chi2pix above 5x the median over fibers at that wavelength and above 5x
   // the median over wavelengths of that fiber (medians over covered bins). The
   // per-wavelength medians read a transposed copy, so every median reads contiguously.
-  const int nf = r.nfiber, nw = r.nwave;
+  const int nf = F1 - F0, nw = W1 - W0;
   std::vector<double> chiT(std::size_t(nf) * nw);
   std::vector<char> covT(chiT.size());
   parallelFor(nw, [&](int w0, int w1) {
     for (int f = 0; f < nf; ++f)
       for (int w = w0; w < w1; ++w) {
-        chiT[std::size_t(w) * nf + f] = r.chi2pix(f, w);
-        covT[std::size_t(w) * nf + f] = r.covered(f, w) ? 1 : 0;
+        chiT[std::size_t(w) * nf + f] = r.chi2pix(F0 + f, W0 + w);
+        covT[std::size_t(w) * nf + f] = r.covered(F0 + f, W0 + w) ? 1 : 0;
       }
-  });
+  }, threads);
   std::vector<double> medW(nw, 0.0), medF(nf, 0.0);
   parallelFor(nw, [&](int w0, int w1) {
     std::vector<double> tmp;
@@ -109,19 +115,20 @@ void finalizeFrame(ExtractionResult& r) {
         if (covT[std::size_t(w) * nf + f]) tmp.push_back(chiT[std::size_t(w) * nf + f]);
       medW[w] = median(tmp);
     }
-  });
-  parallelFor(nf, [&](int f0, int f1) {
+  }, threads);
+  parallelFor(nf, [&](int a0, int a1) {
     std::vector<double> tmp;
-    for (int f = f0; f < f1; ++f) {
+    for (int a = a0; a < a1; ++a) {
+      const int f = F0 + a;
       tmp.clear();
-      for (int w = 0; w < nw; ++w)
+      for (int w = W0; w < W1; ++w)
         if (r.covered(f, w)) tmp.push_back(r.chi2pix(f, w));
-      medF[f] = median(tmp);
-      for (int w = 0; w < nw; ++w)
-        if (r.covered(f, w) && r.chi2pix(f, w) > 5 * medW[w] && r.chi2pix(f, w) > 5 * medF[f])
+      medF[a] = median(tmp);
+      for (int w = W0; w < W1; ++w)
+        if (r.covered(f, w) && r.chi2pix(f, w) > 5 * medW[w - W0] && r.chi2pix(f, w) > 5 * medF[a])
           r.mask(f, w) |= kBad2DFit;
     }
-  }, 0, 4);
+  }, threads, 4);
 }
 
 } // namespace spex

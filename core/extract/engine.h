@@ -122,6 +122,19 @@ public:
   // Throws InputError for bad requests. When cancelled it stops starting patches and
   // returns what finished, with `cancelled` set and `covered` marking the filled bins.
   virtual ExtractionResult extract(const ExtractionRequest&, ProgressSink&, const CancelToken&) = 0;
+  // The same into a result the caller keeps between requests (a warm engine answering
+  // patch selections): engines that can reuse its arrays do so, the CPU engine without
+  // any frame- or CCD-sized allocation for a few patches. By default: into = extract().
+  virtual void extractInto(const ExtractionRequest& request, ExtractionResult& into,
+                           ProgressSink& progress, const CancelToken& cancel) {
+    into = extract(request, progress, cancel);
+  }
+};
+
+// Fibers [f0, f1) x bins [w0, w1) of a result (relative to its fiberMin); the default
+// (or an empty one) is the whole frame.
+struct FrameRegion {
+  int f0 = 0, f1 = -1, w0 = 0, w1 = -1;
 };
 
 // Checks a request before any work: image and PSF present and of matching CCD size,
@@ -134,7 +147,9 @@ double effectivePsfErr(const ExtractionRequest& request);
 // Applies the per-Angstrom conversion and the frame mask rules (EXTRACTION.md §5) to
 // a result whose flux/ivar are per bin; both engines call it once at the end. Bins
 // with no usable result (failed patches, values a float32 frame cannot hold) get
-// flux 0, ivar 0 and kNoData, counted in noDataBins / nonFiniteBins.
-void finalizeFrame(ExtractionResult& result);
+// flux 0, ivar 0 and kNoData, counted in noDataBins / nonFiniteBins. Only covered
+// bins count; a region holding every covered bin gives the same result while reading
+// (and allocating) no more than the region.
+void finalizeFrame(ExtractionResult& result, FrameRegion region = {});
 
 } // namespace spex

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace spex {
 
@@ -16,7 +17,8 @@ void PatchSolver::spots(const Patch& p, const PatchPlan& plan, const GaussHermit
       psf.spotInto(p.fiberPad0 + s, plan.waveAt(p.wavePad0 + k), m_spots[std::size_t(s) * nw + k]);
 }
 
-void PatchSolver::normalEquations(const Patch& p, const Image& image, PatchSolution& out) {
+void PatchSolver::normalEquations(const Patch& p, const Image& image, const PatchSolveOptions& opt,
+                                  PatchSolution& out) {
   const int n = p.nunknown();
   const int nx = m_spots[0].nx, ny = m_spots[0].ny, ns = nx * ny;
   const PixelBox& box = p.box;
@@ -59,35 +61,73 @@ void PatchSolver::normalEquations(const Patch& p, const Image& image, PatchSolut
     out.pixmask[a] = pm;
   }
 
-  // C^-1 = A^T W A from stamp overlaps only (A is never formed): lower triangle,
-  // column-major, entry (b, a) for b >= a.
-  // Also the fiber coupling width: the largest fiber distance between two spots whose
-  // stamps overlap (banded_solver.h); entries further out are exactly zero.
-  const int nw = p.nwavePad;
+  // Fiber x-extents: a fiber whose stamps all lie left or right of a stamp shares no
+  // pixel with it, so both loops below skip it whole.
+  const int nw = p.nwavePad, nfib = p.nfiberPad;
+  m_fx0.assign(nfib, std::numeric_limits<int>::max());
+  m_fx1.assign(nfib, std::numeric_limits<int>::min());
+  for (int a = 0; a < n; ++a) {
+    m_fx0[a / nw] = std::min(m_fx0[a / nw], m_spots[a].xc);
+    m_fx1[a / nw] = std::max(m_fx1[a / nw], m_spots[a].xc + nx);
+  }
+  auto overlap = [&](const Spot& sa, const Spot& sb) {
+    const int dx = sb.xc - sa.xc, dy = sb.yc - sa.yc;
+    return dx < nx && -dx < nx && dy < ny && -dy < ny;
+  };
+  // The fiber coupling width: the largest fiber distance between two spots whose
+  // stamps overlap (banded_solver.h); entries of A^T W A further out are exactly zero.
   int coupling = 0;
-  m_icov0.assign(std::size_t(n) * n, 0.0);
   for (int a = 0; a < n; ++a) {
     const Spot& sa = m_spots[a];
     const int fa = a / nw;
-    const double* wsa = m_ws.data() + std::size_t(a) * ns;
-    double* col = m_icov0.data() + std::size_t(a) * n;
-    for (int b = a; b < n; ++b) {
-      const Spot& sb = m_spots[b];
-      const int dx = sb.xc - sa.xc, dy = sb.yc - sa.yc;
-      if (dx >= nx || -dx >= nx || dy >= ny || -dy >= ny) continue;
-      coupling = std::max(coupling, b / nw - fa);
-      const int ix0 = std::max(0, dx), ix1 = std::min(nx, nx + dx);
-      const int iy0 = std::max(0, dy), iy1 = std::min(ny, ny + dy);
-      double sum = 0;
-      for (int iy = iy0; iy < iy1; ++iy) {
-        const double* wr = wsa + iy * nx;
-        const double* br = sb.v.data() + (iy - dy) * nx - dx;
-        for (int ix = ix0; ix < ix1; ++ix) sum += wr[ix] * br[ix];
+    for (int t = nfib - 1; t > fa + coupling; --t) {
+      if (sa.xc + nx <= m_fx0[t] || m_fx1[t] <= sa.xc) continue;
+      bool hit = false;
+      for (int b = t * nw; b < (t + 1) * nw && !hit; ++b) hit = overlap(sa, m_spots[b]);
+      if (hit) {
+        coupling = t - fa;
+        break;
       }
-      col[b] = sum;
     }
   }
-  out.coupling = coupling;
+  out.coupling = m_coupling = coupling;
+  chooseSolver(p, opt);
+
+  // C^-1 = A^T W A from stamp overlaps only (A is never formed): lower triangle,
+  // column-major, entry (b, a) for b >= a. On the banded path only the band is
+  // cleared and written (a fifth of the matrix's memory traffic for DESI patches).
+  m_icov0.resize(std::size_t(n) * n);
+  for (int a = 0; a < n; ++a) {
+    const Spot& sa = m_spots[a];
+    const int fa = a / nw, end = bandEnd(a);
+    const double* wsa = m_ws.data() + std::size_t(a) * ns;
+    double* col = m_icov0.data() + std::size_t(a) * n;
+    // The dense path keeps whole zeroed columns: its fiber-block SYRK reads the upper
+    // triangles of L^-1's diagonal blocks, which must be zero, not a previous patch's.
+    std::fill(col + (m_fullLower ? 0 : a), col + end, 0.0);
+    for (int t = fa; t * nw < end; ++t) {
+      if (sa.xc + nx <= m_fx0[t] || m_fx1[t] <= sa.xc) continue;
+      for (int b = std::max(a, t * nw); b < (t + 1) * nw; ++b) {
+        const Spot& sb = m_spots[b];
+        if (!overlap(sa, sb)) continue;
+        const int dx = sb.xc - sa.xc, dy = sb.yc - sa.yc;
+        const int ix0 = std::max(0, dx), ix1 = std::min(nx, nx + dx);
+        const int iy0 = std::max(0, dy), iy1 = std::min(ny, ny + dy);
+        double sum = 0;
+        for (int iy = iy0; iy < iy1; ++iy) {
+          const double* wr = wsa + iy * nx;
+          const double* br = sb.v.data() + (iy - dy) * nx - dx;
+          for (int ix = ix0; ix < ix1; ++ix) sum += wr[ix] * br[ix];
+        }
+        col[b] = sum;
+      }
+    }
+  }
+}
+
+int PatchSolver::bandEnd(int a) const {
+  if (m_fullLower) return m_bb.n();
+  return std::min(m_bb.n(), (a / m_bb.nb + m_bb.w + 1) * m_bb.nb);
 }
 
 void PatchSolver::chooseSolver(const Patch& p, const PatchSolveOptions& opt) {
@@ -103,6 +143,9 @@ void PatchSolver::chooseSolver(const Patch& p, const PatchSolveOptions& opt) {
     m_banded = m_bb.bandedFma(kept0) < m_bb.denseFma(kept0, kept1);
     break;
   }
+  // The dense factorisation and the noise mode's eigen-decomposition read the whole
+  // lower triangle.
+  m_fullLower = !m_banded || opt.mode == Decorrelation::Noise;
 }
 
 bool PatchSolver::factorAndSolve(int n, double regularize, bool keepPrior, PatchSolution& out) {
@@ -110,7 +153,12 @@ bool PatchSolver::factorAndSolve(int n, double regularize, bool keepPrior, Patch
   double maxfw = 0;
   for (double v : m_fw) maxfw = std::max(maxfw, v);
   const double minweight = 1e-4 * maxfw;
-  m_icov = m_icov0;
+  m_icov.resize(std::size_t(n) * n);
+  for (int a = 0; a < n; ++a) {
+    const std::size_t c = std::size_t(a) * n;
+    const std::size_t r0 = m_fullLower ? 0 : a;
+    std::copy(m_icov0.begin() + c + r0, m_icov0.begin() + c + bandEnd(a), m_icov.begin() + c + r0);
+  }
   for (int a = 0; a < n; ++a) {
     const double fw = m_fw[a];
     const double add = fw <= minweight ? (minweight - fw) * (minweight - fw) : regularize * regularize;
@@ -173,7 +221,9 @@ void PatchSolver::decorrelateSignal(int nfib, int nw, int kept0, int kept1, Patc
   m_eig.resize(nw);
   std::vector<double>& t = m_modelBox; // scratch nw x nw
   t.resize(std::size_t(nw) * nw);
-  std::vector<double> q(std::size_t(nw) * nw);
+  m_z.resize(std::size_t(nw) * nw);
+  m_qs.resize(std::size_t(nw) * nw);
+  double* q = m_qs.data();
   for (int s = kept0; s < kept1; ++s) {
     const int c0 = s * nw;
     if (m_banded) {
@@ -185,16 +235,21 @@ void PatchSolver::decorrelateSignal(int nfib, int nw, int kept0, int kept1, Patc
       const double* xs = m_icov.data() + c0 + std::size_t(c0) * n;
       lapack::syrkT(nw, n - c0, 1.0, xs, n, 0.0, m_cs.data(), nw);
     }
-    lapack::syevd(nw, m_cs.data(), nw, m_eig.data(), m_work, m_iwork);
-    // Q_s = C_s^-1/2 = V diag(w^-1/2) V^T, eigenvalues clipped at 1e-14 of the largest.
+    // MRRR (dsyevr): a third fewer instructions than divide and conquer (dsyevd) at
+    // this size, same eigenpairs to rounding (docs/benchmarks.md, "CPU engine, banded").
+    lapack::syevr(nw, m_cs.data(), nw, m_eig.data(), m_z.data(), nw, m_work, m_iwork);
+    // Q_s = C_s^-1/2 = V diag(w^-1/2) V^T = T T^T with T = V diag(w^-1/4), eigenvalues
+    // clipped at 1e-14 of the largest: a symmetric rank-k update, half a GEMM.
     const double floor = 1e-14 * m_eig[nw - 1];
     for (int i = 0; i < nw; ++i) {
       const double w = std::max(m_eig[i], floor);
-      const double sc = w > 0 ? 1.0 / std::sqrt(w) : 0.0;
-      for (int r = 0; r < nw; ++r) t[r + std::size_t(i) * nw] = m_cs[r + std::size_t(i) * nw] * sc;
+      const double sc = w > 0 ? 1.0 / std::sqrt(std::sqrt(w)) : 0.0;
+      for (int r = 0; r < nw; ++r) t[r + std::size_t(i) * nw] = m_z[r + std::size_t(i) * nw] * sc;
     }
-    lapack::gemmNT(nw, nw, nw, t.data(), nw, m_cs.data(), nw, q.data(), nw);
-    applyQ(q.data(), nw, s, nw, out);
+    lapack::syrkN(nw, nw, 1.0, t.data(), nw, 0.0, q, nw);
+    for (int c = 0; c < nw; ++c)
+      for (int r = c + 1; r < nw; ++r) q[c + std::size_t(r) * nw] = q[r + std::size_t(c) * nw];
+    applyQ(q, nw, s, nw, out);
   }
 }
 
@@ -339,10 +394,8 @@ void PatchSolver::solve(const Patch& p, const PatchPlan& plan, const Image& imag
   }
   {
     ScopedRange r(rec, "normal equations", p.index);
-    normalEquations(p, image, out);
+    normalEquations(p, image, opt, out);
   }
-  m_coupling = out.coupling;
-  chooseSolver(p, opt);
   out.banded = m_banded;
   const bool keepPrior = opt.mode == Decorrelation::Noise;
   bool ok;

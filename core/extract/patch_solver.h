@@ -66,18 +66,26 @@ private:
   std::vector<double> m_icov0;   // copy with the prior, for the retry and noise mode
   std::vector<double> m_y, m_fw;
   std::vector<double> m_cs, m_eig, m_q, m_work;
+  std::vector<double> m_z, m_qs;  // eigenvectors and Q_s of one fiber block
   std::vector<int> m_iwork;
   std::vector<double> m_modelBox; // model over the box from all padded spots
   BandedCholesky m_band;
   BlockBand m_bb;                 // this patch's block band (w = fiber coupling)
   bool m_banded = false;
+  bool m_fullLower = true;        // the whole lower triangle is stored, not just the band
   int m_coupling = 0;
+  std::vector<int> m_fx0, m_fx1;  // per fiber: x range of its stamps
 
   // Dense or banded for this patch (sets m_banded, m_bb) after normalEquations.
   void chooseSolver(const Patch& p, const PatchSolveOptions& opt);
 
   void spots(const Patch& p, const PatchPlan& plan, const GaussHermitePsf& psf);
-  void normalEquations(const Patch& p, const Image& image, PatchSolution& out);
+  // Also finds the fiber coupling and chooses the solver (before filling the matrix,
+  // so the banded path clears and fills only the band).
+  void normalEquations(const Patch& p, const Image& image, const PatchSolveOptions& opt,
+                       PatchSolution& out);
+  // One past the last row of column a of the lower triangle that is stored.
+  int bandEnd(int a) const;
   bool factorAndSolve(int n, double regularize, bool keepPrior, PatchSolution& out);
   // Per-fiber decorrelation of fibers [kept0, kept1), the only ones the engine keeps.
   void decorrelateSignal(int nfib, int nw, int kept0, int kept1, PatchSolution& out);

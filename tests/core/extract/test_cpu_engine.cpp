@@ -236,6 +236,75 @@ private slots:
     QVERIFY(chi2 / n < 1.5 && chi2 / n > 0.5);
   }
 
+  void warmEngineFillsSelectionsInPlace() {
+    // One engine and one result kept between requests, as the workbench's patch
+    // selections do: the second and later requests reuse the result's arrays (no
+    // frame- or CCD-sized allocation) and still equal fresh extractions exactly,
+    // model image included, with nothing left over from the previous selection.
+    SimulationOptions so;
+    so.wave = WaveGrid::fromRange(6000, 6300, 0.8);
+    so.fiberMin = 25;
+    so.nFiber = 25;
+    const Simulation sim = simulate(psf, so);
+    const PatchPlan plan = makePatchPlan(psf, so.wave, 25, 25, PatchParams{});
+    const std::vector<int> pickA = plan.patchesInRegion(30, 35, 60, 120);
+    const std::vector<int> pickB = plan.patchesInRegion(40, 50, 200, 260);
+    QVERIFY(!pickA.empty() && !pickB.empty());
+    CpuEngine engine;
+    ExtractionResult kept;
+    auto request = [&](std::optional<std::vector<int>> pick) {
+      ExtractionRequest req;
+      req.image = &sim.image;
+      req.psf = &psf;
+      req.wave = so.wave;
+      req.fiberMin = 25;
+      req.nFiber = 25;
+      req.patches = std::move(pick);
+      req.model = true;
+      req.threads = 2;
+      return req;
+    };
+    auto requireEqual = [](const ExtractionResult& a, const ExtractionResult& b) {
+      QVERIFY(a.flux.data == b.flux.data);
+      QVERIFY(a.ivar.data == b.ivar.data);
+      QVERIFY(a.mask.data == b.mask.data);
+      QVERIFY(a.resolution.data == b.resolution.data);
+      QVERIFY(a.chi2pix.data == b.chi2pix.data);
+      QVERIFY(a.pixmaskFraction.data == b.pixmaskFraction.data);
+      QVERIFY(a.deconvolved.data == b.deconvolved.data);
+      QVERIFY(a.covered.data == b.covered.data);
+      // Model tiles overlap and are added as patches finish (any order across
+      // threads), so pixels agree to rounding, not bit for bit; stale tiles would be O(1).
+      double dm = 0, mmax = 0;
+      for (std::size_t i = 0; i < a.model->data.size(); ++i) {
+        dm = std::max(dm, std::abs(a.model->data[i] - b.model->data[i]));
+        mmax = std::max(mmax, std::abs(b.model->data[i]));
+      }
+      QVERIFY2(dm <= 1e-12 * mmax, qPrintable(QString::number(dm / mmax)));
+      QCOMPARE(a.patches.size(), b.patches.size());
+    };
+    NullProgress np;
+    CancelToken ct;
+    engine.extractInto(request(pickA), kept, np, ct);
+    const double* flux0 = kept.flux.data.data();
+    const double* res0 = kept.resolution.data.data();
+    const double* model0 = kept.model->data.data();
+    for (const auto& pick : {pickB, pickA, pickB}) {
+      engine.extractInto(request(pick), kept, np, ct);
+      QCOMPARE(kept.flux.data.data(), flux0);
+      QCOMPARE(kept.resolution.data.data(), res0);
+      QCOMPARE(kept.model->data.data(), model0);
+      QVERIFY(kept.profile.phaseStats().size() > 0);
+      requireEqual(kept, CpuEngine().extract(request(pick), np, ct));
+    }
+    // The whole frame into the same result, then a selection again.
+    engine.extractInto(request(std::nullopt), kept, np, ct);
+    requireEqual(kept, CpuEngine().extract(request(std::nullopt), np, ct));
+    engine.extractInto(request(pickA), kept, np, ct);
+    requireEqual(kept, CpuEngine().extract(request(pickA), np, ct));
+    QCOMPARE(kept.flux.data.data(), flux0);
+  }
+
   void cancelReturnsPartialResult() {
     SimulationOptions so;
     so.wave = WaveGrid::fromRange(6000, 7000, 0.8);
