@@ -3,6 +3,7 @@
 #include "core/errors.h"
 #include "core/extract/cpu_engine.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -126,6 +127,38 @@ CpuEngineOptions cpuOptionsFromEnvironment() {
   return o;
 }
 } // namespace
+
+int visibleGpuCount() {
+#ifdef SPEXLAB_HAVE_CUDA
+  std::string why;
+  return cudaAvailable(&why) ? int(listGpus().size()) : 0;
+#else
+  return 0;
+#endif
+}
+
+std::size_t gpuMemoryBudget(const std::string& text, const std::vector<int>& gpus,
+                            const std::string& what) {
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  const bool plain = end != text.c_str() && *end == '\0';
+  if (!plain || v >= 1) return parseByteSize(text, what);
+  if (!(v > 0)) throw InputError(what + " '" + text + "': a fraction must lie in (0, 1)");
+#ifdef SPEXLAB_HAVE_CUDA
+  std::string why;
+  if (!cudaAvailable(&why))
+    throw InputError(what + " '" + text + "' is a fraction of GPU memory, but there is no usable GPU (" + why + ")");
+  std::size_t total = 0;
+  for (const GpuInfo& g : listGpus())
+    if (gpus.empty() || std::find(gpus.begin(), gpus.end(), g.device) != gpus.end())
+      total = total ? std::min(total, g.totalBytes) : g.totalBytes;
+  if (!total) throw InputError(what + " '" + text + "': none of the chosen GPUs is visible");
+  return std::size_t(v * double(total));
+#else
+  (void)gpus;
+  throw InputError(what + " '" + text + "' is a fraction of GPU memory, but this build has no CUDA engine");
+#endif
+}
 
 EngineChoice makeEngine(const std::string& kind, const std::vector<int>& gpus) {
   EngineOptions o;

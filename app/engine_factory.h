@@ -42,6 +42,15 @@ EngineChoice makeEngine(const std::string& kind, const std::vector<int>& gpus = 
 // Throws InputError naming `what` (e.g. "--gpu-memory") for anything else or zero.
 std::size_t parseByteSize(const std::string& text, const std::string& what);
 
+// --gpu-memory: a size parseByteSize() reads ("6G"), or a fraction in (0, 1) of the
+// smallest total memory among `gpus` (all visible when empty), e.g. "0.2". Throws
+// InputError naming the option for anything else, and for a fraction without a GPU.
+std::size_t gpuMemoryBudget(const std::string& text, const std::vector<int>& gpus,
+                            const std::string& what = "--gpu-memory");
+
+// GPUs the CUDA engine can use (0 without CUDA, driver or device).
+int visibleGpuCount();
+
 // "none: <reason>" or the GPUs found, for Help -> About and `spexlab-cli --version`.
 std::string describeGpus();
 bool cudaBuilt();

@@ -28,7 +28,7 @@ __device__ __forceinline__ double warpSum(double x) {
 // over it and records its rotations (C[i], S[i] act on columns i, i+1 of Q, applied
 // for i = hi down to lo). Returns 1 with a sweep recorded, 0 when every eigenvalue
 // has converged, -1 when eigenvalue l did not converge (l, iter: thread 0's state).
-__device__ int qlSweep(int n, double* d, double* e, double* C, double* S, int& l, int& iter,
+__device__ __forceinline__ int qlSweep(int n, double* d, double* e, double* C, double* S, int& l, int& iter,
                        int& hi, int& lo) {
   constexpr double eps = 2.220446049250313e-16;
   while (l < n) {
@@ -49,7 +49,9 @@ __device__ int qlSweep(int n, double* d, double* e, double* C, double* S, int& l
     bool split = false;
     for (; i >= l; --i) {
       const double f = s * e[i], b = c * e[i];
-      r = hypot(f, g);
+      // sqrt of the sum of squares, not hypot: the entries of a decorrelation block are
+      // far from overflow, and this is the serial chain of the whole solver.
+      r = sqrt(f * f + g * g);
       e[i + 1] = r;
       if (r == 0.0) { // the block splits here: the rotations so far stand
         d[i + 1] -= p;
@@ -80,8 +82,10 @@ __device__ int qlSweep(int n, double* d, double* e, double* C, double* S, int& l
   return 0;
 }
 
-__global__ void __launch_bounds__(kThreads) syevKernel(int n, double* Ag, int lda, long long strideA,
-                                                       double* Wg, int* info) {
+// prof (optional): thread 0 of each block adds its clock cycles per stage and its QL
+// sweeps and rotations (SyevProfile order).
+__global__ void __launch_bounds__(kThreads, 4) syevKernel(int n, double* Ag, int lda, long long strideA,
+                                                       double* Wg, int* info, unsigned long long* prof) {
   extern __shared__ double sh[];
   const int ld = n; // column-major: a thread per row walks a column without bank conflicts
   double* a = sh;
@@ -96,6 +100,12 @@ __global__ void __launch_bounds__(kThreads) syevKernel(int n, double* Ag, int ld
   __shared__ int sCount[2], sHi[2], sLo[2], sFail;
   const int tid = threadIdx.x, nt = blockDim.x, lane = tid & 31, warp = tid >> 5, nw = nt >> 5;
   double* A = Ag + (long long)blockIdx.x * strideA;
+  __shared__ long long clk[5]; // thread 0's stage clocks (prof only)
+  __shared__ unsigned long long sweeps, rotations; // thread 0's (prof only)
+  if (prof && tid == 0) {
+    clk[0] = clock64();
+    sweeps = rotations = 0;
+  }
 
   // The lower triangle, mirrored: both halves are kept up to date below.
   for (int t = tid; t < n * n; t += nt) {
@@ -135,16 +145,18 @@ __global__ void __launch_bounds__(kThreads) syevKernel(int n, double* Ag, int ld
     double k = 0.0;
     for (int r = i + 1 + lane; r < n; r += 32) k += p[r] * v[r];
     k = 0.5 * t * warpSum(k);
-    const int m = n - i - 1;
     if (t != 0.0)
-      for (int q = tid; q < m * m; q += nt) {
-        const int cc = q / m, c = i + 1 + cc, r = i + 1 + (q - cc * m);
-        const double vr = v[r], vc = v[c];
-        a[c * ld + r] -= vr * (p[c] - k * vc) + (p[r] - k * vr) * vc;
+      for (int c = i + 1 + warp; c < n; c += nw) { // a warp per column, lanes down it
+        const double vc = v[c], wc = p[c] - k * vc;
+        for (int r = i + 1 + lane; r < n; r += 32) {
+          const double vr = v[r];
+          a[c * ld + r] -= vr * wc + (p[r] - k * vr) * vc;
+        }
       }
     for (int r = i + 2 + tid; r < n; r += nt) a[i * ld + r] = v[r];
     __syncthreads();
   }
+  if (prof && tid == 0) clk[1] = clock64();
   if (tid == 0) {
     if (n >= 2) {
       d[n - 2] = a[(n - 2) * ld + n - 2];
@@ -169,10 +181,9 @@ __global__ void __launch_bounds__(kThreads) syevKernel(int n, double* Ag, int ld
     }
     __syncthreads();
     const double t = tau[i];
-    const int m = n - i - 1;
-    for (int q = tid; q < m * (m - 1); q += nt) {
-      const int cc = q / m, c = i + 2 + cc, r = i + 1 + (q - cc * m);
-      a[c * ld + r] -= t * (r == i + 1 ? 1.0 : a[i * ld + r]) * p[c];
+    for (int c = i + 2 + warp; c < n; c += nw) {
+      const double tp = t * p[c];
+      for (int r = i + 1 + lane; r < n; r += 32) a[c * ld + r] -= tp * (r == i + 1 ? 1.0 : a[i * ld + r]);
     }
     for (int r = 1 + tid; r < n; r += nt)
       a[(i + 1) * ld + r] = r < i + 1 ? 0.0 : (r == i + 1 ? 1.0 - t : -t * a[i * ld + r]);
@@ -183,6 +194,7 @@ __global__ void __launch_bounds__(kThreads) syevKernel(int n, double* Ag, int ld
     if (r) a[r * ld] = 0.0;
   }
   __syncthreads();
+  if (prof && tid == 0) clk[2] = clock64();
 
   // Implicit QL. Thread 0 computes sweep s + 1 while warps 1.. apply sweep s to the
   // rows of Q (each row independent: a thread per row, the column pair in registers).
@@ -203,6 +215,10 @@ __global__ void __launch_bounds__(kThreads) syevKernel(int n, double* Ag, int ld
       if (tid == 0) {
         int hi = 0, lo = 0;
         const int r = qlSweep(n, d, e, cs + nxt * n, sn + nxt * n, l, iter, hi, lo);
+        if (prof) {
+          ++sweeps;
+          rotations += sHi[cur] - sLo[cur] + 1;
+        }
         sCount[nxt] = r;
         sHi[nxt] = hi;
         sLo[nxt] = lo;
@@ -225,6 +241,7 @@ __global__ void __launch_bounds__(kThreads) syevKernel(int n, double* Ag, int ld
     __syncthreads();
   }
 
+  if (prof && tid == 0) clk[3] = clock64();
   // Ascending order (ties by index), as LAPACK returns them.
   for (int k = tid; k < n; k += nt) {
     const double dk = d[k];
@@ -239,12 +256,17 @@ __global__ void __launch_bounds__(kThreads) syevKernel(int n, double* Ag, int ld
     A[(long long)rank[k] * lda + r] = a[k * ld + r];
   }
   if (tid == 0) info[blockIdx.x] = sFail;
+  if (prof && tid == 0) {
+    clk[4] = clock64();
+    for (int k = 0; k < 4; ++k) atomicAdd(prof + k, (unsigned long long)(clk[k + 1] - clk[k]));
+    atomicAdd(prof + 4, sweeps);
+    atomicAdd(prof + 5, rotations);
+  }
 }
 
-} // namespace
 
-void syevBatched(int n, double* A, int lda, long long strideA, double* W, int* info, int batch,
-                 cudaStream_t stream) {
+void launchSyev(int n, double* A, int lda, long long strideA, double* W, int* info, int batch,
+                cudaStream_t stream, unsigned long long* prof) {
   if (n < 1 || n > kSyevMaxN || lda < n || strideA < (long long)lda * n || batch < 0)
     throw GpuError("syevBatched: bad arguments (n " + std::to_string(n) + ", lda " +
                    std::to_string(lda) + ", stride " + std::to_string(strideA) + ", batch " +
@@ -252,8 +274,52 @@ void syevBatched(int n, double* A, int lda, long long strideA, double* W, int* i
   if (batch == 0) return;
   const std::size_t shm = sizeof(double) * (std::size_t(n) * n + 10 * std::size_t(n));
   SPEX_CUDA(cudaFuncSetAttribute(syevKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shm)));
-  syevKernel<<<batch, kThreads, shm, stream>>>(n, A, lda, strideA, W, info);
+  syevKernel<<<batch, kThreads, shm, stream>>>(n, A, lda, strideA, W, info, prof);
   SPEX_CUDA_LAUNCH("syevKernel");
 }
+
+} // namespace
+
+void syevBatched(int n, double* A, int lda, long long strideA, double* W, int* info, int batch,
+                 cudaStream_t stream) {
+  launchSyev(n, A, lda, strideA, W, info, batch, stream, nullptr);
+}
+
+SyevProfile syevBatchedProfile(int n, double* A, int lda, long long strideA, double* W, int* info,
+                               int batch) {
+  unsigned long long* prof = nullptr;
+  SPEX_CUDA(cudaMalloc(&prof, 6 * sizeof(unsigned long long)));
+  SyevProfile out;
+  try {
+    SPEX_CUDA(cudaMemset(prof, 0, 6 * sizeof(unsigned long long)));
+    cudaEvent_t a, b;
+    SPEX_CUDA(cudaEventCreate(&a));
+    SPEX_CUDA(cudaEventCreate(&b));
+    SPEX_CUDA(cudaEventRecord(a, nullptr));
+    launchSyev(n, A, lda, strideA, W, info, batch, nullptr, prof);
+    SPEX_CUDA(cudaEventRecord(b, nullptr));
+    SPEX_CUDA(cudaEventSynchronize(b));
+    float ms = 0;
+    SPEX_CUDA(cudaEventElapsedTime(&ms, a, b));
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+    unsigned long long h[6];
+    SPEX_CUDA(cudaMemcpy(h, prof, sizeof h, cudaMemcpyDeviceToHost));
+    const double nb = batch > 0 ? batch : 1;
+    out.seconds = ms * 1e-3;
+    out.tridiagonalCycles = h[0] / nb;
+    out.formQCycles = h[1] / nb;
+    out.qlCycles = h[2] / nb;
+    out.writeCycles = h[3] / nb;
+    out.sweeps = h[4] / nb;
+    out.rotations = h[5] / nb;
+  } catch (...) {
+    cudaFree(prof);
+    throw;
+  }
+  cudaFree(prof);
+  return out;
+}
+
 
 } // namespace spex::gpu

@@ -25,4 +25,15 @@ constexpr int kSyevMaxN = 160;
 void syevBatched(int n, double* A, int lda, long long strideA, double* W, int* info, int batch,
                  cudaStream_t stream);
 
+// The same, synchronous on the default stream, timed (CUDA events) and with each
+// matrix's mean clock cycles per stage as thread 0 of its block saw them, and its
+// mean QL sweeps and rotations: for the benchmark notes, not for production.
+struct SyevProfile {
+  double seconds = 0;
+  double tridiagonalCycles = 0, formQCycles = 0, qlCycles = 0, writeCycles = 0;
+  double sweeps = 0, rotations = 0;
+};
+SyevProfile syevBatchedProfile(int n, double* A, int lda, long long strideA, double* W, int* info,
+                               int batch);
+
 } // namespace spex::gpu

@@ -1,23 +1,29 @@
 // CudaEngine: host orchestration. Reads nothing, computes nothing per patch: it
-// uploads, launches and copies back (see cuda_engine.h). Per device:
+// uploads, launches and copies back (see cuda_engine.h). Device memory, the device
+// timeline (pooled events), device discovery and the batched eigensolver live in
+// their own files (device_memory.h, device_timeline.h, device_discovery.cpp,
+// batched_eigh.h). Per device:
 //   H2D       image, PSF coefficients, patch table          (stream 0)
 //   spots     every (fiber, bin) stamp the device's patches use, once
-//   per batch of P patches, alternating between workspaces (streams 1..W):
+//   per batch of P patches (P from the memory budget), alternating between
+//   workspaces (streams 1..W):
 //     normal equations  sparse A^T W A, y, fluxweight, pixmask_fraction, prior
-//     solve             batched Cholesky (cuSOLVER), L^-1 (diagonal-block kernel +
+//     solve             batched Cholesky blocked by fiber, L^-1 (diagonal-block kernel +
 //                       batched GEMMs), f = L^-T L^-1 y
-//     decorrelate       fiber blocks of iCov^-1 (batched GEMMs), Jacobi C_s^-1/2,
-//                       flux, ivar, resolution into the frame
+//     decorrelate       fiber blocks of iCov^-1 (batched GEMMs), their eigen-pairs
+//                       (syevBatched), C_s^-1/2, flux, ivar, resolution into the frame
 //     chi2pix           model over the box, chi2pix, pixmask, f, model image
 //   retry     patches whose Cholesky failed, once, with regularize = 1e-4
 //   D2H       the device's rows of the frame arrays and the model image
 #include "cuda_engine.h"
 
 #include "batched_eigh.h"
+#include "device_discovery.h"
+#include "device_memory.h"
+#include "device_timeline.h"
 #include "kernels.h"
 
 #include "core/errors.h"
-#include "core/extract/cpu_engine.h"
 #include "core/image.h"
 #include "core/psf/gauss_hermite_psf.h"
 
@@ -44,166 +50,12 @@ using gpu::DevLegendre;
 using gpu::DevPatch;
 using gpu::DevPsf;
 using gpu::SpotTable;
-
-namespace {
-
-void checkCublas(cublasStatus_t s, const char* what) {
-  if (s != CUBLAS_STATUS_SUCCESS)
-    throw GpuError(std::string("cuBLAS error ") + std::to_string(int(s)) + " in " + what);
-}
-void checkCusolver(cusolverStatus_t s, const char* what) {
-  if (s != CUSOLVER_STATUS_SUCCESS)
-    throw GpuError(std::string("cuSOLVER error ") + std::to_string(int(s)) + " in " + what);
-}
-
-// Minimum compute capability of the machine code this build carries (80-real;90).
-constexpr int kMinMajor = 8;
-
-// Device memory that grows on demand and counts what the engine holds.
-template <class T>
-class DeviceArray {
-public:
-  DeviceArray() = default;
-  ~DeviceArray() { release(); }
-  DeviceArray(const DeviceArray&) = delete;
-  DeviceArray& operator=(const DeviceArray&) = delete;
-
-  // Ensures room for n elements; returns false on cudaErrorMemoryAllocation or when
-  // *held would pass limit (the caller shrinks its batch), throws GpuError on any
-  // other failure.
-  bool reserve(std::size_t n, std::size_t* held, std::size_t limit = SIZE_MAX) {
-    if (n <= m_cap) return true;
-    if (held && *held - m_cap * sizeof(T) + std::max<std::size_t>(n, 1) * sizeof(T) > limit)
-      return false;
-    release(held);
-    void* p = nullptr;
-    const cudaError_t e = cudaMalloc(&p, std::max<std::size_t>(n, 1) * sizeof(T));
-    if (e == cudaErrorMemoryAllocation) {
-      cudaGetLastError();
-      return false;
-    }
-    SPEX_CUDA(e);
-    m_p = static_cast<T*>(p);
-    m_cap = n;
-    if (held) *held += m_cap * sizeof(T);
-    return true;
-  }
-  void need(std::size_t n, std::size_t* held, const char* what) {
-    if (!reserve(n, held))
-      throw GpuError(std::string("out of device memory allocating ") + what + " (" +
-                     std::to_string(n * sizeof(T) >> 20) + " MiB)");
-  }
-  void release(std::size_t* held = nullptr) {
-    if (m_p) cudaFree(m_p);
-    if (held && m_cap) *held -= m_cap * sizeof(T);
-    m_p = nullptr;
-    m_cap = 0;
-  }
-  T* get() const { return m_p; }
-  std::size_t capacity() const { return m_cap; }
-  // Bytes held would grow by this much for room for n elements.
-  std::size_t growth(std::size_t n) const { return n > m_cap ? (n - m_cap) * sizeof(T) : 0; }
-
-private:
-  T* m_p = nullptr;
-  std::size_t m_cap = 0;
-};
-
-template <class T>
-class PinnedArray {
-public:
-  ~PinnedArray() {
-    if (m_p) cudaFreeHost(m_p);
-  }
-  T* get(std::size_t n) {
-    if (n > m_cap) {
-      if (m_p) cudaFreeHost(m_p);
-      m_p = nullptr;
-      void* p = nullptr;
-      SPEX_CUDA(cudaMallocHost(&p, std::max<std::size_t>(n, 1) * sizeof(T)));
-      m_p = static_cast<T*>(p);
-      m_cap = n;
-    }
-    return m_p;
-  }
-
-private:
-  T* m_p = nullptr;
-  std::size_t m_cap = 0;
-};
-
-// Device-timed phases: CUDA events around each phase's launches, an NVTX range of
-// the same name around the host side, converted into Profile ranges at the end.
-class DeviceTimeline {
-public:
-  struct Pending {
-    const char* name;
-    int lane;
-    int id;
-    cudaEvent_t a, b;
-    int depth;
-  };
-  ~DeviceTimeline() { drop(); }
-
-  // depth 1: a step inside a phase (e.g. "cholesky" inside "solve").
-  template <class F>
-  void phase(const char* name, int lane, int id, cudaStream_t s, F&& launch, int depth = 0) {
-    Pending p{name, lane, id, nullptr, nullptr, depth};
-    SPEX_CUDA(cudaEventCreate(&p.a));
-    SPEX_CUDA(cudaEventCreate(&p.b));
-    m_pending.push_back(p);
-    SPEX_CUDA(cudaEventRecord(p.a, s));
-    nvtxRangePushA(name);
-    try {
-      launch();
-    } catch (...) {
-      nvtxRangePop();
-      throw;
-    }
-    nvtxRangePop();
-    SPEX_CUDA(cudaEventRecord(p.b, s));
-  }
-
-  // Call after the device is idle. t0 was recorded (and waited for) at hostT0.
-  void flush(ProfileRecorder& rec, cudaEvent_t t0, int64_t hostT0) {
-    for (const Pending& p : m_pending) {
-      float ta = 0, tb = 0;
-      SPEX_CUDA(cudaEventElapsedTime(&ta, t0, p.a));
-      SPEX_CUDA(cudaEventElapsedTime(&tb, t0, p.b));
-      ProfileRange r;
-      r.name = p.name;
-      r.startNs = hostT0 + int64_t(double(ta) * 1e6);
-      r.endNs = hostT0 + int64_t(double(tb) * 1e6);
-      r.lane = p.lane;
-      r.depth = p.depth;
-      r.patch = p.id;
-      rec.add(std::move(r));
-    }
-    drop();
-  }
-  // Device time (s) of all phases with this id on this lane.
-  double seconds(int lane, int id) const {
-    double s = 0;
-    for (const Pending& p : m_pending)
-      if (p.lane == lane && p.id == id && p.depth == 0) {
-        float ms = 0;
-        if (cudaEventElapsedTime(&ms, p.a, p.b) == cudaSuccess) s += ms * 1e-3;
-      }
-    return s;
-  }
-  void drop() {
-    for (const Pending& p : m_pending) {
-      cudaEventDestroy(p.a);
-      cudaEventDestroy(p.b);
-    }
-    m_pending.clear();
-  }
-
-private:
-  std::vector<Pending> m_pending;
-};
-
-} // namespace
+using gpu::checkCublas;
+using gpu::checkCusolver;
+using gpu::DeviceArray;
+using gpu::DeviceTimeline;
+using gpu::EventPool;
+using gpu::PinnedArray;
 
 // One workspace: a stream, its library handles and the batch buffers.
 struct Workspace {
@@ -248,6 +100,7 @@ struct CudaEngine::Device {
   DeviceArray<DevPatch> patches, retryPatches;
   PinnedArray<int> hInfo;
   PinnedArray<double> hChi2;
+  EventPool events; // the timeline's and the streams' synchronisation events
   CudaMemoryPlan plan; // of the last extraction
   std::size_t limit = SIZE_MAX; // workspaces may not take held past this (the budget)
   // The batch that last fitted the budget for a layout, so a warm call does not try
@@ -601,55 +454,6 @@ void launchBatch(Workspace& w, BatchView v, const DevPatch* table, int first, in
 
 // ---------------------------------------------------------------------------------
 
-bool cudaAvailable(std::string* why) {
-  int n = 0;
-  const cudaError_t e = cudaGetDeviceCount(&n);
-  if (e != cudaSuccess) {
-    cudaGetLastError();
-    if (why) *why = std::string("no CUDA driver or device (") + cudaGetErrorString(e) + ")";
-    return false;
-  }
-  if (n <= 0) {
-    if (why) *why = "no CUDA device";
-    return false;
-  }
-  for (int d = 0; d < n; ++d) {
-    cudaDeviceProp prop{};
-    if (cudaGetDeviceProperties(&prop, d) == cudaSuccess && prop.major >= kMinMajor) return true;
-  }
-  if (why) *why = "no CUDA device of compute capability 8.0 or newer (this build's minimum)";
-  return false;
-}
-
-std::vector<GpuInfo> listGpus() {
-  std::vector<GpuInfo> out;
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    cudaGetLastError();
-    return out;
-  }
-  int cur = 0;
-  cudaGetDevice(&cur);
-  for (int d = 0; d < n; ++d) {
-    cudaDeviceProp prop{};
-    if (cudaGetDeviceProperties(&prop, d) != cudaSuccess) continue;
-    GpuInfo g;
-    g.device = d;
-    g.name = prop.name;
-    g.major = prop.major;
-    g.minor = prop.minor;
-    g.totalBytes = prop.totalGlobalMem;
-    g.multiprocessors = prop.multiProcessorCount;
-    std::size_t fr = 0, tot = 0;
-    if (cudaSetDevice(d) == cudaSuccess && cudaMemGetInfo(&fr, &tot) == cudaSuccess)
-      g.freeBytes = fr;
-    cudaGetLastError();
-    out.push_back(g);
-  }
-  cudaSetDevice(cur);
-  return out;
-}
-
 CudaEngine::CudaEngine(CudaEngineOptions options) : m_options(std::move(options)) {
   std::string why;
   if (!cudaAvailable(&why)) throw GpuError("CUDA engine unavailable: " + why);
@@ -665,7 +469,7 @@ CudaEngine::CudaEngine(CudaEngineOptions options) : m_options(std::move(options)
                      " device(s) visible)");
     cudaDeviceProp prop{};
     SPEX_CUDA(cudaGetDeviceProperties(&prop, d));
-    if (prop.major < kMinMajor)
+    if (prop.major < gpu::kMinComputeMajor)
       throw GpuError("GPU " + std::to_string(d) + " (" + prop.name + ") has compute capability " +
                      std::to_string(prop.major) + "." + std::to_string(prop.minor) +
                      "; this build needs 8.0 or newer");
@@ -717,14 +521,16 @@ namespace {
 // Per-device state of one extract() call: the timeline and its time origin, and the
 // PSF uploaded by prefetch().
 struct DeviceRun {
+  explicit DeviceRun(EventPool& pool) : tl(pool), pool(pool) {}
   DeviceTimeline tl;
+  EventPool& pool;
   cudaEvent_t t0 = nullptr;
   int64_t hostT0 = 0;
   int mainLane = 0;
   DevPsf psf;
   bool uploaded = false;
   ~DeviceRun() {
-    if (t0) cudaEventDestroy(t0);
+    if (t0) pool.release(t0);
   }
 };
 
@@ -738,7 +544,7 @@ void prefetch(CudaEngine::Device& dev, DeviceRun& run, const ExtractionRequest& 
   for (std::size_t k = 0; k < dev.ws.size(); ++k)
     dev.ws[k]->lane = rec.lane(prefix + std::to_string(k + 1));
   // Time origin: an event the host has waited for.
-  SPEX_CUDA(cudaEventCreate(&run.t0));
+  run.t0 = run.pool.acquire();
   SPEX_CUDA(cudaEventRecord(run.t0, dev.main));
   SPEX_CUDA(cudaEventSynchronize(run.t0));
   run.hostT0 = rec.nowNs();
@@ -862,8 +668,7 @@ void runDevice(CudaEngine::Device& dev, DeviceRun& run, const CudaEngineOptions&
   fr.nwave = nwave;
   fr.ndiag = nd;
 
-  cudaEvent_t ready;
-  SPEX_CUDA(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
+  const cudaEvent_t ready = dev.events.acquire();
   SPEX_CUDA(cudaEventRecord(ready, ms));
   for (auto& w : dev.ws) SPEX_CUDA(cudaStreamWaitEvent(w->stream, ready, 0));
 
@@ -1027,11 +832,10 @@ void runDevice(CudaEngine::Device& dev, DeviceRun& run, const CudaEngineOptions&
   // D2H: this device's rows of the frame, and the model image.
   tl.phase(kPhaseD2H, mainLane, -1, ms, [&] {
     for (auto& w : dev.ws) {
-      cudaEvent_t e;
-      SPEX_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+      const cudaEvent_t e = dev.events.acquire();
       SPEX_CUDA(cudaEventRecord(e, w->stream));
       SPEX_CUDA(cudaStreamWaitEvent(ms, e, 0));
-      cudaEventDestroy(e);
+      dev.events.release(e); // reusable once recorded again: the wait is already enqueued
     }
     const std::size_t nfw = std::size_t(nrow) * nwave, off = std::size_t(job.rowLo) * nwave;
     auto get = [&](double* dst, const DeviceArray<double>& src, std::size_t count) {
@@ -1082,7 +886,7 @@ void runDevice(CudaEngine::Device& dev, DeviceRun& run, const CudaEngineOptions&
   job.cancelled = launched < ntodo;
   SPEX_CUDA(cudaStreamSynchronize(ms)); // the patch table's host copy goes out of scope
   tl.flush(rec, run.t0, run.hostT0);
-  cudaEventDestroy(ready);
+  dev.events.release(ready);
 }
 
 } // namespace
@@ -1100,7 +904,8 @@ ExtractionResult CudaEngine::extract(const ExtractionRequest& req, ProgressSink&
     if (!req.image) throw InputError("extraction request has no image");
     // Upload the image and the PSF to every device while the host plans.
     std::vector<std::unique_ptr<DeviceRun>> runs;
-    for (std::size_t d = 0; d < m_devices.size(); ++d) runs.push_back(std::make_unique<DeviceRun>());
+    for (std::size_t d = 0; d < m_devices.size(); ++d)
+      runs.push_back(std::make_unique<DeviceRun>(m_devices[d]->events));
     std::vector<std::exception_ptr> prefetchErrors(m_devices.size());
     std::vector<std::thread> prefetchers;
     for (std::size_t d = 0; d < m_devices.size(); ++d)

@@ -40,5 +40,6 @@ done
 cp "$DATA/psf-r0-00067784.fits" "$STAGE/data/"
 tar -C "$STAGE" -cJf .device/stage.tar.xz $(cd "$STAGE" && ls)
 cp scripts/device-run.sh .device/run.sh
+cp scripts/bench-batch.sh .device/bench-batch.sh
 rm -rf "$STAGE"
 ls -la .device

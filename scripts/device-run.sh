@@ -17,6 +17,11 @@
 #   gui     the workbench offscreen on the frame of `cold` (made if missing): CPU vs
 #           CUDA on the whole frame, twice in one process, screenshot + tables
 #   ceilings  spexlab-cli bench --ceilings alone (cuBLAS DGEMM/cuSOLVER rates)
+#   batch20   spexlab-cli batch of 20 full r frames on GPU 0, IO overlapped: frames/hour,
+#             summary table, trace batch-1.json (bench-batch.sh)
+#   procs5    5 batch processes at once on GPU 0 (4 frames each, --gpu-memory 0.15):
+#             aggregate frames/hour and each process's peak device memory, no MPS
+#   procs5mps the same under CUDA MPS (control daemon started and stopped here)
 cd "$(dirname "$0")"
 D=/tmp/dev
 mkdir -p $D && tar -xJf stage.tar.xz -C $D || exit 1
@@ -75,6 +80,15 @@ for step in "$@"; do
          timeout 400 $B/spexlab --preproc $D/frame/preproc.fits --psf $D/frame/psf.fits --truth $D/frame/truth.fits \
             --screenshot $OUT/gui-cpu-vs-cuda.png --size 1800x1200 --compare cpu,cuda --compare-runs 2 --extract 2>&1 \
             | grep -v propagateSizeHints | tee $OUT/gui-compare.txt ;;
+    batch20) SPEXLAB_PSF=$PSF timeout 500 bash ./bench-batch.sh -N 20 --cli $B/spexlab-cli --dir $D/bb \
+        -- --engine cuda --gpus 0 2>&1 | tee $OUT/batch20.txt; cp $D/bb/batch-1.json $OUT/batch20-trace.json ;;
+    procs5) SPEXLAB_PSF=$PSF timeout 500 bash ./bench-batch.sh -N 4 -P 5 --cli $B/spexlab-cli --dir $D/bb \
+        -- --engine cuda --gpus 0 --gpu-memory 0.15 2>&1 | tee $OUT/procs5.txt ;;
+    procs5mps) export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps-log
+        mkdir -p $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY && nvidia-cuda-mps-control -d
+        SPEXLAB_PSF=$PSF timeout 500 bash ./bench-batch.sh -N 4 -P 5 --cli $B/spexlab-cli --dir $D/bb \
+          -- --engine cuda --gpus 0 --gpu-memory 0.15 2>&1 | tee $OUT/procs5mps.txt
+        echo quit | nvidia-cuda-mps-control; unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY ;;
     ceilings) timeout 200 $B/spexlab-cli bench --engine cuda --psf $PSF --repeat 1 --ceilings 2>&1 | tee $OUT/ceilings.txt ;;
   esac
 done

@@ -51,6 +51,11 @@ ResidualView::ResidualView(ViewState* state, QWidget* parent) : QWidget(parent),
     m_modeBox->addItem(QString::fromUtf8(modeName(m)), m);
     m_blinkWith->addItem(QString::fromUtf8(modeName(m)), m);
   }
+  // Long item texts must not make the dock wide (the CCD is the main panel).
+  for (QComboBox* c : {m_modeBox, m_blinkWith}) {
+    c->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+    c->setMinimumContentsLength(9);
+  }
   m_modeBox->setCurrentIndex(Chi);
   m_blinkWith->setCurrentIndex(Data);
   m_blink = new QCheckBox(tr("blink with"), this);

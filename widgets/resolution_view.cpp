@@ -37,11 +37,23 @@ ResolutionView::ResolutionView(ViewState* state, QWidget* parent) : QWidget(pare
   m_diag->axisRect()->setRangeDrag(Qt::Horizontal);
   m_diag->axisRect()->setRangeZoom(Qt::Horizontal);
 
+  m_hint = new QLabel(this);
+  m_hint->setObjectName(QStringLiteral("resolutionHint"));
+  m_hint->setAlignment(Qt::AlignCenter);
+  m_hint->setWordWrap(true);
+  m_hint->setStyleSheet(QStringLiteral("color: #555; font-size: 11pt; padding: 12px;"));
+  m_hint->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Expanding);
+  m_hint->setText(tr("The resolution matrix of an extracted fiber shows here.\n\nClick a fiber trace on the "
+                     "CCD, press \u201cExtract selection\u201d (Ctrl+R), then click a wavelength on the CCD or "
+                     "in the spectrum to see its row of R."));
+
   auto* lay = new QVBoxLayout(this);
   lay->setContentsMargins(2, 2, 2, 2);
   lay->addWidget(m_title);
   lay->addWidget(m_kernel, 1);
   lay->addWidget(m_diag, 1);
+  lay->addWidget(m_hint, 1);
+  refresh();
 
   connect(m_state, &ViewState::fibersChanged, this, &ResolutionView::refresh);
   connect(m_state, &ViewState::waveChanged, this, &ResolutionView::refresh);
@@ -138,7 +150,14 @@ void ResolutionView::refresh() {
     m_map->data()->clear();
     m_title->setText(tr("Select an extracted fiber to see its resolution matrix."));
   }
+  const bool empty = !(r && fiber >= 0) && m_kernel->graphCount() == 0;
+  m_hint->setVisible(empty);
+  m_kernel->setVisible(!empty);
+  m_diag->setVisible(!empty);
+  m_title->setVisible(!empty);
   m_diag->replot(QCustomPlot::rpQueuedReplot);
 }
+
+QString ResolutionView::emptyHint() const { return m_hint->isVisibleTo(this) ? m_hint->text() : QString(); }
 
 } // namespace spex

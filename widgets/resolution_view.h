@@ -29,6 +29,8 @@ public:
 
   QCustomPlot* kernelPlot() const { return m_kernel; }
   QCustomPlot* diagonalsPlot() const { return m_diag; }
+  // What the view says instead of empty axes; empty when something is drawn.
+  QString emptyHint() const;
 
 private:
   QPointer<ViewState> m_state;
@@ -37,6 +39,7 @@ private:
   QCustomPlot* m_diag = nullptr;
   QCPColorMap* m_map = nullptr;
   QLabel* m_title = nullptr;
+  QLabel* m_hint = nullptr;
 };
 
 } // namespace spex

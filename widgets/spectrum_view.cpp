@@ -6,6 +6,8 @@
 #include <QFile>
 #include <QHBoxLayout>
 #include <QLabel>
+#include <QMenu>
+#include <QToolButton>
 #include <QTextStream>
 #include <QVBoxLayout>
 
@@ -53,8 +55,10 @@ SpectrumView::SpectrumView(ViewState* state, QWidget* parent) : QWidget(parent),
     auto* r = const_cast<QCPAxisRect*>(rects[i]);
     r->setMarginGroup(QCP::msLeft | QCP::msRight, group);
     r->axis(QCPAxis::atLeft)->setLabel(QString::fromUtf8(labels[i]));
-    r->setRangeDrag(Qt::Horizontal | (i == 0 ? Qt::Vertical : Qt::Orientations()));
-    r->setRangeZoom(Qt::Horizontal | (i == 0 ? Qt::Vertical : Qt::Orientations()));
+    // Wavelength only: the flux axes follow the data in view (autoscaleValues), so
+    // zooming in on a line never cuts its peak off.
+    r->setRangeDrag(Qt::Horizontal);
+    r->setRangeZoom(Qt::Horizontal);
     if (i < 2) r->axis(QCPAxis::atBottom)->setTickLabels(false);
     // Few ticks on the short tracks, so their labels never run into each other.
     r->axis(QCPAxis::atLeft)->ticker()->setTickCount(i == 0 ? 4 : 2);
@@ -79,11 +83,17 @@ SpectrumView::SpectrumView(ViewState* state, QWidget* parent) : QWidget(parent),
     m_hover[i]->setPen(QPen(QColor(120, 120, 120), 1, Qt::DashLine));
   }
   m_chiRect->axis(QCPAxis::atBottom)->setLabel(QStringLiteral("wavelength [\u00c5]"));
+  // The legend sits in its own row above the tracks, never over the data.
   auto* legend = new QCPLegend;
-  m_fluxRect->insetLayout()->addElement(legend, Qt::AlignTop | Qt::AlignRight);
+  m_plot->plotLayout()->insertRow(0);
+  m_plot->plotLayout()->addElement(0, 0, legend);
+  m_plot->plotLayout()->setRowStretchFactors({0.001, 3.0, 1.0, 1.0});
   legend->setLayer(QStringLiteral("legend"));
   legend->setFont(QFont(font().family(), 8));
-  legend->setBrush(QColor(255, 255, 255, 200));
+  legend->setFillOrder(QCPLayoutGrid::foColumnsFirst);
+  legend->setWrap(4);
+  legend->setBorderPen(Qt::NoPen);
+  legend->setMargins(QMargins(2, 1, 2, 1));
   m_plot->legend = legend;
   m_plot->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
   m_plot->setMinimumHeight(220);
@@ -91,6 +101,27 @@ SpectrumView::SpectrumView(ViewState* state, QWidget* parent) : QWidget(parent),
   connect(m_plot, &QCustomPlot::mouseMove, this, &SpectrumView::onMouseMove);
   connect(m_plot, &QCustomPlot::mousePress, this, &SpectrumView::onMousePress);
   connect(m_plot, &QCustomPlot::mouseWheel, this, [this] { m_userZoomed = true; });
+  // After every wavelength change (wheel, drag, reset) the flux axes fit what is shown.
+  connect(m_fluxRect->axis(QCPAxis::atBottom), qOverload<const QCPRange&>(&QCPAxis::rangeChanged), this,
+          [this] { autoscaleValues(); });
+  connect(m_plot, &QCustomPlot::mouseDoubleClick, this, [this] { resetView(); });
+
+  m_resetAction = new QAction(tr("Reset zoom (whole extracted range)"), this);
+  connect(m_resetAction, &QAction::triggered, this, &SpectrumView::resetView);
+  m_bandAction = new QAction(tr("\u00b11\u03c3 band"), this);
+  m_truthAction = new QAction(tr("Truth"), this);
+  m_legendAction = new QAction(tr("Legend"), this);
+  for (QAction* a : {m_bandAction, m_truthAction, m_legendAction}) {
+    a->setCheckable(true);
+    a->setChecked(true);
+  }
+  connect(m_legendAction, &QAction::toggled, this, [this] { rebuild(false); });
+  m_plot->setContextMenuPolicy(Qt::CustomContextMenu);
+  connect(m_plot, &QWidget::customContextMenuRequested, this, [this](const QPoint& at) {
+    QMenu menu(this);
+    menu.addActions(contextActions());
+    menu.exec(m_plot->mapToGlobal(at));
+  });
 
   m_showBand = new QCheckBox(tr("\u00b11\u03c3 band"), this);
   m_showBand->setChecked(true);
@@ -101,15 +132,33 @@ SpectrumView::SpectrumView(ViewState* state, QWidget* parent) : QWidget(parent),
   m_info->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
   for (QCheckBox* b : {m_showBand, m_showTruth})
     connect(b, &QCheckBox::toggled, this, [this] { rebuild(false); });
+  // The menu's toggles and the check boxes are one setting each.
+  connect(m_bandAction, &QAction::toggled, m_showBand, &QCheckBox::setChecked);
+  connect(m_showBand, &QCheckBox::toggled, m_bandAction, &QAction::setChecked);
+  connect(m_truthAction, &QAction::toggled, m_showTruth, &QCheckBox::setChecked);
+  connect(m_showTruth, &QCheckBox::toggled, m_truthAction, &QAction::setChecked);
+  auto* reset = new QToolButton(this);
+  reset->setText(tr("Reset zoom"));
+  reset->setToolTip(tr("Whole extracted range, flux axes fitted (also: double-click the plot)"));
+  connect(reset, &QToolButton::clicked, this, &SpectrumView::resetView);
+
+  m_hint = new QLabel(this);
+  m_hint->setObjectName(QStringLiteral("spectrumHint"));
+  m_hint->setAlignment(Qt::AlignCenter);
+  m_hint->setWordWrap(true);
+  m_hint->setStyleSheet(QStringLiteral("color: #555; font-size: 11pt; padding: 12px;"));
+  m_hint->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Expanding);
 
   auto* bar = new QHBoxLayout;
   bar->addWidget(m_showBand);
   bar->addWidget(m_showTruth);
+  bar->addWidget(reset);
   bar->addWidget(m_info, 1);
   auto* lay = new QVBoxLayout(this);
   lay->setContentsMargins(2, 2, 2, 2);
   lay->addLayout(bar);
   lay->addWidget(m_plot, 1);
+  lay->addWidget(m_hint, 1);
 
   connect(m_state, &ViewState::fibersChanged, this, [this] {
     m_userZoomed = false;
@@ -202,7 +251,7 @@ void SpectrumView::rebuild(bool rescale) {
       }
       auto [xa, ya] = axes(m_fluxRect);
       QCPGraph* g = m_plot->addGraph(xa, ya);
-      g->setName(QStringLiteral("fiber %1 %2").arg(m_state->fiberNumber(fiber)).arg(src.name));
+      g->setName(QStringLiteral("%1, fiber %2").arg(src.name).arg(m_state->fiberNumber(fiber)));
       g->setData(x, f, true);
       g->setPen(pen);
       m_fluxGraphs.push_back({src.name, fiber, g});
@@ -246,14 +295,17 @@ void SpectrumView::rebuild(bool rescale) {
         auto [xa, ya] = axes(m_fluxRect);
         QCPGraph* gp = m_plot->addGraph(xa, ya);
         gp->setData(x, plain, true);
-        gp->setPen(QPen(QColor(120, 120, 120), 1));
-        gp->setName(QStringLiteral("truth %1").arg(m_state->fiberNumber(fiber)));
+        // Each fiber's truth in its own colour: plain thin and light, truth (x) R dashed.
+        QColor light = color.lighter(150);
+        light.setAlpha(170);
+        gp->setPen(QPen(light, 1));
+        gp->setName(QStringLiteral("truth, fiber %1").arg(m_state->fiberNumber(fiber)));
         m_truthGraphs.push_back({QStringLiteral("plain"), fiber, gp});
         if (!conv.isEmpty()) {
           QCPGraph* gcv = m_plot->addGraph(xa, ya);
           gcv->setData(x, conv, true);
-          gcv->setPen(QPen(Qt::black, 1.2, Qt::DashLine));
-          gcv->setName(QStringLiteral("truth \u2297 R %1").arg(m_state->fiberNumber(fiber)));
+          gcv->setPen(QPen(color.darker(160), 1.4, fi % 2 ? Qt::DashDotLine : Qt::DashLine));
+          gcv->setName(QStringLiteral("truth \u2297 R, fiber %1").arg(m_state->fiberNumber(fiber)));
           m_truthGraphs.push_back({QStringLiteral("convolved"), fiber, gcv});
         }
       }
@@ -281,28 +333,56 @@ void SpectrumView::rebuild(bool rescale) {
     bool found = false;
     QCPRange xr = keyRange(data, &found);
     if (!found) xr = keyRange(m_fluxRect->graphs(), &found);
-    if (found) {
-      for (QCPAxisRect* r : {m_fluxRect, m_ivarRect, m_chiRect}) {
-        r->axis(QCPAxis::atBottom)->setRange(xr);
-        bool any = false;
-        QCPRange yr;
-        for (QCPGraph* g : r->graphs()) {
-          bool fy = false;
-          const QCPRange gy = g->getValueRange(fy, QCP::sdBoth, xr);
-          if (!fy) continue;
-          if (!any) yr = gy;
-          else yr.expand(gy);
-          any = true;
-        }
-        if (any) {
-          const double pad = 0.05 * (yr.size() > 0 ? yr.size() : 1.0);
-          r->axis(QCPAxis::atLeft)->setRange(yr.lower - pad, yr.upper + pad);
-        }
-      }
+    if (found) m_fluxRect->axis(QCPAxis::atBottom)->setRange(xr); // the others follow
+  }
+  autoscaleValues();
+  m_plot->legend->setVisible(!m_fluxGraphs.isEmpty() && m_legendAction->isChecked());
+  // Never empty axes: say how to get something to show.
+  const bool empty = m_plot->graphCount() == 0;
+  if (empty) {
+    const int fiber = m_state->selectedFiber();
+    m_hint->setText(fiber >= 0
+                        ? tr("Fiber %1 is selected but not extracted yet.\n\nPress \u201cExtract selection\u201d "
+                             "(Ctrl+R) in the toolbar, or \u201cExtract whole frame\u201d (Ctrl+Shift+R).").arg(fiber)
+                        : tr("No spectrum yet.\n\nClick a fiber trace on the CCD to select it (shift+drag selects "
+                             "patches), then press \u201cExtract selection\u201d (Ctrl+R) in the toolbar."));
+  }
+  m_hint->setVisible(empty);
+  m_plot->setVisible(!empty);
+  updateCursor();
+}
+
+QString SpectrumView::emptyHint() const { return m_hint->isVisibleTo(this) ? m_hint->text() : QString(); }
+
+QCPLegend* SpectrumView::legend() const { return m_plot->legend; }
+
+QList<QAction*> SpectrumView::contextActions() const {
+  return {m_resetAction, m_bandAction, m_truthAction, m_legendAction};
+}
+
+void SpectrumView::resetView() {
+  m_userZoomed = false;
+  rebuild(true);
+}
+
+void SpectrumView::autoscaleValues() {
+  const QCPRange xr = m_fluxRect->axis(QCPAxis::atBottom)->range();
+  for (QCPAxisRect* r : {m_fluxRect, m_ivarRect, m_chiRect}) {
+    bool any = false;
+    QCPRange yr;
+    for (QCPGraph* g : r->graphs()) {
+      bool fy = false;
+      const QCPRange gy = g->getValueRange(fy, QCP::sdBoth, xr);
+      if (!fy) continue;
+      if (!any) yr = gy;
+      else yr.expand(gy);
+      any = true;
+    }
+    if (any) {
+      const double pad = 0.05 * (yr.size() > 0 ? yr.size() : 1.0);
+      r->axis(QCPAxis::atLeft)->setRange(yr.lower - pad, yr.upper + pad);
     }
   }
-  m_plot->legend->setVisible(!m_fluxGraphs.isEmpty());
-  updateCursor();
 }
 
 void SpectrumView::updateCursor() {

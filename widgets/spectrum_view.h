@@ -17,6 +17,8 @@ class QCustomPlot;
 class QCPAxisRect;
 class QCPGraph;
 class QCPItemStraightLine;
+class QAction;
+class QCPLegend;
 class QLabel;
 class QCheckBox;
 
@@ -37,6 +39,17 @@ public:
   QCPGraph* fluxGraph(const QString& source, int fiber) const;
   QCPGraph* truthGraph(int fiber, bool convolved) const;
   int maxFibers() const { return 8; }
+  // What the view says instead of empty axes (how to get a spectrum); empty when
+  // something is drawn.
+  QString emptyHint() const;
+  // Navigation: the wheel and a drag move the wavelength axis only; the flux axes
+  // follow the data in view (so peaks are never clipped). resetView() shows the
+  // whole extracted range again (double-click, context menu, "Reset" button).
+  void resetView();
+  // The right-click menu's actions (reset, ±1σ band, truth, legend).
+  QList<QAction*> contextActions() const;
+  QCPLegend* legend() const;
+  QCPAxisRect* fluxRect() const { return m_fluxRect; }
 
   // CSV of the selected fibers (or all fibers of every source when allFibers):
   // source, fiber, wavelength, flux, ivar, mask, chi2pix[, truth].
@@ -48,6 +61,7 @@ private:
   void onMouseMove(QMouseEvent* e);
   void onMousePress(QMouseEvent* e);
   double waveAtPixel(double px) const;
+  void autoscaleValues(); // value axes over the data inside the shown wavelengths
 
   QPointer<ViewState> m_state;
   QCustomPlot* m_plot = nullptr;
@@ -59,6 +73,11 @@ private:
   QCheckBox* m_showBand = nullptr;
   QCheckBox* m_showTruth = nullptr;
   QLabel* m_info = nullptr;
+  QLabel* m_hint = nullptr;
+  QAction* m_resetAction = nullptr;
+  QAction* m_bandAction = nullptr;
+  QAction* m_truthAction = nullptr;
+  QAction* m_legendAction = nullptr;
   QVector<SpectrumSource> m_sources;
   std::shared_ptr<const Truth> m_truth;
   QVector<int> m_shownFibers;

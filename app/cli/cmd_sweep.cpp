@@ -10,7 +10,7 @@
 #include "core/io/psf_io.h"
 #include "core/sim/simulator.h"
 #include "core/sweep/sweep.h"
-#include "options.h"
+#include "cli_common.h"
 
 #include <algorithm>
 #include <cmath>
@@ -25,22 +25,11 @@ namespace spex::cli {
 
 namespace {
 
-const std::map<std::string, std::string> kSweepAliases = {
-    {"-i", "--input"}, {"-p", "--psf"},      {"-w", "--wavelength"}, {"-s", "--specmin"},
-    {"-n", "--nspec"}, {"-t", "--threads"}};
-const std::set<std::string> kSweepValued = {
-    "--input",        "--psf",         "--wavelength",   "--specmin",       "--nspec",
-    "--nwavestep",    "--nsubbundles", "--wavepad-frac", "--bundlesize",    "--pixpad-frac",
-    "--engine",       "--threads",     "--csv",          "--json",          "--truth",
-    "--reference",    "--region-fibers", "--region-wave", "--repeat",       "--seed",
-    "--tolerance",    "--gpus"};
-const std::set<std::string> kSweepFlags = {"--quiet", "--timing-only"};
-
-std::vector<int> intList(const Options& o, const std::string& name, std::vector<int> fallback) {
-  if (!o.has(name)) return fallback;
+std::vector<int> intList(const std::string& text, const std::string& name) {
   std::vector<int> out;
-  for (double v : numberList(o.str(name), name)) {
-    if (v != std::floor(v) || v < 1) throw InputError("option " + name + " expects positive integers, got '" + o.str(name) + "'");
+  for (double v : numberList(text, name)) {
+    if (v != std::floor(v) || v < 1 || v > 1e6)
+      throw InputError("option " + name + " expects positive integers, got '" + text + "'");
     out.push_back(int(v));
   }
   return out;
@@ -49,40 +38,11 @@ std::vector<int> intList(const Options& o, const std::string& name, std::vector<
 // Default sweep grid: 400 A from 5760 A (DESI r) when the PSF covers it with room for
 // the simulator's edge padding, else from 50 A above the PSF's blue end. A sweep runs
 // the region once per setting, so the default is small.
-WaveGrid sweepWave(const Options& o, const GaussHermitePsf& psf) {
-  if (o.has("--wavelength")) {
-    const auto v = numberList(o.str("--wavelength"), "-w/--wavelength");
-    if (v.size() != 3 && v.size() != 2)
-      throw InputError("-w/--wavelength expects wmin,wmax[,dw], got '" + o.str("--wavelength") + "'");
-    return WaveGrid::fromRange(v[0], v[1], v.size() == 3 ? v[2] : 0.8);
-  }
+WaveGrid sweepWave(const std::string& wavelength, const GaussHermitePsf& psf) {
+  if (!wavelength.empty()) return parseWaveOption(wavelength);
   double w0 = 5760;
   if (w0 < psf.waveMin() + 50 || w0 + 450 > psf.waveMax()) w0 = std::ceil(psf.waveMin()) + 50;
   return WaveGrid::fromRange(w0, std::min(w0 + 400, std::floor(psf.waveMax()) - 50), 0.8);
-}
-
-void writeTextAtomic(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    out << text;
-    if (!out.good()) {
-      out.close();
-      std::remove(tmp.c_str());
-      throw InputError("cannot write '" + path + "'");
-    }
-  }
-  std::filesystem::rename(tmp, path);
-}
-
-// Fails before minutes of work when an output cannot be written.
-void checkOutputDir(const std::string& path, const char* what) {
-  if (path.empty()) return;
-  std::filesystem::path dir = std::filesystem::path(path).parent_path();
-  if (dir.empty()) dir = ".";
-  if (!std::filesystem::is_directory(dir) || ::access(dir.c_str(), W_OK) != 0)
-    throw InputError(std::string(what) + " '" + path + "': directory '" + dir.string() +
-                     "' does not exist or is not writable");
 }
 
 class NullProgress : public ProgressSink {};
@@ -129,79 +89,107 @@ std::string rowTable(const SweepResult& r, double tolerance) {
 } // namespace
 
 int cmdSweep(const std::vector<std::string>& args) {
-  Options o(kSweepAliases, kSweepValued, kSweepFlags);
-  o.parse(args);
-  if (!o.positional().empty()) throw InputError("unexpected argument '" + o.positional()[0] + "'");
-  const std::string csvOut = o.str("--csv"), jsonOut = o.str("--json");
-  checkOutputDir(csvOut, "--csv");
-  checkOutputDir(jsonOut, "--json");
-  const bool quiet = o.has("--quiet");
+  CLI::App app("Time and check patch sizes on a region: speed and accuracy per setting.",
+               "spexlab-cli sweep");
+  setupApp(app);
+  std::string input, psfPath, wavelength, nwavestepList = "30,50,80", nsubList = "1,5",
+              wavepadList = "0.2", engineList = "auto", gpuList, csvOut, jsonOut, truthPath,
+              referencePath, regionFibers, regionWave;
+  int specmin = 0, nspec = -1, threads = 0, repeat = 1;
+  int64_t seed = 42;
+  double tolerance = 0;
+  bool quiet = false, timingOnly = false;
+  PatchParams base;
+  app.add_option("-i,--input", input, "preproc image (default: simulated through the PSF)");
+  app.add_option("-p,--psf", psfPath, "PSF file (default: the synthetic PSF)");
+  app.add_option("-w,--wavelength", wavelength, "wmin,wmax[,dw] (default: 400 A from 5760 A)");
+  app.add_option("-s,--specmin", specmin, "first fiber")->capture_default_str()->check(CLI::NonNegativeNumber);
+  auto* nspecOpt = app.add_option("-n,--nspec", nspec, "number of fibers (default 25)");
+  app.add_option("--nwavestep", nwavestepList, "wavelengths per patch, a list")->capture_default_str();
+  app.add_option("--nsubbundles", nsubList, "sub-bundles per bundle, a list")->capture_default_str();
+  app.add_option("--wavepad-frac", wavepadList, "wavelength padding fractions, a list")->capture_default_str();
+  app.add_option("--bundlesize", base.bundlesize, "spectra per bundle")->capture_default_str();
+  app.add_option("--pixpad-frac", base.pixpadFrac, "pixel padding, fraction of a spot")->capture_default_str();
+  app.add_option("--engine", engineList, "engines to sweep, e.g. cpu,cuda")->capture_default_str();
+  app.add_option("--gpus", gpuList, "GPU devices, e.g. 0,1");
+  app.add_option("-t,--threads", threads, "CPU threads (0: all cores)")->capture_default_str()->check(CLI::NonNegativeNumber);
+  app.add_option("--csv", csvOut, "write the rows as CSV");
+  app.add_option("--json", jsonOut, "write the rows as JSON");
+  app.add_option("--truth", truthPath, "truth file of -i (pulls against it)");
+  app.add_option("--reference", referencePath, "reference frame of -i (agreement with it)");
+  app.add_option("--region-fibers", regionFibers, "FIRST,END (END exclusive) of the scored region");
+  app.add_option("--region-wave", regionWave, "WMIN,WMAX of the scored region");
+  auto* repeatOpt = app.add_option("--repeat", repeat, "runs per setting (>= 1)")->capture_default_str();
+  app.add_option("--seed", seed, "simulation seed")->capture_default_str();
+  auto* tolOpt = app.add_option("--tolerance", tolerance, "accuracy tolerance for the best setting");
+  app.add_flag("--timing-only", timingOnly, "no accuracy, timing only");
+  app.add_flag("--quiet", quiet, "print nothing");
+  if (!parseArgs(app, args)) return 0;
+  if (repeatOpt->count() && repeat < 1) throw InputError("--repeat must be >= 1, got " + std::to_string(repeat));
+  checkWritable(csvOut, "--csv");
+  checkWritable(jsonOut, "--json");
 
   GaussHermitePsf psf;
   Image image;
   std::optional<Truth> truth;
   std::optional<ExtractionResult> reference;
   std::string source;
-  if (o.has("--input")) {
-    if (!o.has("--psf")) throw InputError("sweep -i needs -p psf.fits too");
-    psf = readPsf(o.str("--psf"));
-    image = readPreproc(o.str("--input"));
-    source = o.str("--input");
+  if (!input.empty()) {
+    if (psfPath.empty()) throw InputError("sweep -i needs -p psf.fits too");
+    psf = readPsf(psfPath);
+    image = readPreproc(input);
+    source = input;
   } else {
-    psf = o.has("--psf") ? readPsf(o.str("--psf")) : makeSyntheticPsf();
+    psf = !psfPath.empty() ? readPsf(psfPath) : makeSyntheticPsf();
   }
 
   SweepSpec spec;
-  spec.wave = sweepWave(o, psf);
-  spec.fiberMin = o.integer("--specmin", 0);
-  spec.nFiber = o.integer("--nspec", std::min(25, psf.nfiber - spec.fiberMin));
-  spec.base.bundlesize = o.integer("--bundlesize", spec.base.bundlesize);
-  spec.base.pixpadFrac = o.number("--pixpad-frac", spec.base.pixpadFrac);
+  spec.wave = sweepWave(wavelength, psf);
+  spec.fiberMin = specmin;
+  spec.nFiber = nspecOpt->count() ? nspec : std::min(25, psf.nfiber - spec.fiberMin);
+  spec.base.bundlesize = base.bundlesize;
+  spec.base.pixpadFrac = base.pixpadFrac;
   spec.base.validate();
-  spec.nwavestep = intList(o, "--nwavestep", {30, 50, 80});
-  spec.nsubbundles = intList(o, "--nsubbundles", {1, 5});
-  spec.wavepadFrac = o.has("--wavepad-frac") ? numberList(o.str("--wavepad-frac"), "--wavepad-frac")
-                                             : std::vector<double>{0.2};
-  spec.threads = o.integer("--threads", 0);
-  if (spec.threads < 0) throw InputError("--threads must be >= 0");
-  spec.repeat = std::max(1, o.integer("--repeat", 1));
+  spec.nwavestep = intList(nwavestepList, "--nwavestep");
+  spec.nsubbundles = intList(nsubList, "--nsubbundles");
+  spec.wavepadFrac = numberList(wavepadList, "--wavepad-frac");
+  spec.threads = threads;
+  spec.repeat = repeat;
   spec.region = {spec.fiberMin, spec.fiberMin + spec.nFiber, spec.wave.wmin, spec.wave.last()};
-  if (o.has("--region-fibers")) {
-    const auto v = numberList(o.str("--region-fibers"), "--region-fibers");
+  if (!regionFibers.empty()) {
+    const auto v = numberList(regionFibers, "--region-fibers");
     if (v.size() != 2) throw InputError("--region-fibers expects FIRST,END (END exclusive)");
     spec.region.fiber0 = int(v[0]);
     spec.region.fiber1 = int(v[1]);
   }
-  if (o.has("--region-wave")) {
-    const auto v = numberList(o.str("--region-wave"), "--region-wave");
+  if (!regionWave.empty()) {
+    const auto v = numberList(regionWave, "--region-wave");
     if (v.size() != 2) throw InputError("--region-wave expects WMIN,WMAX in Angstrom");
     spec.region.waveMin = v[0];
     spec.region.waveMax = v[1];
   }
 
-  if (!o.has("--input")) {
+  if (input.empty()) {
     SimulationOptions so;
     so.wave = spec.wave;
     so.fiberMin = spec.fiberMin;
     so.nFiber = spec.nFiber;
-    so.seed = uint64_t(o.integer("--seed", 42));
+    so.seed = uint64_t(seed);
     Simulation sim = simulate(psf, so);
     image = std::move(sim.image);
     truth = std::move(sim.truth);
-    source = std::string("simulated through ") + (o.has("--psf") ? o.str("--psf") : "the synthetic PSF");
-  } else if (o.has("--truth")) {
-    truth = readTruth(o.str("--truth"));
-  } else if (o.has("--reference")) {
-    reference = readFrame(o.str("--reference"));
+    source = std::string("simulated through ") + (!psfPath.empty() ? psfPath : "the synthetic PSF");
+  } else if (!truthPath.empty()) {
+    truth = readTruth(truthPath);
+  } else if (!referencePath.empty()) {
+    reference = readFrame(referencePath);
   }
 
   std::vector<EngineChoice> choices;
   std::vector<Engine*> engines;
   // --engine cpu,cuda sweeps both engines on the same settings.
-  std::vector<int> gpus;
-  if (o.has("--gpus"))
-    for (double g : numberList(o.str("--gpus"), "--gpus")) gpus.push_back(int(g));
-  std::stringstream kinds(o.str("--engine", "auto"));
+  const std::vector<int> gpus = parseGpus(gpuList);
+  std::stringstream kinds(engineList);
   for (std::string one; std::getline(kinds, one, ',');) {
     if (one.empty()) continue;
     choices.push_back(makeEngine(one, gpus));
@@ -212,7 +200,7 @@ int cmdSweep(const std::vector<std::string>& args) {
   if (engines.empty()) throw InputError("--engine names no engine");
 
   CancelToken cancel;
-  if (o.has("--input") && !truth && !reference && !o.has("--timing-only")) {
+  if (!input.empty() && !truth && !reference && !timingOnly) {
     // Real data without truth: agreement with the default setting on the first engine.
     if (!quiet)
       std::fprintf(stderr, "spexlab-cli sweep: no --truth or --reference; comparing with the "
@@ -228,7 +216,7 @@ int cmdSweep(const std::vector<std::string>& args) {
     NullProgress np;
     reference = engines[0]->extract(req, np, cancel);
   }
-  if (o.has("--timing-only")) {
+  if (timingOnly) {
     truth.reset();
     reference.reset();
   }
@@ -250,7 +238,7 @@ int cmdSweep(const std::vector<std::string>& args) {
     std::fflush(stderr);
   };
   const SweepResult result = runSweep(engines, in, spec, progress, cancel);
-  const double tolerance = o.number("--tolerance", result.mode == SweepMode::Reference ? 0.1 : 0.02);
+  if (!tolOpt->count()) tolerance = result.mode == SweepMode::Reference ? 0.1 : 0.02;
 
   if (!csvOut.empty()) writeTextAtomic(csvOut, result.toCsv());
   if (!jsonOut.empty()) writeTextAtomic(jsonOut, result.toJson());

@@ -1,5 +1,6 @@
 // spexlab-cli: a drop-in for desi_extract_spectra plus simulate, bench and compare.
 #include "app/engine_factory.h"
+#include "cli_common.h"
 #include "commands.h"
 #include "core/errors.h"
 
@@ -20,8 +21,13 @@ void usage(std::FILE* out) {
                "            [-w wmin,wmax,dw] [-s specmin] [-n nspec] [-r regularize]\n"
                "            [--bundlesize 25] [--nsubbundles 5] [--nwavestep 50] [--psferr X]\n"
                "            [--pixpad-frac 0.8] [--wavepad-frac 0.2] [--decorrelate-fibers]\n"
-               "            [--engine cpu|cuda|auto] [--gpus 0,1] [--threads N]\n"
+               "            [-f fibermap.fits] [--barycentric-correction] [--no-scores] [-v]\n"
+               "            [--engine cpu|cuda|auto | --no-gpu | --gpu] [--gpus 0,1] [--threads N]\n"
+               "            [--gpu-memory 6G|0.2] [--mpi: bundles shared by MPI ranks]\n"
                "            [--profile trace.json] [--quiet]\n"
+               "  batch     many frames in one process, IO overlapped: JOBS [--engine] [--gpus]\n"
+               "            [--gpu-memory] [--threads N] [--mpi] [--profile trace.json] [--quiet]\n"
+               "            JOBS: one desi_extract_spectra argument list per line (-i -p -o ...)\n"
                "  simulate  write a synthetic PSF, a simulated preproc image and its truth\n"
                "            -o DIR [--psf psf.fits] [-s 0] [-n 500] [-w 5760,7620,0.8]\n"
                "            [--seed 42] [--no-noise] [--no-defects]\n"
@@ -33,7 +39,10 @@ void usage(std::FILE* out) {
                "  sweep     time and check patch sizes on a region: [-i -p [--truth|--reference F] | --psf]\n"
                "            [-s -n -w] [--nwavestep 30,50,80] [--nsubbundles 1,5] [--wavepad-frac 0.2]\n"
                "            [--engine cpu,cuda] [--threads N] [--csv out.csv] [--json out.json]\n"
-               "  version   versions and GPUs found\n");
+               "  version   versions and GPUs found\n"
+               "\n"
+               "spexlab-cli <command> --help lists a command's options; desi_extract_spectra\n"
+               "(built beside spexlab-cli) is `spexlab-cli extract` under desispec's name.\n");
 }
 
 } // namespace
@@ -46,30 +55,20 @@ int main(int argc, char** argv) {
   }
   const std::string cmd = args[0];
   args.erase(args.begin());
-  for (const std::string& a : args)
-    if (a == "-h" || a == "--help") { // `spexlab-cli sweep --help`: the same page
-      usage(stdout);
-      return 0;
-    }
-  try {
-    if (cmd == "extract") return spex::cli::cmdExtract(args);
-    if (cmd == "simulate") return spex::cli::cmdSimulate(args);
-    if (cmd == "bench") return spex::cli::cmdBench(args);
-    if (cmd == "compare") return spex::cli::cmdCompare(args);
-    if (cmd == "sweep") return spex::cli::cmdSweep(args);
-    if (cmd == "version" || cmd == "--version") {
-      std::printf("spexlab-cli %s\nCUDA engine: %s\nGPUs: %s\n", SPEXLAB_VERSION,
-                  spex::cudaBuilt() ? "built" : "not built", spex::describeGpus().c_str());
-      return 0;
-    }
-    std::fprintf(stderr, "spexlab-cli: unknown command '%s'\n\n", cmd.c_str());
-    usage(stderr);
-    return 2;
-  } catch (const spex::SpexError& e) {
-    std::fprintf(stderr, "spexlab-cli %s: error: %s\n", cmd.c_str(), e.what());
-    return 1;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "spexlab-cli %s: unexpected error: %s\n", cmd.c_str(), e.what());
-    return 1;
+  const std::string prog = "spexlab-cli " + cmd;
+  // `spexlab-cli <cmd> --help` prints that command's options (CLI11).
+  if (cmd == "extract") return spex::cli::guarded(prog, [&] { return spex::cli::cmdExtract(args, prog); });
+  if (cmd == "simulate") return spex::cli::guarded(prog, [&] { return spex::cli::cmdSimulate(args); });
+  if (cmd == "bench") return spex::cli::guarded(prog, [&] { return spex::cli::cmdBench(args); });
+  if (cmd == "compare") return spex::cli::guarded(prog, [&] { return spex::cli::cmdCompare(args); });
+  if (cmd == "sweep") return spex::cli::guarded(prog, [&] { return spex::cli::cmdSweep(args); });
+  if (cmd == "batch") return spex::cli::guarded(prog, [&] { return spex::cli::cmdBatch(args); });
+  if (cmd == "version" || cmd == "--version") {
+    std::printf("spexlab-cli %s\nCUDA engine: %s\nGPUs: %s\n", SPEXLAB_VERSION,
+                spex::cudaBuilt() ? "built" : "not built", spex::describeGpus().c_str());
+    return 0;
   }
+  std::fprintf(stderr, "spexlab-cli: unknown command '%s'\n\n", cmd.c_str());
+  usage(stderr);
+  return 2;
 }

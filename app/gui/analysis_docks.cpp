@@ -3,6 +3,7 @@
 #include "widgets/background.h"
 
 #include "main_window.h"
+#include "user_messages.h"
 
 #include "app/engine_factory.h"
 #include "core/errors.h"
@@ -83,7 +84,10 @@ AnalysisDocks::AnalysisDocks(MainWindow* window) : QObject(window), m_window(win
   }
   if (spectrum) spectrum->raise();
 
-  QMenu* menu = window->menuBar()->addMenu(tr("&Analysis"));
+  // Before Help, which stays the last menu.
+  auto* menu = new QMenu(tr("&Analysis"), window->menuBar());
+  if (window->helpMenu()) window->menuBar()->insertMenu(window->helpMenu()->menuAction(), menu);
+  else window->menuBar()->addMenu(menu);
   for (QDockWidget* d : {m_timelineDock, m_runDock, m_engineDock, m_sweepDock})
     menu->addAction(d->toggleViewAction());
   menu->addSeparator();
@@ -106,7 +110,12 @@ AnalysisDocks::AnalysisDocks(MainWindow* window) : QObject(window), m_window(win
           [this](const QString& engine, std::shared_ptr<ExtractionResult> r) {
             if (!r) return;
             auto profile = std::make_shared<const Profile>(r->profile);
-            addRun(tr("%1 #%2 (%3 patches)").arg(engine).arg(m_runCounter + 1).arg(r->patches.size()), profile, r);
+            addRun(tr("%1 #%2 (%3 patches%4)")
+                       .arg(engine)
+                       .arg(m_runCounter + 1)
+                       .arg(r->patches.size())
+                       .arg(r->cancelled ? tr(", cancelled") : QString()),
+                   profile, r);
           });
   // Patch indices of heatmaps belong to the plan they were made for.
   connect(window->document(), &Document::planChanged, this, [this] {
@@ -506,8 +515,8 @@ bool AnalysisDocks::compareEngines(const QString& a, const QString& b, bool whol
     ea = std::shared_ptr<Engine>(makeEngine(a.toStdString()).engine.release());
     eb = std::shared_ptr<Engine>(makeEngine(b.toStdString()).engine.release());
   } catch (const std::exception& e) {
-    m_engineCompare->showMessage(tr("CUDA is not available here, so there is nothing to compare the CPU with: %1")
-                                     .arg(QString::fromStdString(e.what())));
+    m_engineCompare->showMessage(tr("CUDA is not available here, so there is nothing to compare the CPU with. %1")
+                                     .arg(userMessage(QString::fromStdString(e.what())).text));
     setStatus(m_engineCompare->message());
     return false;
   }

@@ -6,6 +6,7 @@
 
 #include <QApplication>
 #include <QCommandLineParser>
+#include <QIcon>
 #include <QSettings>
 #include <QTimer>
 
@@ -16,6 +17,10 @@ int main(int argc, char** argv) {
   QApplication::setOrganizationName(QStringLiteral("SpexLab"));
   QApplication::setApplicationName(QStringLiteral("spexlab"));
   QApplication::setApplicationVersion(QStringLiteral(SPEXLAB_VERSION));
+  // The desktop entry's name, so a desktop matches windows to it; the icon is the
+  // same SVG (shown where Qt's SVG image plugin is installed).
+  QGuiApplication::setDesktopFileName(QStringLiteral("spexlab"));
+  QApplication::setWindowIcon(QIcon(QStringLiteral(":/spexlab/spexlab.svg")));
 
   QCommandLineParser cli;
   cli.setApplicationDescription(QStringLiteral("SpexLab spectro-perfectionism workbench"));
@@ -58,8 +63,12 @@ int main(int argc, char** argv) {
       h = wh[1].toInt();
     }
     window.resize(w, h);
+    window.show();
+  } else if (!QSettings().contains(QStringLiteral("window/geometry"))) {
+    window.showMaximized(); // a first start: the CCD wants all the room there is
+  } else {
+    window.show();
   }
-  window.show();
 
   bool ok = true;
   if (cli.isSet(preproc) || cli.isSet(psf)) {

@@ -3,6 +3,7 @@
 #include "analysis_docks.h"
 
 #include "open_inputs_dialog.h"
+#include "user_messages.h"
 
 #include "app/engine_factory.h"
 #include "core/errors.h"
@@ -19,6 +20,7 @@
 #include <QApplication>
 #include <QCloseEvent>
 #include <QComboBox>
+#include <QDir>
 #include <QDockWidget>
 #include <QDoubleSpinBox>
 #include <QFileDialog>
@@ -30,9 +32,11 @@
 #include <QPdfWriter>
 #include <QProgressBar>
 #include <QPushButton>
+#include <QScreen>
 #include <QScrollArea>
 #include <QSettings>
 #include <QStatusBar>
+#include <QTabBar>
 #include <QThread>
 #include <QToolBar>
 
@@ -101,10 +105,17 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     emit jobFinished(cancelled);
   });
 
+  // Sized to the screen on a first start (a saved geometry wins, in loadSettings).
+  if (const QScreen* sc = screen()) {
+    const QRect avail = sc->availableGeometry();
+    resize(avail.width() * 92 / 100, avail.height() * 90 / 100);
+  } else {
+    resize(1500, 950);
+  }
   loadSettings();
   setBusy(false);
-  resize(1500, 950);
   installAnalysisDocks(this);
+  restoreLayout(); // after every dock exists, the analysis docks too
 }
 
 MainWindow::~MainWindow() = default;
@@ -146,13 +157,17 @@ void MainWindow::buildViews() {
     if (visible && m_residualsPending) updateResiduals(true);
   });
   res->raise();
+  // Side docks take the full height, so the spectrum shares the width with the CCD
+  // only and the CCD stays the largest panel.
+  setCorner(Qt::BottomLeftCorner, Qt::LeftDockWidgetArea);
+  setCorner(Qt::BottomRightCorner, Qt::RightDockWidgetArea);
   m_defaultDocks = [this, spec, res] {
-    resizeDocks({spec}, {height() * 37 / 100}, Qt::Vertical);
-    resizeDocks({res}, {width() / 4}, Qt::Horizontal);
+    resizeDocks({spec}, {height() * 30 / 100}, Qt::Vertical);
+    resizeDocks({res}, {width() * 22 / 100}, Qt::Horizontal);
   };
 
-  connect(m_ccd, &CcdView::readoutChanged, this, [this](const QString& t) { m_readout->setText(t); });
-  connect(m_residual, &ResidualView::readoutChanged, this, [this](const QString& t) { m_readout->setText(t); });
+  connect(m_ccd, &CcdView::readoutChanged, this, &MainWindow::setReadout);
+  connect(m_residual, &ResidualView::readoutChanged, this, &MainWindow::setReadout);
   connect(m_ccd, &CcdView::rangeChanged, this, [this](double lo, double hi) {
     m_updatingScale = true;
     m_min->setValue(lo);
@@ -188,7 +203,7 @@ void MainWindow::buildActions() {
   m_clearResults = new QAction(tr("C&lear results"), this);
   connect(m_clearResults, &QAction::triggered, this, [this] {
     m_doc->clearResults();
-    m_readout->clear(); // it may quote the model that is gone
+    setReadout({}); // it may quote the model that is gone
     refreshResults();
   });
   m_params->addRunActions({m_extractSel, m_extractAll, m_cancel});
@@ -200,17 +215,16 @@ void MainWindow::buildMenus() {
     openDemo(QSettings().value(QStringLiteral("demo/fibers"), 50).toInt());
   });
   file->addAction(tr("&Open inputs\u2026"), QKeySequence::Open, this, [this] {
-    OpenInputsDialog dlg(this, QSettings().value(QStringLiteral("lastDir")).toString());
+    OpenInputsDialog dlg(this, lastDir());
     if (dlg.exec() != QDialog::Accepted) return;
-    QSettings().setValue(QStringLiteral("lastDir"), QFileInfo(dlg.preproc()).absolutePath());
     openInputs(dlg.preproc(), dlg.psf(), dlg.truth());
   });
   file->addAction(tr("Open &frame\u2026"), this, [this] {
-    const QString f = QFileDialog::getOpenFileName(this, tr("Open frame"), QSettings().value(QStringLiteral("lastDir")).toString(), kFitsFilter);
+    const QString f = QFileDialog::getOpenFileName(this, tr("Open frame"), lastDir(), kFitsFilter);
     if (!f.isEmpty()) openFrame(f);
   });
   file->addAction(tr("Open &truth\u2026"), this, [this] {
-    const QString f = QFileDialog::getOpenFileName(this, tr("Open simulation truth"), QSettings().value(QStringLiteral("lastDir")).toString(), kFitsFilter);
+    const QString f = QFileDialog::getOpenFileName(this, tr("Open simulation truth"), lastDir(), kFitsFilter);
     if (!f.isEmpty()) openTruth(f);
   });
   m_recentMenu = file->addMenu(tr("&Recent"));
@@ -222,14 +236,15 @@ void MainWindow::buildMenus() {
       showError(tr("Nothing to save"), tr("Run an extraction first."));
       return;
     }
-    const QString f = QFileDialog::getSaveFileName(this, tr("Save frame"), QStringLiteral("frame.fits"), kFitsFilter);
+    const QString f = QFileDialog::getSaveFileName(this, tr("Save frame"), QDir(lastDir()).filePath(QStringLiteral("frame.fits")), kFitsFilter);
     if (f.isEmpty()) return;
+    rememberDir(f);
     try {
       FrameMeta meta;
       meta.inputImage = m_doc->preprocPath().toStdString();
       meta.inputPsf = m_doc->psfPath().toStdString();
       writeFrame(f.toStdString(), *src.first().result, *m_doc->image(), meta);
-      statusBar()->showMessage(tr("Wrote %1").arg(f), 5000);
+      statusBar()->showMessage(tr("Saved the results to %1").arg(f), 10000);
     } catch (const std::exception& e) {
       showError(tr("Could not save the frame"), QString::fromStdString(e.what()));
     }
@@ -245,7 +260,7 @@ void MainWindow::buildMenus() {
     exp->addAction(label + QStringLiteral("\u2026"), this, [this, k] { exportViewDialog(k); });
   }
   file->addAction(tr("Export spectra as &CSV\u2026"), this, [this] {
-    const QString f = QFileDialog::getSaveFileName(this, tr("Export spectra"), QStringLiteral("spectra.csv"), tr("CSV (*.csv)"));
+    const QString f = QFileDialog::getSaveFileName(this, tr("Export spectra"), QDir(lastDir()).filePath(QStringLiteral("spectra.csv")), tr("CSV (*.csv)"));
     if (!f.isEmpty()) exportSpectra(f, false);
   });
   file->addSeparator();
@@ -269,10 +284,24 @@ void MainWindow::buildMenus() {
   run->addAction(m_clearResults);
 
   QMenu* help = menuBar()->addMenu(tr("&Help"));
+  m_helpMenu = help; // stays last: other menus are inserted before it
   help->addAction(tr("&About SpexLab"), this, &MainWindow::about);
 }
 
 void MainWindow::buildScaleBar() {
+  // First row: what to do (extract, cancel) and what to draw over the CCD, in view at
+  // any window width; second row: the display scale.
+  QToolBar* runBar = addToolBar(tr("Run"));
+  runBar->setObjectName(QStringLiteral("runToolbar"));
+  runBar->setToolButtonStyle(Qt::ToolButtonTextOnly);
+  runBar->addAction(m_extractSel);
+  runBar->addAction(m_extractAll);
+  runBar->addAction(m_cancel);
+  QToolBar* ovBar = addToolBar(tr("Overlays"));
+  ovBar->setObjectName(QStringLiteral("overlayToolbar"));
+  ovBar->setToolButtonStyle(Qt::ToolButtonTextOnly);
+  for (QAction* a : m_overlayActions) ovBar->addAction(a);
+  addToolBarBreak();
   QToolBar* bar = addToolBar(tr("Display"));
   bar->setObjectName(QStringLiteral("displayToolbar"));
   m_stretch = new QComboBox(bar);
@@ -305,8 +334,6 @@ void MainWindow::buildScaleBar() {
   bar->addWidget(m_max);
   bar->addWidget(new QLabel(tr(" colormap "), bar));
   bar->addWidget(m_colormap);
-  bar->addSeparator();
-  for (QAction* a : m_overlayActions) bar->addAction(a);
 
   for (QComboBox* c : {m_stretch, m_limits, m_colormap})
     connect(c, &QComboBox::currentIndexChanged, this, &MainWindow::onScaleControls);
@@ -322,9 +349,21 @@ void MainWindow::buildScaleBar() {
     });
 }
 
+QString MainWindow::idleHint() const {
+  return tr("Click a fiber trace to select it \u00b7 shift+drag selects patches \u00b7 Ctrl+R extracts the "
+            "selection \u00b7 wheel zooms, drag pans");
+}
+
+void MainWindow::setReadout(const QString& text) {
+  // With nothing under the mouse the status bar says what to do next.
+  m_readout->setText(text.isEmpty() ? idleHint() : text);
+  m_readout->setStyleSheet(text.isEmpty() ? QStringLiteral("color: #555;") : QString());
+}
+
 void MainWindow::buildStatusBar() {
   m_readout = new QLabel(this);
   m_readout->setObjectName(QStringLiteral("readout"));
+  setReadout({});
   m_readout->setMinimumWidth(400);
   m_jobLabel = new QLabel(this);
   m_progress = new QProgressBar(this);
@@ -372,8 +411,6 @@ void MainWindow::onScaleControls() {
 
 void MainWindow::loadSettings() {
   QSettings st;
-  restoreGeometry(st.value(QStringLiteral("window/geometry")).toByteArray());
-  restoreState(st.value(QStringLiteral("window/state")).toByteArray());
   ScaleSettings s;
   s.stretch = stretchFromName(st.value(QStringLiteral("scale/stretch"), stretchName(s.stretch)).toString());
   s.limits = limitsFromName(st.value(QStringLiteral("scale/limits"), limitsName(s.limits)).toString());
@@ -403,10 +440,34 @@ void MainWindow::loadSettings() {
   m_params->setSettings(r);
 }
 
+QStringList MainWindow::raisedDocks() const {
+  // The window's own tab bars say which dock of each tabbed group is in front.
+  QStringList out;
+  for (const QTabBar* bar : findChildren<QTabBar*>(QString(), Qt::FindDirectChildrenOnly)) {
+    if (!bar->isVisible() || bar->currentIndex() < 0) continue;
+    const QString title = bar->tabText(bar->currentIndex());
+    for (const QDockWidget* d : findChildren<QDockWidget*>())
+      if (d->windowTitle() == title && !tabifiedDockWidgets(const_cast<QDockWidget*>(d)).isEmpty())
+        out << d->objectName();
+  }
+  return out;
+}
+
+void MainWindow::restoreLayout() {
+  QSettings st;
+  restoreGeometry(st.value(QStringLiteral("window/geometry")).toByteArray());
+  restoreState(st.value(QStringLiteral("window/state")).toByteArray());
+  // restoreState puts tabified docks back in their groups but not always the tab that
+  // was in front: raise those by name.
+  for (const QString& name : st.value(QStringLiteral("window/raised")).toStringList())
+    if (auto* d = findChild<QDockWidget*>(name)) d->raise();
+}
+
 void MainWindow::saveSettings() {
   QSettings st;
   st.setValue(QStringLiteral("window/geometry"), saveGeometry());
   st.setValue(QStringLiteral("window/state"), saveState());
+  st.setValue(QStringLiteral("window/raised"), raisedDocks());
   const ScaleSettings s = scale();
   st.setValue(QStringLiteral("scale/stretch"), stretchName(s.stretch));
   st.setValue(QStringLiteral("scale/limits"), limitsName(s.limits));
@@ -449,15 +510,34 @@ void MainWindow::closeEvent(QCloseEvent* e) {
 }
 
 void MainWindow::showError(const QString& title, const QString& message) {
-  m_lastError = message;
-  emit errorShown(message);
+  const UserMessage um = userMessage(message);
+  m_lastError = um.text;
+  emit errorShown(um.text);
   if (!m_interactive) {
     std::fprintf(stderr, "spexlab: %s: %s\n", qPrintable(title), qPrintable(message));
     return;
   }
-  QMessageBox box(QMessageBox::Critical, title, message, QMessageBox::Ok, this);
+  QMessageBox box(QMessageBox::Critical, title, um.text, QMessageBox::Ok, this);
   box.setObjectName(QStringLiteral("errorDialog"));
+  if (!um.details.isEmpty()) box.setDetailedText(um.details);
   box.exec();
+}
+
+void MainWindow::showInfo(const QString& title, const QString& message) {
+  m_lastError = message;
+  if (!m_interactive) {
+    std::fprintf(stderr, "spexlab: %s: %s\n", qPrintable(title), qPrintable(message));
+    return;
+  }
+  QMessageBox box(QMessageBox::Information, title, message, QMessageBox::Ok, this);
+  box.setObjectName(QStringLiteral("infoDialog"));
+  box.exec();
+}
+
+QString MainWindow::lastDir() const { return QSettings().value(QStringLiteral("lastDir")).toString(); }
+
+void MainWindow::rememberDir(const QString& file) {
+  if (!file.isEmpty()) QSettings().setValue(QStringLiteral("lastDir"), QFileInfo(file).absolutePath());
 }
 
 bool MainWindow::refuseWhileBusy() {
@@ -487,6 +567,7 @@ bool MainWindow::openInputs(const QString& preproc, const QString& psf, const QS
     m_doc->loadInputs(preproc, psf, truth);
     QApplication::restoreOverrideCursor();
     addRecent(QStringLiteral("inputs\t%1\t%2\t%3").arg(preproc, psf, truth));
+    rememberDir(preproc);
     return true;
   } catch (const std::exception& e) {
     QApplication::restoreOverrideCursor();
@@ -498,10 +579,15 @@ bool MainWindow::openInputs(const QString& preproc, const QString& psf, const QS
 bool MainWindow::openFrame(const QString& path) {
   if (refuseWhileBusy()) return false;
   try {
+    // A compressed frame takes seconds to inflate: say so with the cursor.
+    QApplication::setOverrideCursor(Qt::WaitCursor);
     m_doc->loadFrame(path);
+    QApplication::restoreOverrideCursor();
     addRecent(QStringLiteral("frame\t%1").arg(path));
+    rememberDir(path);
     return true;
   } catch (const std::exception& e) {
+    QApplication::restoreOverrideCursor();
     showError(tr("Could not open the frame"), QString::fromStdString(e.what()));
     return false;
   }
@@ -510,9 +596,13 @@ bool MainWindow::openFrame(const QString& path) {
 bool MainWindow::openTruth(const QString& path) {
   if (refuseWhileBusy()) return false;
   try {
+    QApplication::setOverrideCursor(Qt::WaitCursor);
     m_doc->loadTruth(path);
+    QApplication::restoreOverrideCursor();
+    rememberDir(path);
     return true;
   } catch (const std::exception& e) {
+    QApplication::restoreOverrideCursor();
     showError(tr("Could not open the truth file"), QString::fromStdString(e.what()));
     return false;
   }
@@ -620,8 +710,8 @@ bool MainWindow::runExtraction(bool wholeFrame) {
           if (std::find(sel.begin(), sel.end(), p) == sel.end()) sel.push_back(p);
     }
     if (sel.empty()) {
-      showError(tr("Nothing selected"),
-                tr("Select patches with shift+drag on the CCD, or click a fiber trace, or extract the whole frame."));
+      showInfo(tr("Nothing selected"),
+               tr("Select patches with shift+drag on the CCD, or click a fiber trace, or extract the whole frame."));
       return false;
     }
     std::sort(sel.begin(), sel.end());
@@ -706,11 +796,15 @@ bool MainWindow::exportView(const QString& which, const QString& path) {
     ok = w->grab().save(path);
   }
   if (!ok) showError(tr("Export failed"), tr("Could not write '%1'.").arg(path));
+  else {
+    rememberDir(path);
+    statusBar()->showMessage(tr("Exported the %1 to %2").arg(which, path), 10000);
+  }
   return ok;
 }
 
 void MainWindow::exportViewDialog(const QString& which) {
-  const QString f = QFileDialog::getSaveFileName(this, tr("Export %1").arg(which), which + QStringLiteral(".png"),
+  const QString f = QFileDialog::getSaveFileName(this, tr("Export %1").arg(which), QDir(lastDir()).filePath(which + QStringLiteral(".png")),
                                                  tr("PNG image (*.png);;PDF document (*.pdf)"));
   if (!f.isEmpty()) exportView(which, f);
 }
@@ -721,6 +815,8 @@ bool MainWindow::exportSpectra(const QString& path, bool allFibers) {
     showError(tr("Export failed"), err);
     return false;
   }
+  rememberDir(path);
+  statusBar()->showMessage(tr("Exported the spectra to %1").arg(path), 10000);
   return true;
 }
 

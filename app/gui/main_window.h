@@ -55,6 +55,9 @@ public:
   QPushButton* cancelButton() const { return m_cancelButton; }
   QProgressBar* progressBar() const { return m_progress; }
   QLabel* readoutLabel() const { return m_readout; }
+  QMenu* helpMenu() const { return m_helpMenu; }
+  // The status bar's line when nothing is hovered: how to select and extract.
+  QString idleHint() const;
 
   // Each returns false after showing what went wrong.
   bool openDemo(int nFiber);
@@ -77,8 +80,16 @@ public:
   QString lastError() const { return m_lastError; }
   // Headless use (--screenshot): errors go to stderr instead of a dialog.
   void setInteractive(bool on) { m_interactive = on; }
-  // An error dialog (or a line on stderr when not interactive); lastError() keeps it.
+  // An error dialog (or a line on stderr when not interactive) in user words, the raw
+  // text under "Show Details"; lastError() keeps what the dialog says.
   void showError(const QString& title, const QString& message);
+  // Not an error (e.g. nothing selected): an information box.
+  void showInfo(const QString& title, const QString& message);
+  // The folder file dialogs start in: the last one a file was opened from or saved to.
+  QString lastDir() const;
+  // Object names of the docks in front of their tab groups (saved and restored).
+  QStringList raisedDocks() const;
+  void rememberDir(const QString& file);
 
 signals:
   void errorShown(const QString& message);
@@ -95,6 +106,7 @@ private:
   void buildScaleBar();
   void buildStatusBar();
   void loadSettings();
+  void restoreLayout();
   void saveSettings();
   bool refuseWhileBusy(); // true (after saying so) while a job runs
   void setBusy(bool busy);
@@ -106,6 +118,7 @@ private:
   void rebuildRecentMenu();
   void openRecent(const QString& entry);
   void onScaleControls();
+  void setReadout(const QString& text);
   void about();
   void exportViewDialog(const QString& which);
 
@@ -125,6 +138,7 @@ private:
   QAction* m_clearResults = nullptr;
   QMenu* m_recentMenu = nullptr;
   QMenu* m_viewMenu = nullptr;
+  QMenu* m_helpMenu = nullptr;
 
   QComboBox* m_stretch = nullptr;
   QComboBox* m_limits = nullptr;

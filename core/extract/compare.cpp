@@ -10,6 +10,8 @@
 #include <limits>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 namespace spex {
 
 namespace {
@@ -39,13 +41,6 @@ void requireSameGrid(const WaveGrid& a, const WaveGrid& b) {
                   a.wmin, a.n, a.dw, b.wmin, b.n, b.dw);
     throw InputError(buf);
   }
-}
-
-std::string num(double v) {
-  if (!std::isfinite(v)) return "null"; // JSON has no Inf/NaN
-  char buf[40];
-  const auto res = std::to_chars(buf, buf + sizeof buf, v); // shortest exact form
-  return std::string(buf, res.ptr);
 }
 
 } // namespace
@@ -140,17 +135,21 @@ std::string FrameComparison::toText() const {
 }
 
 std::string FrameComparison::toJson() const {
-  std::ostringstream o;
-  o << "{\"nbins\":" << nbins << ",\"thresholds\":[";
-  for (std::size_t t = 0; t < kThresholds.size(); ++t) o << (t ? "," : "") << num(kThresholds[t]);
-  o << "],\"fractionBelow\":[";
-  for (std::size_t t = 0; t < fractionBelow.size(); ++t)
-    o << (t ? "," : "") << num(fractionBelow[t]);
-  o << "],\"maxPull\":" << num(maxPull) << ",\"maxPullFiber\":" << maxPullFiber
-    << ",\"maxPullBin\":" << maxPullBin << ",\"maxRelIvar\":" << num(maxRelIvar)
-    << ",\"maxResolution\":" << num(maxResolution) << ",\"maskDifferences\":" << maskDifferences
-    << "}";
-  return o.str();
+  // Non-finite statistics (no bins compared) become null: JSON has no NaN.
+  auto n = [](double v) { return std::isfinite(v) ? nlohmann::ordered_json(v) : nlohmann::ordered_json(); };
+  nlohmann::ordered_json thresholds = nlohmann::ordered_json::array(), below = nlohmann::ordered_json::array();
+  for (double t : kThresholds) thresholds.push_back(n(t));
+  for (double f : fractionBelow) below.push_back(n(f));
+  const nlohmann::ordered_json root = {{"nbins", nbins},
+                               {"thresholds", std::move(thresholds)},
+                               {"fractionBelow", std::move(below)},
+                               {"maxPull", n(maxPull)},
+                               {"maxPullFiber", maxPullFiber},
+                               {"maxPullBin", maxPullBin},
+                               {"maxRelIvar", n(maxRelIvar)},
+                               {"maxResolution", n(maxResolution)},
+                               {"maskDifferences", maskDifferences}};
+  return root.dump();
 }
 
 } // namespace spex

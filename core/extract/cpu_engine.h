@@ -50,11 +50,4 @@ private:
   static FrameRegion coveredRegion(const PatchPlan& plan, const std::vector<int>& patches);
 };
 
-// Checks a request before any work: image and PSF present and of matching CCD size,
-// patch indices valid. Throws InputError. Both engines call it.
-void validateRequest(const ExtractionRequest& request, const PatchPlan& plan);
-
-// Effective PSF error of a request (the PSF's PSFERR unless given).
-double effectivePsfErr(const ExtractionRequest& request);
-
 } // namespace spex

@@ -137,6 +137,13 @@ struct FrameRegion {
   int f0 = 0, f1 = -1, w0 = 0, w1 = -1;
 };
 
+// Checks a request before any work: image and PSF present and of matching CCD size,
+// patch indices valid. Throws InputError. Every engine calls it.
+void validateRequest(const ExtractionRequest& request, const PatchPlan& plan);
+
+// Effective PSF error of a request (the PSF's PSFERR unless given).
+double effectivePsfErr(const ExtractionRequest& request);
+
 // Applies the per-Angstrom conversion and the frame mask rules (EXTRACTION.md §5) to
 // a result whose flux/ivar are per bin; both engines call it once at the end. Bins
 // with no usable result (failed patches, values a float32 frame cannot hold) get

@@ -54,6 +54,13 @@ public:
   ByteSource& operator=(const ByteSource&) = delete;
 
   bool gzip() const { return m_gz != nullptr; }
+  // The gzip trailer's ISIZE: the decompressed size mod 2^32 as the file claims it.
+  // CFITSIO allocates its in-memory copy of a .gz file from this claim.
+  uint32_t gzipClaimedSize() const {
+    unsigned char t[4] = {0, 0, 0, 0};
+    if (m_size < 18 || ::pread(m_fd, t, 4, off_t(m_size - 4)) != 4) return 0;
+    return uint32_t(t[0]) | uint32_t(t[1]) << 8 | uint32_t(t[2]) << 16 | uint32_t(t[3]) << 24;
+  }
   int64_t pos() const { return m_pos; }
 
   // Reads up to n bytes at the current position; returns how many were there.
@@ -295,6 +302,11 @@ public:
       layout.hdus.push_back(std::move(h));
     }
     layout.fileBytes = m_src.totalSize();
+    if (m_src.gzip() && m_src.gzipClaimedSize() != uint32_t(layout.fileBytes))
+      throw FitsError(m_path, "", "",
+                      "gzip trailer claims " + bytesText(m_src.gzipClaimedSize()) +
+                          " decompressed, the stream holds " + bytesText(layout.fileBytes) +
+                          " (corrupt, or bytes after the compressed data)");
     return layout;
   }
   bool trailing() const { return m_trailing; }

@@ -4,6 +4,7 @@
 #include "frame_io.h"
 
 #include "../errors.h"
+#include "../extract/scores.h"
 #include "fits_file.h"
 #include "frame_header.h"
 
@@ -159,7 +160,20 @@ void writeFrame(const std::string& path, const ExtractionResult& r, const Image&
   else
     f.writeImage("CHI2PIX", FitsPixel::Float32, toFloat(r.chi2pix));
 
-  // SCORES: added with helper bary's computeRawScores (next commit).
+  if (meta.scores) {
+    // desispec's compute_and_append_frame_scores(frame, suffix="RAW") on the frame's
+    // flux and ivar (per Angstrom, float64 as in memory) and the written grid.
+    const std::vector<double> wave = arangeValues(requested);
+    const FrameScores sc = computeRawScores(r.flux, r.ivar, wave, &r.mask);
+    std::vector<FitsColumn> cols;
+    for (const std::string& name : sc.names) cols.push_back({name, "D", "", {}});
+    f.createTable("SCORES", cols, nf);
+    for (std::size_t k = 0; k < sc.names.size(); ++k) {
+      f.writeColumn(sc.names[k], sc.columns[k]);
+      if (k < sc.comments.size() && !sc.comments[k].empty())
+        f.writeString("TTYPE" + std::to_string(k + 1), sc.names[k], sc.comments[k]);
+    }
+  }
 
   f.writeChecksums();
   out.commit();
@@ -271,6 +285,10 @@ ExtractionResult readFrame(const std::string& path) {
   // fiber), so desispec frames, which carry FIBERMIN but not SPECMIN, map back to it.
   std::optional<int> firstFiber = fiberMinKey;
   if (f.tryMoveTo("FIBERMAP")) {
+    // Fewer rows than spectra cannot describe them (gpu_specter writes more: all 500).
+    if (const long rows = f.numRows(); rows < r.nfiber)
+      f.fail("NAXIS2", "FIBERMAP has " + std::to_string(rows) + " rows for the " +
+                           std::to_string(r.nfiber) + " spectra of FLUX");
     const std::vector<int32_t> fiber = f.readColumnInt("FIBER");
     if (fiber.size() == std::size_t(r.nfiber)) r.fibers = fiber;
     if (!firstFiber && !fiber.empty()) firstFiber = *std::min_element(fiber.begin(), fiber.end());

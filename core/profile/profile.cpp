@@ -1,7 +1,6 @@
 #include "profile.h"
 
 #include "../errors.h"
-#include "json.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -13,6 +12,8 @@
 #include <sstream>
 #include <thread>
 #include <unistd.h>
+
+#include <nlohmann/json.hpp>
 
 #ifdef SPEXLAB_HAVE_NVTX
 #include <nvtx3/nvToolsExt.h>
@@ -77,45 +78,70 @@ std::string Profile::toChromeTrace() const {
   // One "X" event per range (ts/dur in microseconds, tid = lane, args.patch) and "M"
   // events naming the lanes, as DESIGN.md says. Nanoseconds are kept exactly in
   // args.ts_ns/dur_ns so an import gives back the same numbers.
-  std::ostringstream os;
-  os << "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"wall_ns\":" << wallNs
-     << "},\"traceEvents\":[";
-  bool first = true;
-  auto sep = [&] {
-    if (!first) os << ",\n";
-    first = false;
-  };
-  for (std::size_t i = 0; i < lanes.size(); ++i) {
-    sep();
-    os << "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":1,\"tid\":" << i
-       << ",\"args\":{\"name\":" << json::quote(lanes[i]) << "}}";
-  }
-  char buf[64];
-  for (const ProfileRange& r : ranges) {
-    sep();
-    os << "{\"ph\":\"X\",\"name\":" << json::quote(r.name) << ",\"pid\":1,\"tid\":" << r.lane;
-    std::snprintf(buf, sizeof buf, "%.3f", r.startNs * 1e-3);
-    os << ",\"ts\":" << buf;
-    std::snprintf(buf, sizeof buf, "%.3f", r.durationNs() * 1e-3);
-    os << ",\"dur\":" << buf << ",\"args\":{\"patch\":" << r.patch << ",\"depth\":" << r.depth
-       << ",\"ts_ns\":" << r.startNs << ",\"dur_ns\":" << r.durationNs() << "}}";
-  }
-  os << "]}\n";
-  return os.str();
+  using json = nlohmann::ordered_json;
+  json events = json::array();
+  for (std::size_t i = 0; i < lanes.size(); ++i)
+    events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", 1}, {"tid", i},
+                      {"args", {{"name", lanes[i]}}}});
+  // Microseconds; a correctly rounded division prints as the shortest decimal (12.345).
+  auto us = [](int64_t ns) { return double(ns) / 1000.0; };
+  for (const ProfileRange& r : ranges)
+    events.push_back({{"ph", "X"},
+                      {"name", r.name},
+                      {"pid", 1},
+                      {"tid", r.lane},
+                      {"ts", us(r.startNs)},
+                      {"dur", us(r.durationNs())},
+                      {"args",
+                       {{"patch", r.patch},
+                        {"depth", r.depth},
+                        {"ts_ns", r.startNs},
+                        {"dur_ns", r.durationNs()}}}});
+  const json root = {{"displayTimeUnit", "ns"},
+                     {"otherData", {{"wall_ns", wallNs}}},
+                     {"traceEvents", std::move(events)}};
+  // Names come from users (zones, lanes): invalid UTF-8 is replaced, never an error.
+  return root.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
 }
 
+namespace {
+
+// Numeric member of a JSON object as int64 (integers exactly, floats rounded); fallback
+// when absent or not a number.
+int64_t intOf(const nlohmann::json& obj, const char* key, int64_t fallback = 0) {
+  if (!obj.is_object()) return fallback;
+  const auto it = obj.find(key);
+  if (it == obj.end() || !it->is_number()) return fallback;
+  if (it->is_number_integer()) return it->get<int64_t>();
+  return int64_t(std::llround(it->get<double>()));
+}
+
+double numOf(const nlohmann::json& obj, const char* key) {
+  if (!obj.is_object()) return 0;
+  const auto it = obj.find(key);
+  return it != obj.end() && it->is_number() ? it->get<double>() : 0;
+}
+
+const nlohmann::json* member(const nlohmann::json& obj, const char* key) {
+  if (!obj.is_object()) return nullptr;
+  const auto it = obj.find(key);
+  return it == obj.end() ? nullptr : &*it;
+}
+
+} // namespace
+
 Profile Profile::fromChromeTrace(const std::string& text) {
-  json::Value root;
+  using nlohmann::json;
+  json root;
   try {
     root = json::parse(text);
-  } catch (const std::exception& e) {
+  } catch (const json::exception& e) {
     throw SpexError(std::string("not a Chrome trace: ") + e.what());
   }
-  const json::Value* events = root.isArray() ? &root : root.get("traceEvents");
-  if (!events || !events->isArray()) throw SpexError("Chrome trace has no traceEvents array");
+  const json* events = root.is_array() ? &root : member(root, "traceEvents");
+  if (!events || !events->is_array()) throw SpexError("Chrome trace has no traceEvents array");
   Profile p;
-  if (const json::Value* od = root.get("otherData"))
-    if (const json::Value* w = od->get("wall_ns")) p.wallNs = int64_t(w->number());
+  if (const json* od = member(root, "otherData")) p.wallNs = intOf(*od, "wall_ns");
   // Lanes are keyed by (pid, tid); names from "M" thread_name events.
   std::map<std::pair<int64_t, int64_t>, int> laneOf;
   auto lane = [&](int64_t pid, int64_t tid) {
@@ -128,34 +154,35 @@ Profile Profile::fromChromeTrace(const std::string& text) {
     laneOf[key] = idx;
     return idx;
   };
-  for (const json::Value& e : events->array()) {
-    const json::Value* ph = e.get("ph");
-    if (!ph || !ph->isString()) continue;
-    const int64_t pid = e.get("pid") ? int64_t(e.get("pid")->number()) : 0;
-    const int64_t tid = e.get("tid") ? int64_t(e.get("tid")->number()) : 0;
-    if (ph->string() == "M") {
-      const json::Value* name = e.get("name");
-      const json::Value* args = e.get("args");
-      if (name && name->isString() && name->string() == "thread_name" && args && args->get("name"))
-        p.lanes[lane(pid, tid)] = args->get("name")->string();
+  for (const json& e : *events) {
+    const json* ph = member(e, "ph");
+    if (!ph || !ph->is_string()) continue;
+    const int64_t pid = intOf(e, "pid"), tid = intOf(e, "tid");
+    const json* args = member(e, "args");
+    const json* name = member(e, "name");
+    if (*ph == "M") {
+      const json* laneName = args ? member(*args, "name") : nullptr;
+      if (name && *name == "thread_name" && laneName && laneName->is_string())
+        p.lanes[lane(pid, tid)] = laneName->get<std::string>();
       continue;
     }
-    if (ph->string() != "X") continue;
+    if (*ph != "X") continue;
     ProfileRange r;
-    r.name = e.get("name") && e.get("name")->isString() ? e.get("name")->string() : "?";
+    r.name = name && name->is_string() ? name->get<std::string>() : "?";
     r.lane = lane(pid, tid);
-    const json::Value* args = e.get("args");
-    const json::Value* tsNs = args ? args->get("ts_ns") : nullptr;
-    const json::Value* durNs = args ? args->get("dur_ns") : nullptr;
-    if (tsNs && durNs) {
-      r.startNs = int64_t(tsNs->number());
-      r.endNs = r.startNs + int64_t(durNs->number());
+    const json* tsNs = args ? member(*args, "ts_ns") : nullptr;
+    const json* durNs = args ? member(*args, "dur_ns") : nullptr;
+    if (tsNs && durNs && tsNs->is_number() && durNs->is_number()) {
+      r.startNs = intOf(*args, "ts_ns");
+      r.endNs = r.startNs + intOf(*args, "dur_ns");
     } else {
-      r.startNs = int64_t(std::llround((e.get("ts") ? e.get("ts")->number() : 0) * 1e3));
-      r.endNs = r.startNs + int64_t(std::llround((e.get("dur") ? e.get("dur")->number() : 0) * 1e3));
+      r.startNs = int64_t(std::llround(numOf(e, "ts") * 1e3));
+      r.endNs = r.startNs + int64_t(std::llround(numOf(e, "dur") * 1e3));
     }
-    if (args && args->get("patch")) r.patch = int(args->get("patch")->number());
-    if (args && args->get("depth")) r.depth = int(args->get("depth")->number());
+    if (args) {
+      r.patch = int(intOf(*args, "patch", r.patch));
+      r.depth = int(intOf(*args, "depth", r.depth));
+    }
     p.ranges.push_back(std::move(r));
   }
   if (p.wallNs == 0)

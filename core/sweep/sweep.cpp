@@ -3,7 +3,6 @@
 #include "../errors.h"
 #include "../extract/compare.h"
 #include "../image.h"
-#include "../profile/json.h"
 #include "../psf/gauss_hermite_psf.h"
 
 #include <algorithm>
@@ -13,6 +12,8 @@
 #include <limits>
 #include <map>
 #include <sstream>
+
+#include <nlohmann/json.hpp>
 
 namespace spex {
 
@@ -33,7 +34,10 @@ std::string num(double v) {
   return std::string(buf, res.ptr);
 }
 
-std::string jsonNum(double v) { return std::isfinite(v) ? num(v) : "null"; }
+// JSON has no NaN or infinity: non-finite values are written as null (read back as NaN).
+nlohmann::ordered_json jsonNum(double v) {
+  return std::isfinite(v) ? nlohmann::ordered_json(v) : nlohmann::ordered_json();
+}
 
 double parseNum(const std::string& s, const char* what) {
   if (s == "nan" || s == "null" || s.empty()) return std::numeric_limits<double>::quiet_NaN();
@@ -259,55 +263,71 @@ SweepResult SweepResult::fromCsv(const std::string& text) {
 }
 
 std::string SweepResult::toJson() const {
-  std::ostringstream os;
-  os << "{\"mode\":" << json::quote(sweepModeName(mode)) << ",\"region\":{\"fiber0\":"
-     << region.fiber0 << ",\"fiber1\":" << region.fiber1 << ",\"waveMin\":" << jsonNum(region.waveMin)
-     << ",\"waveMax\":" << jsonNum(region.waveMax) << "},\"regionBins\":" << regionBins
-     << ",\"cancelled\":" << (cancelled ? "true" : "false") << ",\"rows\":[";
-  for (std::size_t i = 0; i < rows.size(); ++i) {
-    const SweepRow& r = rows[i];
-    os << (i ? ",\n" : "\n") << "{\"engine\":" << json::quote(r.engine)
-       << ",\"nwavestep\":" << r.nwavestep << ",\"nsubbundles\":" << r.nsubbundles
-       << ",\"wavepadFrac\":" << jsonNum(r.wavepadFrac) << ",\"wavepad\":" << r.wavepad
-       << ",\"patches\":" << r.patches << ",\"bins\":" << r.bins << ",\"wallS\":" << jsonNum(r.wallS)
-       << ",\"throughput\":" << jsonNum(r.throughput) << ",\"pullN\":" << r.pullN
-       << ",\"pullMean\":" << jsonNum(r.pullMean) << ",\"pullStd\":" << jsonNum(r.pullStd)
-       << ",\"refN\":" << r.refN << ",\"refMaxPull\":" << jsonNum(r.refMaxPull)
-       << ",\"refFracBelow\":" << jsonNum(r.refFracBelow) << ",\"error\":" << json::quote(r.error)
-       << "}";
-  }
-  os << "]}\n";
-  return os.str();
+  using json = nlohmann::ordered_json;
+  json rowsJson = json::array();
+  for (const SweepRow& r : rows)
+    rowsJson.push_back({{"engine", r.engine},
+                        {"nwavestep", r.nwavestep},
+                        {"nsubbundles", r.nsubbundles},
+                        {"wavepadFrac", jsonNum(r.wavepadFrac)},
+                        {"wavepad", r.wavepad},
+                        {"patches", r.patches},
+                        {"bins", r.bins},
+                        {"wallS", jsonNum(r.wallS)},
+                        {"throughput", jsonNum(r.throughput)},
+                        {"pullN", r.pullN},
+                        {"pullMean", jsonNum(r.pullMean)},
+                        {"pullStd", jsonNum(r.pullStd)},
+                        {"refN", r.refN},
+                        {"refMaxPull", jsonNum(r.refMaxPull)},
+                        {"refFracBelow", jsonNum(r.refFracBelow)},
+                        {"error", r.error}});
+  const json root = {{"mode", sweepModeName(mode)},
+                     {"region",
+                      {{"fiber0", region.fiber0},
+                       {"fiber1", region.fiber1},
+                       {"waveMin", jsonNum(region.waveMin)},
+                       {"waveMax", jsonNum(region.waveMax)}}},
+                     {"regionBins", regionBins},
+                     {"cancelled", cancelled},
+                     {"rows", std::move(rowsJson)}};
+  return root.dump(1, ' ', false, json::error_handler_t::replace) + "\n";
 }
 
 SweepResult SweepResult::fromJson(const std::string& text) {
-  json::Value root;
+  using nlohmann::json;
+  json root;
   try {
     root = json::parse(text);
-  } catch (const std::exception& e) {
+  } catch (const json::exception& e) {
     throw SpexError(std::string("sweep JSON: ") + e.what());
   }
-  if (!root.isObject()) throw SpexError("sweep JSON: not an object");
-  auto numOf = [](const json::Value* obj, const char* key) {
-    const json::Value* v = obj ? obj->get(key) : nullptr;
-    return v && v->isNumber() ? v->number() : std::numeric_limits<double>::quiet_NaN();
+  if (!root.is_object()) throw SpexError("sweep JSON: not an object");
+  auto member = [](const json& obj, const char* key) -> const json* {
+    if (!obj.is_object()) return nullptr;
+    const auto it = obj.find(key);
+    return it == obj.end() ? nullptr : &*it;
   };
-  auto strOf = [](const json::Value* obj, const char* key) {
-    const json::Value* v = obj ? obj->get(key) : nullptr;
-    return v && v->isString() ? v->string() : std::string();
+  auto numOf = [&](const json* obj, const char* key) {
+    const json* v = obj ? member(*obj, key) : nullptr;
+    return v && v->is_number() ? v->get<double>() : std::numeric_limits<double>::quiet_NaN();
+  };
+  auto strOf = [&](const json* obj, const char* key) {
+    const json* v = obj ? member(*obj, key) : nullptr;
+    return v && v->is_string() ? v->get<std::string>() : std::string();
   };
   SweepResult out;
   out.mode = modeFromName(strOf(&root, "mode"));
-  const json::Value* reg = root.get("region");
+  const json* reg = member(root, "region");
   out.region.fiber0 = int(numOf(reg, "fiber0"));
   out.region.fiber1 = int(numOf(reg, "fiber1"));
   out.region.waveMin = numOf(reg, "waveMin");
   out.region.waveMax = numOf(reg, "waveMax");
   out.regionBins = int(numOf(&root, "regionBins"));
-  if (const json::Value* c = root.get("cancelled")) out.cancelled = c->boolean();
-  const json::Value* rows = root.get("rows");
-  if (!rows || !rows->isArray()) throw SpexError("sweep JSON: no rows array");
-  for (const json::Value& v : rows->array()) {
+  if (const json* c = member(root, "cancelled"); c && c->is_boolean()) out.cancelled = c->get<bool>();
+  const json* rowsJson = member(root, "rows");
+  if (!rowsJson || !rowsJson->is_array()) throw SpexError("sweep JSON: no rows array");
+  for (const json& v : *rowsJson) {
     SweepRow r;
     r.engine = strOf(&v, "engine");
     r.nwavestep = int(numOf(&v, "nwavestep"));

@@ -201,7 +201,7 @@ def extract_frame(img, psf, bundlesize, specmin, nspec, wavelength=None, nwavest
     if error is not None:
         raise error
     if comm is not None:
-        psf_path = comm.bcast(psf_obj.path if psf_obj.path else None, root=0)
+        psf_path = comm.bcast((psf_obj.path or None) if rank == 0 else None, root=0)
         if psf_path is not None and rank > 0:
             psf_obj = _spexlab.read_psf_file(psf_path)
         elif psf_path is None:

@@ -4,7 +4,9 @@
 // the error dialogs), cancel a whole-frame job, take a screenshot.
 #include "gui_test_sim.h"
 
+#include "app/gui/analysis_docks.h"
 #include "app/gui/main_window.h"
+#include "app/gui/user_messages.h"
 #include "app/gui/screenshot.h"
 #include "app/engine_factory.h"
 #include "core/extract/cpu_engine.h"
@@ -31,6 +33,10 @@
 #include <QTemporaryDir>
 #include <QTest>
 #include <QTimer>
+#include <QDir>
+#include <QDockWidget>
+#include <QScreen>
+#include <QToolBar>
 #include <QToolButton>
 #include <QWheelEvent>
 
@@ -42,13 +48,16 @@ using namespace spex;
 namespace {
 
 // Runs action and returns the text of the modal message box it opens (closing it).
-QString dialogTextOf(const std::function<void()>& action) {
+QString dialogTextOf(const std::function<void()>& action, QString* details = nullptr,
+                     QMessageBox::Icon* icon = nullptr) {
   QString text;
   QTimer poll;
   poll.setInterval(20);
   QObject::connect(&poll, &QTimer::timeout, [&] {
     if (auto* box = qobject_cast<QMessageBox*>(QApplication::activeModalWidget())) {
       text = box->text();
+      if (details) *details = box->detailedText();
+      if (icon) *icon = box->icon();
       box->accept();
     }
   });
@@ -105,6 +114,45 @@ private slots:
     QCOMPARE(int(doc->plan()->patches.size()), 40);
     QVERIFY(m_w->windowTitle().contains(QStringLiteral("small test simulation")));
     QVERIFY(!m_w->ccdView()->picture().isNull());
+  }
+
+  // Defect 2 of issue 14: a newcomer sees how to select and extract without the
+  // guide: hints instead of empty axes, a status-bar hint, the Extract actions and
+  // every overlay toggle on screen (none behind a toolbar's chevron), the CCD the
+  // largest panel, Help the last menu, the window sized to the screen.
+  void firstRunIsDiscoverable() {
+    QVERIFY(m_w->viewState()->selectedFibers().isEmpty());
+    QVERIFY2(m_w->spectrumView()->emptyHint().contains(QStringLiteral("Extract selection")),
+             qPrintable(m_w->spectrumView()->emptyHint()));
+    QVERIFY(!m_w->spectrumView()->plot()->isVisible());
+    QVERIFY(!m_w->resolutionView()->emptyHint().isEmpty());
+    QVERIFY2(m_w->readoutLabel()->text().contains(QStringLiteral("shift+drag")), qPrintable(m_w->readoutLabel()->text()));
+    auto* runBar = m_w->findChild<QToolBar*>(QStringLiteral("runToolbar"));
+    auto* ovBar = m_w->findChild<QToolBar*>(QStringLiteral("overlayToolbar"));
+    QVERIFY(runBar && ovBar);
+    for (QAction* a : {m_w->extractSelectionAction(), m_w->extractFrameAction(), m_w->cancelAction()}) {
+      QWidget* b = runBar->widgetForAction(a);
+      QVERIFY(b && b->isVisible());
+      QVERIFY(runBar->rect().contains(b->geometry()));
+    }
+    for (int i = 0; i < kOverlayCount; ++i) {
+      QWidget* b = ovBar->widgetForAction(m_w->overlayAction(Overlay(i)));
+      QVERIFY2(b && b->isVisible() && ovBar->rect().contains(b->geometry()),
+               qPrintable(overlayName(Overlay(i))));
+    }
+    const auto area = [](const QWidget* w) { return long(w->width()) * w->height(); };
+    for (QDockWidget* d : m_w->findChildren<QDockWidget*>())
+      if (d->isVisible() && !d->visibleRegion().isEmpty())
+        QVERIFY2(area(m_w->ccdView()) > area(d), qPrintable(QStringLiteral("%1 %2x%3 vs CCD %4x%5").arg(d->objectName()).arg(d->width()).arg(d->height()).arg(m_w->ccdView()->width()).arg(m_w->ccdView()->height())));
+    QCOMPARE(m_w->menuBar()->actions().last(), m_w->helpMenu()->menuAction());
+    MainWindow fresh;
+    const QRect avail = fresh.screen()->availableGeometry();
+    // Sized to the screen, unless the layout cannot be that small.
+    const QSize floor = fresh.minimumSizeHint();
+    QVERIFY2(fresh.width() >= std::max(avail.width() * 9 / 10, floor.width()) - 1 &&
+                 fresh.height() >= std::max(avail.height() * 85 / 100, floor.height()) - 1,
+             qPrintable(QStringLiteral("%1x%2 on %3x%4, min %5x%6").arg(fresh.width()).arg(fresh.height())
+                            .arg(avail.width()).arg(avail.height()).arg(floor.width()).arg(floor.height())));
   }
 
   void selectFiberByClickingItsTrace() {
@@ -284,6 +332,46 @@ private slots:
     sv->setTruth(doc->truth());
   }
 
+  // Defect 5 of issue 14: the wheel zooms the wavelength only and the flux axis follows
+  // the data in view (no clipped peaks); reset in the context menu; the legend off the
+  // data; each fiber's truth (x) R in its own style.
+  void spectrumNavigation() {
+    SpectrumView* sv = m_w->spectrumView();
+    m_w->viewState()->setSelectedFibers({7, 8});
+    QVERIFY(sv->emptyHint().isEmpty());
+    QCPGraph* t7 = sv->truthGraph(7, true);
+    QCPGraph* t8 = sv->truthGraph(8, true);
+    QVERIFY(t7 && t8);
+    QVERIFY(t7->pen() != t8->pen());
+    QCustomPlot* plot = sv->plot();
+    plot->replot(QCustomPlot::rpImmediateRefresh);
+    QVERIFY(sv->legend()->visible());
+    QVERIFY2(!sv->legend()->outerRect().intersects(sv->fluxRect()->rect()), "the legend covers the flux track");
+    QCPAxis* x = sv->fluxRect()->axis(QCPAxis::atBottom);
+    QCPAxis* y = sv->fluxRect()->axis(QCPAxis::atLeft);
+    const QCPRange x0 = x->range();
+    const QPointF at = sv->fluxRect()->rect().center();
+    QWheelEvent wheel(at, plot->mapToGlobal(at), QPoint(), QPoint(0, 360), Qt::NoButton, Qt::NoModifier,
+                      Qt::NoScrollPhase, false);
+    QApplication::sendEvent(plot, &wheel);
+    const QCPRange x1 = x->range();
+    QVERIFY2(x1.size() < 0.9 * x0.size(), qPrintable(QStringLiteral("%1 -> %2").arg(x0.size()).arg(x1.size())));
+    // Every curve's values inside the new wavelength range fit on the flux axis.
+    for (int i = 0; i < plot->graphCount(); ++i) {
+      QCPGraph* g = plot->graph(i);
+      if (g->valueAxis() != y) continue;
+      bool found = false;
+      const QCPRange vr = g->getValueRange(found, QCP::sdBoth, x1);
+      if (found) QVERIFY2(vr.lower >= y->range().lower && vr.upper <= y->range().upper, qPrintable(g->name()));
+    }
+    // Reset from the context menu brings the whole extracted range back.
+    QAction* reset = sv->contextActions().value(0);
+    QVERIFY(reset && reset->text().contains(QStringLiteral("Reset")));
+    reset->trigger();
+    QVERIFY(std::abs(x->range().size() - x0.size()) < 1e-9 * x0.size());
+    m_w->viewState()->setSelectedFibers({7});
+  }
+
   void overlaysToggleFromTheMenu() {
     CcdView* ccd = m_w->ccdView();
     for (int i = 0; i < kOverlayCount; ++i) {
@@ -328,9 +416,15 @@ private slots:
       QVERIFY(f.open(QIODevice::WriteOnly));
       f.write("this is not a FITS file\n");
     }
-    QString text = dialogTextOf([&] { QVERIFY(!m_w->openFrame(junk)); });
+    QString details;
+    QMessageBox::Icon icon = QMessageBox::NoIcon;
+    QString text = dialogTextOf([&] { QVERIFY(!m_w->openFrame(junk)); }, &details, &icon);
     QVERIFY2(text.contains(QStringLiteral("notes.fits")), qPrintable(text));
     QCOMPARE(m_w->lastError(), text);
+    // User words in the dialog; CFITSIO's status only under "Show Details".
+    QVERIFY2(!text.contains(QStringLiteral("CFITSIO")) && text.contains(QStringLiteral("FITS file")), qPrintable(text));
+    QVERIFY2(details.contains(QStringLiteral("CFITSIO status")), qPrintable(details));
+    QCOMPARE(icon, QMessageBox::Critical);
 
     // 2. A PSF missing a required key.
     const QString badPsf = path(QStringLiteral("psf-nowavemin.fits"));
@@ -530,6 +624,29 @@ private slots:
     QCOMPARE(img.size(), m_w->size() * m_w->devicePixelRatio());
   }
 
+  // Issue 14 polish: "Nothing selected" informs (no critical icon); a cancelled run is
+  // marked as such in the run list; exports say where they wrote; the folder is kept.
+  void polishMessages() {
+    m_w->viewState()->setSelectedPatches({});
+    m_w->viewState()->setSelectedFibers({});
+    QMessageBox::Icon icon = QMessageBox::NoIcon;
+    const QString text = dialogTextOf([&] { QVERIFY(!m_w->runExtraction(false)); }, nullptr, &icon);
+    QVERIFY(text.contains(QStringLiteral("shift+drag")));
+    QCOMPARE(icon, QMessageBox::Information);
+    bool sawCancelled = false;
+    for (const auto& run : AnalysisDocks::of(m_w.get())->runs())
+      if (run.label.contains(QStringLiteral("cancelled")) && run.result && run.result->cancelled) sawCancelled = true;
+    QVERIFY(sawCancelled); // from cancelWholeFrameKeepsPartialResults
+    const QString f = path(QStringLiteral("sub/ccd.png"));
+    QVERIFY(QDir().mkpath(path(QStringLiteral("sub"))));
+    QVERIFY(m_w->exportView(QStringLiteral("ccd"), f));
+    QVERIFY2(m_w->statusBar()->currentMessage().contains(f), qPrintable(m_w->statusBar()->currentMessage()));
+    QCOMPARE(m_w->lastDir(), path(QStringLiteral("sub")));
+    // Engine flags of the command line never reach the user.
+    const QString gpu = userMessage(QStringLiteral("--engine cuda: no usable GPU: none")).text;
+    QVERIFY2(!gpu.contains(QStringLiteral("--")) && gpu.contains(QStringLiteral("CUDA engine")), qPrintable(gpu));
+  }
+
   void exportsViewsAndSpectra() {
     for (const char* view : {"ccd", "spectrum", "residuals", "resolution", "window"})
       for (const char* ext : {"png", "pdf"}) {
@@ -551,6 +668,34 @@ private slots:
     const QStringList lines = QString::fromUtf8(f.readAll()).split('\n', Qt::SkipEmptyParts);
     QVERIFY(lines.size() > 2);
     QVERIFY(lines[2].startsWith(QStringLiteral("cpu,3,")));
+  }
+
+  // Dock sizes and the tab in front come back in the next session.
+  void layoutIsRestored() {
+    auto* resid = m_w->findChild<QDockWidget*>(QStringLiteral("residualsDock"));
+    auto* timeline = m_w->findChild<QDockWidget*>(QStringLiteral("timelineDock"));
+    QVERIFY(resid && timeline);
+    resid->raise();
+    timeline->raise();
+    m_w->resizeDocks({resid}, {333}, Qt::Horizontal);
+    QCoreApplication::processEvents();
+    QStringList front = m_w->raisedDocks();
+    QVERIFY2(front.contains(QStringLiteral("residualsDock")) && front.contains(QStringLiteral("timelineDock")) &&
+                 !front.contains(QStringLiteral("resolutionDock")) && !front.contains(QStringLiteral("spectrumDock")),
+             qPrintable(front.join(QLatin1Char(' '))));
+    const int width = resid->width();
+    m_w->close();
+    m_w.reset();
+    m_w = std::make_unique<MainWindow>();
+    m_w->show();
+    QVERIFY(QTest::qWaitForWindowExposed(m_w.get()));
+    QCoreApplication::processEvents();
+    front = m_w->raisedDocks();
+    QVERIFY2(front.contains(QStringLiteral("residualsDock")) && front.contains(QStringLiteral("timelineDock")) &&
+                 !front.contains(QStringLiteral("resolutionDock")) && !front.contains(QStringLiteral("spectrumDock")),
+             qPrintable(front.join(QLatin1Char(' '))));
+    resid = m_w->findChild<QDockWidget*>(QStringLiteral("residualsDock"));
+    QVERIFY2(std::abs(resid->width() - width) <= 8, qPrintable(QStringLiteral("%1 vs %2").arg(resid->width()).arg(width)));
   }
 
   void cleanupTestCase() { m_w.reset(); }

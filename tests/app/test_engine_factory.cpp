@@ -1,5 +1,6 @@
 // Engine factory: byte sizes for --gpu-memory / SPEXLAB_CUDA_MEMORY, and the
-// SPEXLAB_CUDA_* switches it reads (bad values are errors that name the variable).
+// SPEXLAB_CUDA_* switches it reads (bad values are errors that name the variable);
+// --gpu-memory as a size or a fraction of the device.
 #include "app/engine_factory.h"
 #include "core/errors.h"
 
@@ -26,6 +27,33 @@ private slots:
       } catch (const InputError& e) {
         QVERIFY2(QString(e.what()).contains("--gpu-memory"), e.what());
       }
+    }
+  }
+
+  void gpuMemoryBudgetSizesAndFractions() {
+    // Sizes go through parseByteSize; "1" and up are bytes, not a fraction.
+    QCOMPARE(gpuMemoryBudget("6G", {}), std::size_t(6) << 30);
+    QCOMPARE(gpuMemoryBudget("2048", {}), std::size_t(2048));
+    for (const char* bad : {"0", "0.0", "-0.2", "abc"}) {
+      try {
+        gpuMemoryBudget(bad, {});
+        QFAIL(qPrintable(QString("accepted '%1'").arg(bad)));
+      } catch (const InputError& e) {
+        QVERIFY2(QString(e.what()).contains("--gpu-memory"), e.what());
+      }
+    }
+    if (visibleGpuCount() == 0) {
+      // A fraction needs a GPU to take it of: a clear error here.
+      try {
+        gpuMemoryBudget("0.2", {});
+        QFAIL("a fraction was accepted without a GPU");
+      } catch (const InputError& e) {
+        QVERIFY2(QString(e.what()).contains("fraction"), e.what());
+      }
+    } else {
+      const std::size_t b = gpuMemoryBudget("0.25", {});
+      QVERIFY(b > (std::size_t(1) << 30)); // a quarter of any current datacenter GPU
+      QCOMPARE(gpuMemoryBudget("0.5", {}) / 2 / (1 << 20), b / (1 << 20));
     }
   }
 

@@ -6,6 +6,7 @@
 #include "gpu/cuda_engine.h"
 
 #include <QTest>
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -175,6 +176,38 @@ private slots:
       QVERIFY2(e.eig < 1e-12 && e.residual < 1e-12 && e.orth < 1e-12 && e.invSqrt < 1e-10,
                qPrintable(QString("n %1").arg(n)));
     }
+  }
+
+  void frameSizedBatchTimed() {
+    // One frame's worth (23 500 blocks of 74 x 74: 300 random ones, repeated), timed
+    // and split by stage for docs/benchmarks.md; every copy must give the same result.
+    const int n = 74, base = 300, batch = 23500;
+    const std::vector<double> A0 = randomSpd(n, n, n * n, base, 4.0, 7);
+    std::vector<double> A(std::size_t(n) * n * batch);
+    for (int b = 0; b < batch; ++b)
+      std::copy(A0.begin() + std::size_t(n) * n * (b % base), A0.begin() + std::size_t(n) * n * (b % base + 1),
+                A.begin() + std::size_t(n) * n * b);
+    Device d;
+    check(cudaMalloc(&d.A, A.size() * sizeof(double)), "cudaMalloc A");
+    check(cudaMalloc(&d.W, std::size_t(n) * batch * sizeof(double)), "cudaMalloc W");
+    check(cudaMalloc(&d.info, batch * sizeof(int)), "cudaMalloc info");
+    gpu::SyevProfile p;
+    for (int rep = 0; rep < 3; ++rep) {
+      check(cudaMemcpy(d.A, A.data(), A.size() * sizeof(double), cudaMemcpyHostToDevice), "H2D");
+      p = gpu::syevBatchedProfile(n, d.A, n, n * n, d.W, d.info, batch);
+      qInfo("%d blocks of %d: %.2f ms; per block: tridiagonal %.0f, form Q %.0f, QL %.0f, write %.0f "
+            "cycles; %.1f sweeps, %.0f rotations", batch, n, p.seconds * 1e3, p.tridiagonalCycles,
+            p.formQCycles, p.qlCycles, p.writeCycles, p.sweeps, p.rotations);
+    }
+    std::vector<double> W(std::size_t(n) * batch);
+    std::vector<int> info(batch);
+    check(cudaMemcpy(W.data(), d.W, W.size() * sizeof(double), cudaMemcpyDeviceToHost), "D2H W");
+    check(cudaMemcpy(info.data(), d.info, batch * sizeof(int), cudaMemcpyDeviceToHost), "D2H info");
+    for (int b = 0; b < batch; ++b) {
+      QCOMPARE(info[b], 0);
+      for (int k = 0; k < n; ++k) QCOMPARE(W[std::size_t(n) * b + k], W[std::size_t(n) * (b % base) + k]);
+    }
+    QVERIFY(p.sweeps > 0 && p.rotations > 0);
   }
 
   void badArgumentsAreErrors() {

@@ -5,6 +5,7 @@
 #include <QHeaderView>
 #include <QSortFilterProxyModel>
 
+#include <algorithm>
 #include <cmath>
 
 namespace spex {
@@ -21,9 +22,47 @@ QString ratioText(double r) {
 
 // --- PhaseStatsModel
 
-void PhaseStatsModel::setStats(std::vector<PhaseStats> stats) {
+std::vector<PhaseStats> windowStats(const Profile& p, int64_t t0, int64_t t1, std::vector<int>* partial) {
+  struct Acc {
+    PhaseStats s;
+    double inside = 0;
+    int partial = 0;
+  };
+  std::vector<Acc> acc;
+  for (const ProfileRange& r : p.ranges) {
+    if (r.endNs <= t0 || r.startNs >= t1) continue;
+    auto it = std::find_if(acc.begin(), acc.end(), [&](const Acc& a) { return a.s.name == r.name; });
+    if (it == acc.end()) {
+      acc.push_back({});
+      it = acc.end() - 1;
+      it->s.name = r.name;
+    }
+    const double d = r.durationNs() * 1e-9;
+    PhaseStats& s = it->s;
+    s.minS = s.count ? std::min(s.minS, d) : d;
+    s.maxS = s.count ? std::max(s.maxS, d) : d;
+    s.count++;
+    s.totalS += d;
+    it->inside += double(std::min(r.endNs, t1) - std::max(r.startNs, t0)) * 1e-9;
+    if (r.startNs < t0 || r.endNs > t1) it->partial++;
+  }
+  const double window = double(t1 - t0) * 1e-9;
+  std::sort(acc.begin(), acc.end(), [](const Acc& a, const Acc& b) { return a.s.totalS > b.s.totalS; });
+  std::vector<PhaseStats> out;
+  if (partial) partial->clear();
+  for (Acc& a : acc) {
+    a.s.meanS = a.s.totalS / a.s.count;
+    a.s.share = window > 0 ? a.inside / window : 0;
+    out.push_back(a.s);
+    if (partial) partial->push_back(a.partial);
+  }
+  return out;
+}
+
+void PhaseStatsModel::setStats(std::vector<PhaseStats> stats, std::vector<int> partial) {
   beginResetModel();
   m_stats = std::move(stats);
+  m_partial = std::move(partial);
   endResetModel();
 }
 
@@ -47,8 +86,11 @@ QVariant PhaseStatsModel::data(const QModelIndex& index, int role) const {
     case Min: return s.minS;
     case Max: return s.maxS;
     case Share: return s.share;
+    case Partial: return partial(index.row());
     }
   }
+  if (role == Qt::ToolTipRole && index.column() == Partial)
+    return tr("zones that start before or end after the selected window (counted whole)");
   if (role == Qt::DisplayRole) {
     switch (index.column()) {
     case Name: return QString::fromStdString(s.name);
@@ -58,6 +100,7 @@ QVariant PhaseStatsModel::data(const QModelIndex& index, int role) const {
     case Min: return formatDuration(s.minS);
     case Max: return formatDuration(s.maxS);
     case Share: return QStringLiteral("%1 %").arg(100 * s.share, 0, 'f', 1);
+    case Partial: return m_partial.empty() ? QString() : QString::number(partial(index.row()));
     }
   }
   return {};
@@ -65,7 +108,7 @@ QVariant PhaseStatsModel::data(const QModelIndex& index, int role) const {
 
 QVariant PhaseStatsModel::headerData(int section, Qt::Orientation o, int role) const {
   if (o != Qt::Horizontal || role != Qt::DisplayRole) return {};
-  static const char* names[] = {"Phase", "Count", "Total", "Mean", "Min", "Max", "Share"};
+  static const char* names[] = {"Phase", "Count", "Total", "Share", "Mean", "Min", "Max", "Partly in"};
   return section >= 0 && section < ColumnCount ? tr(names[section]) : QVariant();
 }
 
@@ -165,13 +208,20 @@ void PhaseTable::refresh() {
     m_model->setStats({});
     return;
   }
-  m_model->setStats(hasTimeRange() ? m_profile->phaseStats(m_t0, m_t1) : m_profile->phaseStats());
+  if (!hasTimeRange()) {
+    m_model->setStats(m_profile->phaseStats());
+    return;
+  }
+  std::vector<int> partial;
+  auto stats = windowStats(*m_profile, m_t0, m_t1, &partial);
+  m_model->setStats(std::move(stats), std::move(partial));
 }
 
 QString PhaseTable::description() const {
   if (!m_profile) return tr("No profile");
   if (hasTimeRange())
-    return tr("Selected %1 \u2013 %2 (%3); shares of the selection")
+    return tr("Selected %1 \u2013 %2 (%3): zones overlapping it, counted whole (\u201cpartly in\u201d: "
+              "how many stick out); shares are of the selection")
         .arg(formatDuration(m_t0 * 1e-9), formatDuration(m_t1 * 1e-9), formatDuration((m_t1 - m_t0) * 1e-9));
   return tr("Whole run, wall %1; shares of the wall time").arg(formatDuration(m_profile->wallNs * 1e-9));
 }

@@ -20,11 +20,15 @@ namespace spex {
 class PhaseStatsModel : public QAbstractTableModel {
   Q_OBJECT
 public:
-  enum Column { Name, Count, Total, Mean, Min, Max, Share, ColumnCount };
+  // Share next to Total, so a narrow dock still shows it.
+  enum Column { Name, Count, Total, Share, Mean, Min, Max, Partial, ColumnCount };
   using QAbstractTableModel::QAbstractTableModel;
 
-  void setStats(std::vector<PhaseStats> stats);
+  // partial[i]: how many of phase i's zones stick out of the selected window (empty:
+  // none, the whole run).
+  void setStats(std::vector<PhaseStats> stats, std::vector<int> partial = {});
   const std::vector<PhaseStats>& stats() const { return m_stats; }
+  int partial(int row) const { return row < int(m_partial.size()) ? m_partial[row] : 0; }
 
   int rowCount(const QModelIndex& parent = {}) const override;
   int columnCount(const QModelIndex& parent = {}) const override;
@@ -33,7 +37,15 @@ public:
 
 private:
   std::vector<PhaseStats> m_stats;
+  std::vector<int> m_partial;
 };
+
+// Statistics of a selected time window [t0, t1) ns, Tracy's way: every zone that
+// overlaps the window counts whole (count, total, mean, min, max are of real zone
+// durations, so a zone cut by the window edge does not pose as a short one);
+// `partial` counts the zones that stick out; share is the time inside the window
+// over the window's length, so shares still add up to the window.
+std::vector<PhaseStats> windowStats(const Profile& p, int64_t t0, int64_t t1, std::vector<int>* partial);
 
 class PhaseComparisonModel : public QAbstractTableModel {
   Q_OBJECT

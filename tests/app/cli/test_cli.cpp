@@ -95,10 +95,16 @@ private slots:
     for (const char* c : {"extract", "simulate", "bench", "compare", "sweep"}) {
       const Run r = cli({QString::fromLatin1(c), QStringLiteral("--help")});
       QVERIFY2(r.code == 0 && !r.crashed, c);
-      QVERIFY2(r.out.contains(QStringLiteral("  %1 ").arg(QString::fromLatin1(c))), c);
+      // CLI11's page for that command: its usage line and its own options.
+      QVERIFY2(r.out.contains(QStringLiteral("spexlab-cli %1 [OPTIONS]").arg(QString::fromLatin1(c))), qPrintable(r.out));
+      QVERIFY2(r.out.contains(QStringLiteral("-h,--help")), c);
     }
+    QVERIFY(cli({"extract", "--help"}).out.contains("--barycentric-correction"));
+    QVERIFY(cli({"sweep", "--help"}).out.contains("--nwavestep"));
+    QVERIFY(cli({"--help"}).out.contains("  extract "));
     const Run bad = cli({QStringLiteral("sweep"), QStringLiteral("--nwavestep")});
     QVERIFY(bad.code != 0 && !bad.crashed);
+    QVERIFY2(bad.err.contains("--nwavestep"), qPrintable(bad.err));
   }
 
   void malformedInputsFailCleanly_data() {

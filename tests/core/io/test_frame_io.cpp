@@ -150,12 +150,13 @@ private slots:
 
     {
       iotest::Raw raw(p);
-      QCOMPARE(raw.hduCount(), 7);
-      const std::vector<std::string> names{"FLUX",       "IVAR",     "MASK",   "WAVELENGTH",
-                                           "RESOLUTION", "FIBERMAP", "CHI2PIX"};
-      for (int i = 0; i < 7; ++i) {
+      QCOMPARE(raw.hduCount(), 8);
+      const std::vector<std::string> names{"FLUX",       "IVAR",     "MASK",    "WAVELENGTH",
+                                           "RESOLUTION", "FIBERMAP", "CHI2PIX", "SCORES"};
+      for (int i = 0; i < 8; ++i) {
         raw.hduIndex(i);
         QCOMPARE(raw.extname(), names[std::size_t(i)]);
+        QVERIFY(raw.hasKey("CHECKSUM") && raw.hasKey("DATASUM")); // every HDU
       }
       raw.hdu("FLUX");
       QCOMPARE(raw.bitpix(), -32);

@@ -67,14 +67,15 @@ private:
   // with "KEY     = value": what CFITSIO's own writers refuse to make (over-long
   // structural values, claims the data do not back).
   static void patchCard(const std::string& path, const std::string& key, const std::string& value,
-                        int occurrence = 0) {
+                        int occurrence = 0, std::string newKey = {}) {
     std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
     std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
     std::string name = key;
     name.resize(8, ' ');
     for (std::size_t at = 0; at + 80 <= bytes.size(); at += 80) {
       if (bytes.compare(at, 10, name + "= ") != 0 || occurrence-- > 0) continue;
-      std::string card = name + "= " + value;
+      if (!newKey.empty()) newKey.resize(8, ' ');
+      std::string card = (newKey.empty() ? name : newKey) + "= " + value;
       card.resize(80, ' ');
       f.seekp(std::streamoff(at));
       f.write(card.data(), 80);
@@ -507,8 +508,15 @@ private:
         [this, longString] { return patched(m_psf, "FIBERMIN", longString); }, "XTRACE",
         "FIBERMIN", "is a string");
     add("frame SPECMIN holds a 40-character string", R::Frame,
-        [this, longString] { return patched(m_frame, "SPECMIN", longString); }, "FLUX", "SPECMIN",
-        "is a string");
+        [this, longString] {
+          return edited(m_frame, [longString](Raw& r) {
+            r.hduIndex(0);
+            int s = 0;
+            fits_update_card(r.f(), "SPECMIN", ("SPECMIN = " + longString).c_str(), &s);
+            QCOMPARE(s, 0);
+          });
+        },
+        "FLUX", "SPECMIN", "is a string");
     // Structural keys: CFITSIO converts them itself while opening and moving between
     // HDUs (fits_movnam_hdu), so they are checked before CFITSIO sees the file.
     add("PSF table NAXIS2 holds 30 digits", R::Psf,
@@ -529,15 +537,21 @@ private:
           });
         },
         "XTRACE", "EXTVER", "not an integer");
-    add("frame BZERO of MASK is not a number", R::Frame,
-        [this] { return patched(m_frame, "BZERO", "1.0E+999999999999999999999999999"); }, "MASK",
-        "BZERO", "not a number");
+    add("frame BSCALE of FLUX is not a number", R::Frame,
+        [this] {
+          // FLUX's BUNIT card becomes an over-long BSCALE.
+          const std::string p = fresh("patched.fits");
+          std::filesystem::copy_file(m_frame, p);
+          patchCard(p, "BUNIT", "1.0E+999999999999999999999999999", 0, "BSCALE");
+          return p;
+        },
+        "FLUX", "BSCALE", "not a number");
     // Binary-table column formats CFITSIO parses while opening the HDU.
     add("PSF table TFORM2 with a 20-digit repeat count", R::Psf,
         [this] { return patched(m_psf, "TFORM2", "'99999999999999999999D'"); }, "PSF", "TFORM2",
         "not a binary-table format");
     add("PSF table NAXIS1 disagrees with its columns", R::Psf,
-        [this] { return patched(m_psf, "NAXIS1", "8017"); }, "PSF", "NAXIS1", "TFORMn");
+        [this] { return patched(m_psf, "NAXIS1", "8017", 2); }, "PSF", "NAXIS1", "TFORMn");
     add("PSF table TFIELDS above its TFORMs", R::Psf,
         [this] { return patched(m_psf, "TFIELDS", "9"); }, "PSF", "TFORM5", "has no TFORM5");
 
@@ -565,6 +579,30 @@ private:
           return gzipped(p);
         },
         "IMAGE", "NAXIS2", "(decompressed)");
+    // Fuzzer finding (fuzz_psf, 20 s): a gzip file whose trailer claims 2.5 GB made
+    // CFITSIO allocate that much for a 7 KB file; now the claim is checked against the
+    // stream.
+    add("gzip trailer claims 2.5 GB", R::Preproc,
+        [this] {
+          // Bytes after the gzip member (zlib ignores them; CFITSIO reads the file's
+          // last four as the decompressed size).
+          const std::string p = gzipped(m_preproc);
+          std::ofstream f(p, std::ios::binary | std::ios::app);
+          const unsigned char tail[6] = {0x00, 0x00, 0x00, 0x00, 0x00, 0x97};
+          f.write(reinterpret_cast<const char*>(tail), 6);
+          return p;
+        },
+        "", "", "gzip trailer claims 2533359616 bytes");
+    add("gzip member with a wrong length", R::Preproc,
+        [this] {
+          const std::string p = gzipped(m_preproc);
+          std::fstream f(p, std::ios::in | std::ios::out | std::ios::binary);
+          f.seekp(-4, std::ios::end);
+          const unsigned char isize[4] = {0x00, 0x00, 0x00, 0x97};
+          f.write(reinterpret_cast<const char*>(isize), 4);
+          return p;
+        },
+        "", "", "gzip stream is corrupt");
     // 100 rows: the chain then lands inside IVAR's data; 200 rows: exactly on MASK's
     // header, so CFITSIO sees a consistent file without IVAR. Both name IMAGE's claim.
     for (const char* rows : {"100", "200"})
@@ -594,6 +632,19 @@ private:
           return p;
         },
         "primary", "", "no END card");
+
+    add("frame FIBERMAP with 2 rows for 25 spectra", R::Frame,
+        [this] {
+          return edited(m_frame, [](Raw& r) {
+            r.hdu("FIBERMAP");
+            std::vector<long> rows;
+            for (long i = 3; i <= 500; ++i) rows.push_back(i);
+            int s = 0;
+            fits_delete_rowlist(r.f(), rows.data(), long(rows.size()), &s);
+            QCOMPARE(s, 0);
+          });
+        },
+        "FIBERMAP", "NAXIS2", "2 rows for the 25 spectra");
 
     // ---- issue 11: PSF physical ranges ----
     auto psfEdit = [this](std::function<void(Raw&)> e) { return edited(m_psf, std::move(e)); };

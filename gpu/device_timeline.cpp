@@ -1,0 +1,56 @@
+#include "device_timeline.h"
+
+namespace spex::gpu {
+
+EventPool::~EventPool() {
+  for (cudaEvent_t e : m_free) cudaEventDestroy(e);
+}
+
+cudaEvent_t EventPool::acquire() {
+  if (!m_free.empty()) {
+    const cudaEvent_t e = m_free.back();
+    m_free.pop_back();
+    return e;
+  }
+  cudaEvent_t e = nullptr;
+  SPEX_CUDA(cudaEventCreate(&e));
+  ++m_created;
+  return e;
+}
+
+void DeviceTimeline::flush(ProfileRecorder& rec, cudaEvent_t t0, int64_t hostT0) {
+  for (const Pending& p : m_pending) {
+    float ta = 0, tb = 0;
+    SPEX_CUDA(cudaEventElapsedTime(&ta, t0, p.a));
+    SPEX_CUDA(cudaEventElapsedTime(&tb, t0, p.b));
+    ProfileRange r;
+    r.name = p.name;
+    r.startNs = hostT0 + int64_t(double(ta) * 1e6);
+    r.endNs = hostT0 + int64_t(double(tb) * 1e6);
+    r.lane = p.lane;
+    r.depth = p.depth;
+    r.patch = p.id;
+    rec.add(std::move(r));
+  }
+  drop();
+}
+
+double DeviceTimeline::seconds(int lane, int id) const {
+  double s = 0;
+  for (const Pending& p : m_pending)
+    if (p.lane == lane && p.id == id && p.depth == 0) {
+      float ms = 0;
+      if (cudaEventElapsedTime(&ms, p.a, p.b) == cudaSuccess) s += ms * 1e-3;
+    }
+  return s;
+}
+
+void DeviceTimeline::drop() {
+  for (const Pending& p : m_pending) {
+    m_pool.release(p.a);
+    m_pool.release(p.b);
+  }
+  m_pending.clear();
+}
+
+} // namespace spex::gpu

@@ -1,0 +1,79 @@
+// The CUDA engine's device timeline: each phase is bracketed by two CUDA events on its
+// stream (and an NVTX range of the same name on the host), turned into Profile ranges
+// on the stream's lane once the device is idle. Events come from a per-device pool and
+// go back to it, so a warm extraction creates none.
+#pragma once
+
+#include "core/profile/profile.h"
+#include "kernels.h"
+
+#include <cuda_runtime.h>
+#include <nvtx3/nvToolsExt.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace spex::gpu {
+
+// Timing events of one device, reused across extractions. Not thread-safe: one
+// device's work runs on one host thread at a time.
+class EventPool {
+public:
+  EventPool() = default;
+  EventPool(const EventPool&) = delete;
+  EventPool& operator=(const EventPool&) = delete;
+  ~EventPool(); // call with the pool's device current
+  cudaEvent_t acquire();
+  void release(cudaEvent_t e) { m_free.push_back(e); }
+  std::size_t created() const { return m_created; }
+
+private:
+  std::vector<cudaEvent_t> m_free;
+  std::size_t m_created = 0;
+};
+
+class DeviceTimeline {
+public:
+  explicit DeviceTimeline(EventPool& pool) : m_pool(pool) {}
+  ~DeviceTimeline() { drop(); }
+  DeviceTimeline(const DeviceTimeline&) = delete;
+  DeviceTimeline& operator=(const DeviceTimeline&) = delete;
+
+  // Runs launch() between two events on stream s. depth 1: a step inside a phase
+  // (e.g. "cholesky" inside "solve"), 2: a step of a step. id: batch (-1: none).
+  template <class F>
+  void phase(const char* name, int lane, int id, cudaStream_t s, F&& launch, int depth = 0) {
+    const cudaEvent_t a = m_pool.acquire(), b = m_pool.acquire();
+    m_pending.push_back(Pending{name, lane, id, a, b, depth}); // nested phases append after it
+    SPEX_CUDA(cudaEventRecord(a, s));
+    nvtxRangePushA(name);
+    try {
+      launch();
+    } catch (...) {
+      nvtxRangePop();
+      throw;
+    }
+    nvtxRangePop();
+    SPEX_CUDA(cudaEventRecord(b, s));
+  }
+
+  // Call after the device is idle: t0 was recorded (and waited for) at hostT0 (ns on
+  // the recorder's clock). The events go back to the pool.
+  void flush(ProfileRecorder& rec, cudaEvent_t t0, int64_t hostT0);
+  // Device time (s) of all top-level phases with this id on this lane.
+  double seconds(int lane, int id) const;
+  void drop();
+
+private:
+  struct Pending {
+    const char* name;
+    int lane;
+    int id;
+    cudaEvent_t a, b;
+    int depth;
+  };
+  EventPool& m_pool;
+  std::vector<Pending> m_pending;
+};
+
+} // namespace spex::gpu
