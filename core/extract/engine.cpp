@@ -2,9 +2,7 @@
 
 #include "../parallel.h"
 
-#include <algorithm>
 #include <cmath>
-#include <vector>
 
 namespace spex {
 
@@ -30,18 +28,6 @@ void ExtractionResult::allocate(const PatchPlan& plan, int nd, bool withModel, i
     model.reset();
 }
 
-namespace {
-double median(std::vector<double>& v) {
-  if (v.empty()) return 0.0;
-  const std::size_t m = v.size() / 2;
-  std::nth_element(v.begin(), v.begin() + m, v.end());
-  if (v.size() % 2) return v[m];
-  const double hi = v[m];
-  const double lo = *std::max_element(v.begin(), v.begin() + m);
-  return 0.5 * (lo + hi);
-}
-} // namespace
-
 void finalizeFrame(ExtractionResult& r) {
   const double dw = r.wave.dw;
   // Per Angstrom (EXTRACTION.md §5): flux /= dw, ivar *= dw^2. Anything non-finite
@@ -66,41 +52,11 @@ void finalizeFrame(ExtractionResult& r) {
         r.mask(f, w) = m;
       }
   });
-  // BAD2DFIT: chi2pix above 5x the median over fibers at that wavelength and above 5x
-  // the median over wavelengths of that fiber (medians over covered bins). The
-  // per-wavelength medians read a transposed copy, so every median reads contiguously.
-  const int nf = r.nfiber, nw = r.nwave;
-  std::vector<double> chiT(std::size_t(nf) * nw);
-  std::vector<char> covT(chiT.size());
-  parallelFor(nw, [&](int w0, int w1) {
-    for (int f = 0; f < nf; ++f)
-      for (int w = w0; w < w1; ++w) {
-        chiT[std::size_t(w) * nf + f] = r.chi2pix(f, w);
-        covT[std::size_t(w) * nf + f] = r.covered(f, w) ? 1 : 0;
-      }
-  });
-  std::vector<double> medW(nw, 0.0), medF(nf, 0.0);
-  parallelFor(nw, [&](int w0, int w1) {
-    std::vector<double> tmp;
-    for (int w = w0; w < w1; ++w) {
-      tmp.clear();
-      for (int f = 0; f < nf; ++f)
-        if (covT[std::size_t(w) * nf + f]) tmp.push_back(chiT[std::size_t(w) * nf + f]);
-      medW[w] = median(tmp);
-    }
-  });
-  parallelFor(nf, [&](int f0, int f1) {
-    std::vector<double> tmp;
-    for (int f = f0; f < f1; ++f) {
-      tmp.clear();
-      for (int w = 0; w < nw; ++w)
-        if (r.covered(f, w)) tmp.push_back(r.chi2pix(f, w));
-      medF[f] = median(tmp);
-      for (int w = 0; w < nw; ++w)
-        if (r.covered(f, w) && r.chi2pix(f, w) > 5 * medW[w] && r.chi2pix(f, w) > 5 * medF[f])
-          r.mask(f, w) |= kBad2DFit;
-    }
-  }, 0, 4);
+  // BAD2DFIT as desi_extract_spectra sets it (desispec.scripts.extract, every path):
+  // chi2pix > 100. (SpexLab's earlier rule, 5x the medians over fibers and over
+  // wavelengths, flagged bins desispec does not; docs/desi.md "Masks".)
+  for (std::size_t i = 0; i < r.mask.size(); ++i)
+    if (r.covered.data[i] && r.chi2pix.data[i] > kBad2DFitChi2) r.mask.data[i] |= kBad2DFit;
 }
 
 } // namespace spex

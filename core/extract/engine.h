@@ -24,6 +24,8 @@ enum FrameMaskBits : uint32_t {
   kAllBadPix = 1u << 1,
   kBad2DFit = 1u << 7,
 };
+// BAD2DFIT where chi2pix exceeds this (desispec.scripts.extract: chi2pix > 100.0).
+constexpr double kBad2DFitChi2 = 100.0;
 
 struct ExtractionRequest {
   const Image* image = nullptr;
