@@ -247,7 +247,7 @@ int cmdExtract(const std::vector<std::string>& args) {
   meta.inputImage = in;
   meta.inputPsf = psfPath;
   writeFrame(out, r, image, meta);
-  if (r.model) writeModel(modelOut, *r.model, image);
+  if (r.model) writeModel(modelOut, *r.model, image, r, meta);
   const double writeS = std::chrono::duration<double>(std::chrono::steady_clock::now() - tw).count();
   if (!profileOut.empty()) {
     // Reading and writing happen outside the engine; put them on the main lane.
