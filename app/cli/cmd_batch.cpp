@@ -296,7 +296,7 @@ int cmdBatch(const std::vector<std::string>& args) {
           meta.scores = f->job->scores;
           // Frame and model together, as extract writes them (fits_file.h).
           OutputTransaction outputs;
-          if (f->result.model) writeModel(f->job->model, *f->result.model, *f->image);
+          if (f->result.model) writeModel(f->job->model, *f->result.model, *f->image, f->result, meta);
           writeFrame(f->job->output, f->result, *f->image, meta);
           outputs.commit();
         } catch (const std::exception& e) {

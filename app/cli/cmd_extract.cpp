@@ -246,7 +246,7 @@ int runExtract(ExtractOptions& o, const std::string& prog) {
     // Frame and model together: both written under temporary names, then renamed,
     // the model first and the frame last; any failure leaves both targets as they were.
     OutputTransaction outputs;
-    if (r.model) writeModel(o.model, *r.model, image);
+    if (r.model) writeModel(o.model, *r.model, image, r, meta);
     writeFrame(o.output, r, image, meta);
     outputs.commit();
   }

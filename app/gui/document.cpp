@@ -1,5 +1,7 @@
 #include "document.h"
 
+#include "core/bary/barycentric.h"
+
 #include "core/errors.h"
 #include "core/io/preproc_io.h"
 #include "core/io/psf_io.h"
@@ -114,6 +116,9 @@ void Document::loadFrame(const QString& path) {
                                "does not say where its fibers fall on the CCD");
   auto r = std::make_shared<ExtractionResult>(readFrame(path.toStdString()));
   const std::string p = path.toStdString();
+  // A barycentric-corrected frame stores the requested grid; its spectra were
+  // extracted at grid / HELIOCOR, which is where they fall on the CCD.
+  if (r->heliocor != 1.0) r->wave = barycentricExtractionGrid(r->wave, r->heliocor);
   if (r->fiberMin < 0 || r->fiberMin + r->nfiber > m_psf->nfiber)
     throw InputError("frame '" + p + "' holds fibers " + std::to_string(r->fiberMin) + ".." +
                      std::to_string(r->fiberMin + r->nfiber - 1) + " but the open PSF has " +

@@ -6,7 +6,6 @@
 #include <atomic>
 #include <limits>
 #include <cmath>
-#include <vector>
 
 namespace spex {
 
@@ -31,18 +30,6 @@ void ExtractionResult::allocate(const PatchPlan& plan, int nd, bool withModel, i
   else
     model.reset();
 }
-
-namespace {
-double median(std::vector<double>& v) {
-  if (v.empty()) return 0.0;
-  const std::size_t m = v.size() / 2;
-  std::nth_element(v.begin(), v.begin() + m, v.end());
-  if (v.size() % 2) return v[m];
-  const double hi = v[m];
-  const double lo = *std::max_element(v.begin(), v.begin() + m);
-  return 0.5 * (lo + hi);
-}
-} // namespace
 
 void finalizeFrame(ExtractionResult& r, FrameRegion g) {
   if (g.f1 < 0 || g.w1 < 0 || g.f1 <= g.f0 || g.w1 <= g.w0) g = FrameRegion{0, r.nfiber, 0, r.nwave};
@@ -93,42 +80,12 @@ void finalizeFrame(ExtractionResult& r, FrameRegion g) {
   }, threads);
   r.noDataBins = noData.load();
   r.nonFiniteBins = nonFinite.load();
-  // BAD2DFIT: chi2pix above 5x the median over fibers at that wavelength and above 5x
-  // the median over wavelengths of that fiber (medians over covered bins). The
-  // per-wavelength medians read a transposed copy, so every median reads contiguously.
-  const int nf = F1 - F0, nw = W1 - W0;
-  std::vector<double> chiT(std::size_t(nf) * nw);
-  std::vector<char> covT(chiT.size());
-  parallelFor(nw, [&](int w0, int w1) {
-    for (int f = 0; f < nf; ++f)
-      for (int w = w0; w < w1; ++w) {
-        chiT[std::size_t(w) * nf + f] = r.chi2pix(F0 + f, W0 + w);
-        covT[std::size_t(w) * nf + f] = r.covered(F0 + f, W0 + w) ? 1 : 0;
-      }
-  }, threads);
-  std::vector<double> medW(nw, 0.0), medF(nf, 0.0);
-  parallelFor(nw, [&](int w0, int w1) {
-    std::vector<double> tmp;
-    for (int w = w0; w < w1; ++w) {
-      tmp.clear();
-      for (int f = 0; f < nf; ++f)
-        if (covT[std::size_t(w) * nf + f]) tmp.push_back(chiT[std::size_t(w) * nf + f]);
-      medW[w] = median(tmp);
-    }
-  }, threads);
-  parallelFor(nf, [&](int a0, int a1) {
-    std::vector<double> tmp;
-    for (int a = a0; a < a1; ++a) {
-      const int f = F0 + a;
-      tmp.clear();
-      for (int w = W0; w < W1; ++w)
-        if (r.covered(f, w)) tmp.push_back(r.chi2pix(f, w));
-      medF[a] = median(tmp);
-      for (int w = W0; w < W1; ++w)
-        if (r.covered(f, w) && r.chi2pix(f, w) > 5 * medW[w - W0] && r.chi2pix(f, w) > 5 * medF[a])
-          r.mask(f, w) |= kBad2DFit;
-    }
-  }, threads, 4);
+  // BAD2DFIT as desi_extract_spectra sets it (desispec.scripts.extract, every path):
+  // chi2pix > 100. (SpexLab's earlier rule, 5x the medians over fibers and over
+  // wavelengths, flagged bins desispec does not; docs/desi.md "Masks".)
+  for (int f = F0; f < F1; ++f)
+    for (int w = W0; w < W1; ++w)
+      if (r.covered(f, w) && r.chi2pix(f, w) > kBad2DFitChi2) r.mask(f, w) |= kBad2DFit;
 }
 
 } // namespace spex

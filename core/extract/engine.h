@@ -29,6 +29,8 @@ enum FrameMaskBits : uint32_t {
   // ("No data exists"); docs/reliability.md says why this bit.
   kNoData = 1u << 8,
 };
+// BAD2DFIT where chi2pix exceeds this (desispec.scripts.extract: chi2pix > 100.0).
+constexpr double kBad2DFitChi2 = 100.0;
 
 struct ExtractionRequest {
   const Image* image = nullptr;

@@ -698,6 +698,28 @@ private slots:
     QVERIFY2(std::abs(resid->width() - width) <= 8, qPrintable(QStringLiteral("%1 vs %2").arg(resid->width()).arg(width)));
   }
 
+  void opensAnyCameraWithItsFiberNumbers() {
+    // A z7 exposure on the same small CCD: z wavelengths, FIBER = 500 x 7 + index.
+    SyntheticPsfOptions po = spextest::smallPsfOptions();
+    po.camera = "z7";
+    po.waveMin = 8600;
+    po.waveMax = 9100;
+    SimulationOptions so = spextest::smallSimOptions();
+    so.camera = parseCamera("z7");
+    so.wave = WaveGrid::fromRange(8700, 9000, 0.8);
+    const GaussHermitePsf psf = makeSyntheticPsf(po);
+    m_w->document()->loadSimulation(psf, simulate(psf, so), QStringLiteral("z7"));
+    QTest::qWait(50);
+    ViewState* vs = m_w->viewState();
+    QCOMPARE(vs->fiberNumber(0), 3500);
+    QCOMPARE(vs->fiberNumber(12), 3512);
+    const QString text = m_w->ccdView()->readout(QPointF(psf.x(12, 8850), psf.y(12, 8850)));
+    QVERIFY2(text.contains(QStringLiteral("fiber 3512")), qPrintable(text));
+    m_w->document()->loadSimulation(m_sim.psf, m_sim.sim, QStringLiteral("small test simulation"));
+    QTest::qWait(50);
+    QCOMPARE(vs->fiberNumber(12), 12); // petal 0 again
+  }
+
   void cleanupTestCase() { m_w.reset(); }
 };
 
