@@ -463,7 +463,9 @@ private slots:
     for (int f = 0; f < big.nfiber; ++f)
       for (int j = 0; j < big.nwave; ++j) big.resolution(f, big.ndiag, j) = 1;
     const QString framePath = path(QStringLiteral("frame-other.fits"));
-    writeFrame(framePath.toStdString(), big, m_sim.sim.image, FrameMeta{});
+    Image noFibermap = m_sim.sim.image; // its 50-row FIBERMAP cannot hold rows 40..64
+    noFibermap.fibermap = FiberMap{};
+    writeFrame(framePath.toStdString(), big, noFibermap, FrameMeta{});
     text = dialogTextOf([&] { QVERIFY(!m_w->openFrame(framePath)); });
     QVERIFY2(text.contains(QStringLiteral("40..64")) && text.contains(QStringLiteral("50 fibers")), qPrintable(text));
 
