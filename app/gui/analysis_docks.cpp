@@ -567,8 +567,18 @@ void AnalysisDocks::buildSweepDock() {
   m_wavepad = new QLineEdit(QStringLiteral("0.2"));
   m_sweepWhole = new QCheckBox(tr("whole frame (else the selection)"));
   m_sweepCuda = new QCheckBox(tr("also CUDA"));
-  m_sweepCuda->setEnabled(cudaBuilt());
-  m_sweepCuda->setToolTip(cudaBuilt() ? QString() : tr("This spexlab was built without the CUDA engine."));
+  m_sweepCuda->setObjectName(QStringLiteral("sweepAlsoCuda"));
+  // Without a usable GPU the choice is greyed and a plain line says why, beside it.
+  m_sweepCuda->setEnabled(m_window->cudaUsable());
+  auto* cudaWhy = new QLabel;
+  cudaWhy->setObjectName(QStringLiteral("sweepCudaWhy"));
+  cudaWhy->setWordWrap(true);
+  cudaWhy->setStyleSheet(QStringLiteral("color: #555;"));
+  if (!m_window->cudaUsable())
+    cudaWhy->setText(cudaBuilt() ? tr("No usable GPU here (%1): the sweep runs on the CPU.").arg(m_window->gpuDescription())
+                                 : tr("This spexlab was built without CUDA: the sweep runs on the CPU."));
+  m_sweepCuda->setToolTip(cudaWhy->text());
+  cudaWhy->setVisible(!m_window->cudaUsable());
   m_sweepRun = new QPushButton(tr("Run sweep"));
   m_sweepCancelButton = new QPushButton(tr("Cancel"));
   m_sweepCancelButton->setEnabled(false);
@@ -584,6 +594,7 @@ void AnalysisDocks::buildSweepDock() {
   form->addRow(tr("wavepad frac"), m_wavepad);
   form->addRow(m_sweepWhole);
   form->addRow(m_sweepCuda);
+  form->addRow(cudaWhy);
   auto* buttons = new QHBoxLayout;
   buttons->addWidget(m_sweepRun);
   buttons->addWidget(m_sweepCancelButton);

@@ -56,6 +56,9 @@ public:
   QProgressBar* progressBar() const { return m_progress; }
   QLabel* readoutLabel() const { return m_readout; }
   QMenu* helpMenu() const { return m_helpMenu; }
+  // Built with CUDA and a usable GPU found; gpuDescription() says what was found.
+  bool cudaUsable() const { return m_cudaUsable; }
+  QString gpuDescription() const { return m_gpus; }
   // The status bar's line when nothing is hovered: how to select and extract.
   QString idleHint() const;
 

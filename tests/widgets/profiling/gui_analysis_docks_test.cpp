@@ -19,6 +19,8 @@
 
 #include <QDockWidget>
 #include <QProgressBar>
+#include <QCheckBox>
+#include <QLabel>
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QTest>
@@ -139,6 +141,18 @@ private slots:
     if (!cudaBuilt()) {
       QVERIFY(!m_docks->compareEngines(QStringLiteral("cpu"), QStringLiteral("cuda"), false));
       QVERIFY(m_docks->engineComparison()->message().contains(QStringLiteral("CUDA is not available")));
+      // In words, not the command line's flags.
+      QVERIFY2(!m_docks->engineComparison()->message().contains(QStringLiteral("--engine")),
+               qPrintable(m_docks->engineComparison()->message()));
+    }
+    // The sweep's "also CUDA" is greyed without a usable GPU, and a plain line says why.
+    auto* alsoCuda = m_docks->sweepDock()->findChild<QCheckBox*>(QStringLiteral("sweepAlsoCuda"));
+    auto* why = m_docks->sweepDock()->findChild<QLabel*>(QStringLiteral("sweepCudaWhy"));
+    QVERIFY(alsoCuda && why);
+    QCOMPARE(alsoCuda->isEnabled(), m_w->cudaUsable());
+    if (!m_w->cudaUsable()) {
+      QVERIFY(why->isVisibleTo(m_docks->sweepDock()));
+      QVERIFY2(why->text().contains(QStringLiteral("CPU")), qPrintable(why->text()));
     }
     // Two engines in the background on the selection (CPU twice where there is no GPU).
     const QString b = cudaBuilt() && describeGpus().rfind("none", 0) != 0 ? QStringLiteral("cuda") : QStringLiteral("cpu");
