@@ -92,7 +92,8 @@ void ExtractionJob::run(JobSpec spec) {
       break;
     }
     try {
-      EngineChoice choice = makeEngine(name.toStdString());
+      std::unique_ptr<Engine>& engine = m_engines[name];
+      if (!engine) engine = makeEngine(name.toStdString()).engine; // warm from now on
       ExtractionRequest req;
       req.image = spec.image.get();
       req.psf = spec.psf.get();
@@ -113,7 +114,7 @@ void ExtractionJob::run(JobSpec spec) {
       }
       post([this, name, total] { emit engineStarted(name, total); });
       Sink sink(this, name);
-      auto result = std::make_shared<ExtractionResult>(choice.engine->extract(req, sink, m_cancel));
+      auto result = std::make_shared<ExtractionResult>(engine->extract(req, sink, m_cancel));
       if (result->cancelled) cancelled = true;
       post([this, name, result] {
         drain(); // patches posted before this still belong before the final result

@@ -14,6 +14,7 @@
 #include <QVector>
 
 #include <atomic>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -83,6 +84,10 @@ private:
   QFuture<void> m_future;
   CancelToken m_cancel;
   bool m_running = false;
+  // Engines kept warm between requests (CPU: plan and per-thread solver workspaces;
+  // CUDA: context, handles and device memory within its budget), made on first use
+  // by name ("cpu", "cuda"). Only the worker touches them, one run at a time.
+  std::map<QString, std::unique_ptr<Engine>> m_engines;
   std::mutex m_mutex;
   QVector<PatchUpdate> m_queue;
   QString m_engine;
