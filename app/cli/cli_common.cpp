@@ -1,5 +1,7 @@
 #include "cli_common.h"
 
+#include "core/io/fits_file.h"
+
 #include "core/errors.h"
 
 #include <algorithm>
@@ -138,24 +140,31 @@ void checkWritable(const std::string& path, const std::string& what,
 }
 
 void writeTextAtomic(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
+  // Named like AtomicOutput's temporaries ("<path>.tmp-<pid>-<n>"), so a stale one left
+  // by a killed process is found and removed by the next run, and listed while it
+  // exists, so SIGINT/SIGTERM remove it (docs/reliability.md).
+  removeStaleTemporaries(path);
+  const std::string tmp = path + ".tmp-" + std::to_string(::getpid()) + "-0";
+  const int slot = registerLiveTemporary(tmp);
+  auto fail = [&](const std::string& why) {
+    std::remove(tmp.c_str());
+    releaseLiveTemporary(slot);
+    return InputError("cannot write '" + path + "'" + why);
+  };
   {
     std::ofstream out(tmp, std::ios::binary);
-    if (!out) throw InputError("cannot write '" + path + "'");
+    if (!out) throw fail("");
     out << text;
     out.flush();
     if (!out.good()) {
       out.close();
-      std::remove(tmp.c_str());
-      throw InputError("cannot write '" + path + "'");
+      throw fail("");
     }
   }
   std::error_code ec;
   fs::rename(tmp, path, ec);
-  if (ec) {
-    std::remove(tmp.c_str());
-    throw InputError("cannot write '" + path + "': " + ec.message());
-  }
+  if (ec) throw fail(": " + ec.message());
+  releaseLiveTemporary(slot);
 }
 
 TerminalProgress::TerminalProgress(bool enabled) : m_enabled(enabled && ::isatty(2)) {}

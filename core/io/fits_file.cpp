@@ -1019,6 +1019,9 @@ std::string tempStem(const std::string& finalPath) {
 
 } // namespace
 
+int registerLiveTemporary(const std::string& path) { return registerTemporary(path); }
+void releaseLiveTemporary(int slot) { releaseTemporary(slot); }
+
 void removeLiveTemporaries() noexcept {
   for (auto& s : g_slots)
     if (s.state.load() == 2) ::unlink(s.path);

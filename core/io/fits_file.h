@@ -261,6 +261,11 @@ private:
 // Deletes every temporary an AtomicOutput or OutputTransaction of this process holds.
 // Async-signal-safe (unlink only): for SIGINT/SIGTERM handlers that then _exit.
 void removeLiveTemporaries() noexcept;
+// Lists a temporary that is not an AtomicOutput (e.g. a JSON profile written beside its
+// target) for removeLiveTemporaries(); returns a slot for releaseLiveTemporary, or -1
+// when the table is full (the file is then still removed on normal failures).
+int registerLiveTemporary(const std::string& path);
+void releaseLiveTemporary(int slot);
 
 // Removes files "<stem>.tmp-<pid>-<n>[.gz]" beside `finalPath` whose pid is not a
 // running process; returns how many. AtomicOutput calls it; exposed for tests.

@@ -8,11 +8,13 @@
 #include <QTemporaryDir>
 #include <QTest>
 
+#include <cmath>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <vector>
 
 namespace fs = std::filesystem;
 
@@ -105,6 +107,55 @@ private slots:
              qPrintable(r.err));
     QVERIFY(fs::exists(out.toStdString()));
     QVERIFY2(!fs::exists(stale), "stale temporary of a dead process left beside the target");
+  }
+
+  // Issue 11 #8 at the command line: an image whose finite values overflow float32 once
+  // extracted (3e38 e- in every pixel) gives a frame that is finite or masked NODATA,
+  // one warning, and exit status 4 (kExitUnusableBins), with the frame still written.
+  void unusableBinsAreMaskedAndExitFour() {
+    const QString huge = p("preproc-huge.fits");
+    fs::copy_file(p("preproc.fits").toStdString(), huge.toStdString(), fs::copy_options::overwrite_existing);
+    {
+      fitsfile* f = nullptr;
+      int s = 0, naxis = 0;
+      long nax[2] = {0, 0};
+      fits_open_file(&f, huge.toUtf8().constData(), READWRITE, &s);
+      char name[] = "IMAGE";
+      fits_movnam_hdu(f, ANY_HDU, name, 0, &s);
+      fits_get_img_dim(f, &naxis, &s);
+      fits_get_img_size(f, 2, nax, &s);
+      std::vector<float> v(std::size_t(nax[0]) * nax[1], 3.0e38f);
+      fits_write_img(f, TFLOAT, 1, LONGLONG(v.size()), v.data(), &s);
+      fits_close_file(f, &s);
+      QCOMPARE(s, 0);
+    }
+    const QString out = p("huge-frame.fits");
+    const Run r = cli({"extract", "-i", huge, "-p", p("psf.fits"), "-o", out, "-n", "5",
+                       "-w", "6000,6040,0.8", "--engine", "cpu", "--quiet"});
+    QVERIFY2(!r.crashed, qPrintable(r.err));
+    QCOMPARE(r.code, 4);
+    QVERIFY2(r.err.contains("NODATA"), qPrintable(r.err));
+    QVERIFY(fs::exists(out.toStdString()));
+    // Every stored flux is finite, and any bin whose value could not be stored is NODATA.
+    fitsfile* f = nullptr;
+    int s = 0, anynul = 0;
+    fits_open_file(&f, out.toUtf8().constData(), READONLY, &s);
+    long nax[2] = {0, 0};
+    fits_get_img_size(f, 2, nax, &s);
+    std::vector<float> flux(std::size_t(nax[0]) * nax[1]);
+    fits_read_img(f, TFLOAT, 1, LONGLONG(flux.size()), nullptr, flux.data(), &anynul, &s);
+    char mname[] = "MASK";
+    fits_movnam_hdu(f, ANY_HDU, mname, 0, &s);
+    std::vector<long> mask(flux.size());
+    fits_read_img(f, TLONG, 1, LONGLONG(mask.size()), nullptr, mask.data(), &anynul, &s);
+    fits_close_file(f, &s);
+    QCOMPARE(s, 0);
+    int nodata = 0;
+    for (std::size_t i = 0; i < flux.size(); ++i) {
+      QVERIFY2(std::isfinite(flux[i]), qPrintable(QStringLiteral("flux %1 at %2").arg(flux[i]).arg(i)));
+      nodata += (mask[i] & (1 << 8)) != 0;
+    }
+    QVERIFY(nodata > 0);
   }
 
   void fibermapTooShortForTheFibers() {
