@@ -4,6 +4,7 @@
 #include "core/io/frame_io.h"
 #include "core/profile/profile.h"
 #include "test_data.h"
+#include "cli_run.h"
 
 #include <QProcess>
 #include <QTemporaryDir>
@@ -19,23 +20,8 @@ using namespace spex;
 
 namespace {
 
-struct Run {
-  int code = -1;
-  bool crashed = false;
-  QString err, out;
-};
-
-Run cli(const QStringList& args) {
-  QProcess p;
-  p.start(SPEXLAB_CLI, args);
-  p.waitForFinished(600000);
-  Run r;
-  r.crashed = p.exitStatus() != QProcess::NormalExit;
-  r.code = p.exitCode();
-  r.err = QString::fromUtf8(p.readAllStandardError());
-  r.out = QString::fromUtf8(p.readAllStandardOutput());
-  return r;
-}
+using spextest::cli;
+using spextest::Run;
 
 // Edits a copy of a FITS file in place with raw CFITSIO, independent of our reader.
 void edit(const std::string& path, const std::function<void(fitsfile*, int*)>& f) {

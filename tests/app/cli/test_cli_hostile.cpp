@@ -3,6 +3,7 @@
 // temporaries of dead processes beside the target are removed; --nwavestep wider than
 // the grid is bounded with a note; a FIBERMAP too short for -s/-n is an error.
 #include <fitsio.h>
+#include "cli_run.h"
 
 #include <QProcess>
 #include <QTemporaryDir>
@@ -20,19 +21,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct Run {
-  int code = -1;
-  bool crashed = false;
-  QString err, out;
-};
-
-Run cli(const QStringList& args) {
-  QProcess p;
-  p.start(SPEXLAB_CLI, args);
-  p.waitForFinished(600000);
-  return {p.exitCode(), p.exitStatus() != QProcess::NormalExit,
-          QString::fromUtf8(p.readAllStandardError()), QString::fromUtf8(p.readAllStandardOutput())};
-}
+using spextest::cli;
+using spextest::Run;
 
 int temporariesIn(const QString& dir) {
   int n = 0;

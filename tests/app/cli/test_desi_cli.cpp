@@ -5,6 +5,7 @@
 #include "core/io/fits_file.h"
 #include "core/io/frame_io.h"
 #include "test_data.h"
+#include "cli_run.h"
 
 #include <QJsonArray>
 #include <QJsonDocument>
@@ -24,25 +25,11 @@ using namespace spex;
 
 namespace {
 
-struct Run {
-  int code = -1;
-  bool crashed = false;
-  QString err, out;
-};
+using spextest::cli;
+using spextest::exec;
+using spextest::Run;
 
-Run exec(const QString& program, const QStringList& args) {
-  QProcess p;
-  p.start(program, args);
-  p.waitForFinished(600000);
-  Run r;
-  r.crashed = p.exitStatus() != QProcess::NormalExit;
-  r.code = p.exitCode();
-  r.err = QString::fromUtf8(p.readAllStandardError());
-  r.out = QString::fromUtf8(p.readAllStandardOutput());
-  return r;
-}
 Run desi(const QStringList& args) { return exec(DESI_EXTRACT_SPECTRA, args); }
-Run cli(const QStringList& args) { return exec(SPEXLAB_CLI, args); }
 
 // A file holding only a copy of src's FIBERMAP HDU, then edited by f (raw CFITSIO,
 // independent of SpexLab's reader).
