@@ -124,6 +124,7 @@ GaussHermitePsf psfFromTables(const F64& x, double xwmin, double xwmax, const F6
           take("GH-" + std::to_string(i) + "-" + std::to_string(j));
   for (auto& [name, s] : params) psf.otherParams.emplace(name, std::move(s));
   psf.validate();
+  checkPsfPhysicalRanges(psf, "psf dict"); // the same ranges readPsf holds files to
   return psf;
 }
 

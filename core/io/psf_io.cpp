@@ -229,6 +229,10 @@ GaussHermitePsf readPsf(const std::string& path) {
   return psf;
 }
 
+void checkPsfPhysicalRanges(const GaussHermitePsf& psf, const std::string& source) {
+  checkPhysicalRanges(psf, source);
+}
+
 namespace {
 
 void writeTrace(FitsFile& f, const std::string& name, const LegendreSet& t,

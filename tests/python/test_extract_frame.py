@@ -109,6 +109,14 @@ class ExtractFrameTest(unittest.TestCase):
         del tables["PSF"].meta["NPIX_X"]
         with self.assertRaisesRegex(ValueError, "NPIX_X"):
             spexlab.read_psf(tables)
+        # The tables get the physical-range checks files get (issue 11 #4): a zero
+        # Gauss-Hermite width for one fiber is refused, naming the parameter.
+        tables = tu.psf_tables(self.psf)
+        psf_rows = tables["PSF"]
+        row = [i for i, p in enumerate(psf_rows["PARAM"]) if str(p).strip() == "GHSIGX"][0]
+        psf_rows["COEFF"][row][3] = 0.0
+        with self.assertRaisesRegex(spexlab.SpexError, "GHSIGX is 0 px at fiber 3.*widths must lie"):
+            spexlab.read_psf(tables)
 
     def test_input_arrays_untouched(self):
         img = {"image": self.img["image"].copy(), "ivar": self.img["ivar"].copy()}
