@@ -121,6 +121,47 @@ std::string unquoteFits(const std::string& v) {
   return out;
 }
 
+// The FITS data checksum (DATASUM: the 32-bit ones'-complement sum of the data unit's
+// big-endian 32-bit words; the zero padding adds nothing) of n values of T as CFITSIO
+// stores them as `pixel`, for the conversions whose stored bits are known here; nullopt
+// for the others (CFITSIO then sums the written bytes). Any order of folding the
+// carries gives the same sum.
+template <class T>
+std::optional<uint32_t> dataSumAs(FitsPixel pixel, const T* data, long long n) {
+  uint64_t hi = 0, lo = 0;
+  auto add = [&](uint32_t w) {
+    hi += w >> 16;
+    lo += w & 0xFFFFu;
+  };
+  if (pixel == FitsPixel::Float32 && (std::is_same_v<T, float> || std::is_same_v<T, double>)) {
+    for (long long i = 0; i < n; ++i) {
+      const float v = static_cast<float>(data[i]); // CFITSIO's (float) conversion
+      uint32_t w;
+      std::memcpy(&w, &v, 4);
+      add(w);
+    }
+  } else if (pixel == FitsPixel::Float64 && std::is_same_v<T, double>) {
+    for (long long i = 0; i < n; ++i) {
+      uint64_t w;
+      std::memcpy(&w, &data[i], 8);
+      add(uint32_t(w >> 32));
+      add(uint32_t(w));
+    }
+  } else if (pixel == FitsPixel::Int32 && std::is_same_v<T, int32_t>) {
+    for (long long i = 0; i < n; ++i) add(uint32_t(data[i]));
+  } else if (pixel == FitsPixel::UInt32 && std::is_same_v<T, uint32_t>) {
+    for (long long i = 0; i < n; ++i) add(uint32_t(data[i]) ^ 0x80000000u); // stored v - 2^31
+  } else {
+    return std::nullopt;
+  }
+  while ((hi >> 16) || (lo >> 16)) {
+    const uint64_t hc = hi >> 16, lc = lo >> 16;
+    hi = (hi & 0xFFFFu) + lc;
+    lo = (lo & 0xFFFFu) + hc;
+  }
+  return uint32_t((hi << 16) | lo);
+}
+
 } // namespace
 
 std::optional<double> parseFitsDouble(const std::string& text) {
@@ -152,7 +193,8 @@ FitsFile::FitsFile(void* f, std::string path, std::string display)
 
 FitsFile::FitsFile(FitsFile&& o) noexcept
     : m_fptr(o.m_fptr), m_layout(std::move(o.m_layout)), m_mem(std::move(o.m_mem)),
-      m_path(std::move(o.m_path)), m_display(std::move(o.m_display)), m_hdu(std::move(o.m_hdu)) {
+      m_dataSums(std::move(o.m_dataSums)), m_path(std::move(o.m_path)),
+      m_display(std::move(o.m_display)), m_hdu(std::move(o.m_hdu)) {
   o.m_fptr = nullptr;
 }
 
@@ -166,6 +208,7 @@ FitsFile& FitsFile::operator=(FitsFile&& o) noexcept {
     o.m_fptr = nullptr;
     m_layout = std::move(o.m_layout);
     m_mem = std::move(o.m_mem); // after the close: CFITSIO no longer points into it
+    m_dataSums = std::move(o.m_dataSums);
     m_path = std::move(o.m_path);
     m_display = std::move(o.m_display);
     m_hdu = std::move(o.m_hdu);
@@ -746,6 +789,8 @@ void FitsFile::writeImage(const std::string& extname, FitsPixel pixel,
              ")",
          status);
   check(status, "", "cannot write image data");
+  // Summed from memory now, so writeChecksums need not read the data back.
+  if (const auto sum = dataSumAs(pixel, data, n)) m_dataSums[currentIndex()] = *sum;
 }
 
 // ---- tables --------------------------------------------------------------------------
@@ -1044,7 +1089,21 @@ void FitsFile::writeChecksums() {
   for (int i = 0; i < n; ++i) {
     moveToIndex(i);
     int status = 0;
-    fits_write_chksum(F(m_fptr), &status);
+    const auto known = m_dataSums.find(i);
+    if (known == m_dataSums.end()) {
+      fits_write_chksum(F(m_fptr), &status); // sums the data as written
+    } else {
+      // The data sum is known (writeImage): the keys fits_write_chksum would write,
+      // then only the header is summed (fits_update_chksum). Same cards, same values.
+      char date[32] = {};
+      fits_get_system_time(date, nullptr, &status);
+      const std::string chk = std::string("HDU checksum updated ") + date;
+      const std::string dat = std::string("data unit checksum updated ") + date;
+      const std::string sum = std::to_string(known->second);
+      fits_update_key_str(F(m_fptr), "CHECKSUM", "0000000000000000", chk.c_str(), &status);
+      fits_update_key_str(F(m_fptr), "DATASUM", sum.c_str(), dat.c_str(), &status);
+      fits_update_chksum(F(m_fptr), &status);
+    }
     check(status, "CHECKSUM", "cannot write CHECKSUM/DATASUM");
   }
 }

@@ -10,6 +10,7 @@
 #include "../image.h"
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -219,6 +220,7 @@ private:
   // A file in memory: the bytes, and the pointer and size CFITSIO keeps the addresses
   // of while the file is open (so they live on the heap, beside the bytes).
   std::shared_ptr<struct FitsMemory> m_mem;
+  std::map<int, uint32_t> m_dataSums; // DATASUM of images written here, by HDU index
   std::string m_path;     // as opened by CFITSIO
   std::string m_display;  // as named in messages
   std::string m_hdu;      // current HDU's EXTNAME, or "primary" / "HDU n"

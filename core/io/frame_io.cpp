@@ -138,7 +138,7 @@ void writeFrame(const std::string& path, const ExtractionResult& r, const Image&
 
   // [nfiber, 2 ndiag + 1, nwave]: NAXIS1 = nwave, NAXIS2 = 2 ndiag + 1, NAXIS3 = nfiber.
   {
-    std::vector<float> res(r.resolution.size());
+    std::vector<float> res = makeFilled<float>(r.resolution.size(), 0.0f); // pages mapped at once
     for (std::size_t i = 0; i < res.size(); ++i) res[i] = static_cast<float>(r.resolution.data[i]);
     f.writeImage("RESOLUTION", FitsPixel::Float32, {long(nf), long(nd), long(nw)}, res.data());
   }

@@ -406,6 +406,50 @@ private slots:
     refused("flipped.fits.gz", flipped, "gzip");
   }
 
+  void checksumsOfEveryImageTypeVerify() {
+    // writeImage sums the data it writes (DATASUM) and writeChecksums then sums only the
+    // headers: CFITSIO's own verification, which re-reads every byte, must agree.
+    const std::string p = tmp("sums.fits");
+    Array2D<double> d(7, 13);
+    for (std::size_t i = 0; i < d.size(); ++i) d.data[i] = (i % 3 ? 1.0 : -1.0) * std::pow(1.7, double(i % 40)) / 3.0;
+    d.data[5] = std::nan("");
+    d.data[6] = -0.0;
+    d.data[7] = 3.4e38;
+    Array2D<float> fl(5, 3);
+    for (std::size_t i = 0; i < fl.size(); ++i) fl.data[i] = float(i) * 1.25f - 7.0f;
+    Array2D<uint32_t> u(4, 9);
+    for (std::size_t i = 0; i < u.size(); ++i) u.data[i] = uint32_t(i) * 0x1234567u;
+    u.data[0] = 0x80000001u;
+    u.data[1] = 0xFFFFFFFFu;
+    Array2D<int32_t> s32(3, 11);
+    for (std::size_t i = 0; i < s32.size(); ++i) s32.data[i] = int32_t(i * 7919) - 100000;
+    std::vector<double> w(1001);
+    for (std::size_t i = 0; i < w.size(); ++i) w[i] = 5760.0 + 0.8 * double(i);
+    {
+      AtomicOutput out(p);
+      FitsFile& f = out.file();
+      f.writeImage("F32D", FitsPixel::Float32, d);
+      f.writeImage("F32F", FitsPixel::Float32, fl);
+      f.writeImage("U32", FitsPixel::UInt32, u);
+      f.writeImage("I32", FitsPixel::Int32, s32);
+      f.writeImage("F64", FitsPixel::Float64, w);
+      f.writeImage("U8", FitsPixel::UInt8, Array2D<uint8_t>(3, 3, 200)); // summed by CFITSIO
+      f.writeImage("EMPTY", FitsPixel::Float32, Array2D<float>(0, 0));
+      f.createTable("T", {{"X", "D", "", {}}}, 3);
+      f.writeColumn("X", std::vector<double>{1, 2, 3});
+      f.writeChecksums();
+      out.commit();
+    }
+    FitsFile f = FitsFile::openRead(p);
+    for (int i = 0; i < f.hduCount(); ++i) {
+      f.moveToIndex(i);
+      QVERIFY2(f.hasKey("DATASUM") && f.hasKey("CHECKSUM"), f.hduName().c_str());
+      QVERIFY2(f.verifyChecksum(), f.hduName().c_str());
+    }
+    f.moveTo("U32");
+    QCOMPARE(f.readImage2D<uint32_t>(4, 9).data, u.data);
+  }
+
   void gzipWrite() {
     const std::string p = tmp("small.fits.gz");
     {

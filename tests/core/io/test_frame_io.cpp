@@ -3,6 +3,7 @@
 // with every HDU, type, unit and key checked by raw CFITSIO; FIBERMAP trimmed to the
 // extracted fibers; failed writes leave nothing and keep the old file.
 #include "core/errors.h"
+#include "core/io/fits_file.h"
 #include "core/io/fits_scan.h"
 #include "core/io/frame_io.h"
 #include "core/io/preproc_io.h"
@@ -322,6 +323,13 @@ private slots:
       std::filesystem::rename(moved, src);
 
       QVERIFY2(undatedBytes(fromMemory) == undatedBytes(fromFile), src.c_str());
+      {
+        FitsFile back = FitsFile::openRead(fromMemory);
+        for (int i = 0; i < back.hduCount(); ++i) {
+          back.moveToIndex(i);
+          QVERIFY2(back.verifyChecksum(), back.hduName().c_str());
+        }
+      }
       iotest::Raw raw(fromMemory);
       raw.hdu("FIBERMAP");
       QCOMPARE(raw.rows(), 5L);
