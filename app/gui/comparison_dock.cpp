@@ -169,6 +169,18 @@ bool ComparisonDock::choose(const QString& a, const QString& b) {
   return true;
 }
 
+QString ComparisonDock::choiceFor(const QString& key) {
+  if (key == QLatin1String("last") || key == QLatin1String("previous")) {
+    const std::size_t back = key == QLatin1String("last") ? 1 : 2;
+    return m_runs.size() >= back ? m_runs[m_runs.size() - back].label : QString();
+  }
+  QString label;
+  if (key == QLatin1String("frame")) label = kOpenedFrame;
+  else if (key == QLatin1String("cpu") || key == QLatin1String("cuda")) label = kCurrent.arg(key);
+  else if (openFrameFile(key)) label = tr("file %1").arg(QFileInfo(key).fileName());
+  return resultOf(label) ? label : QString();
+}
+
 QString ComparisonDock::choiceA() const { return m_boxA->currentText(); }
 QString ComparisonDock::choiceB() const { return m_boxB->currentText(); }
 

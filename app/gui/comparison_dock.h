@@ -44,6 +44,10 @@ public:
   // Labels of the choices (the items of both boxes), and the chosen ones.
   QStringList choices() const;
   bool choose(const QString& a, const QString& b); // false when one is unknown
+  // The label behind a short key: "last" (the newest run), "previous" (the run before
+  // it), "frame" (the opened frame), "cpu"/"cuda" (what the views show now), or a frame
+  // file's path (opened here first). Empty when there is no such result.
+  QString choiceFor(const QString& key);
   QString choiceA() const;
   QString choiceB() const;
   // Compares the chosen results now; false with the reason shown in the view.

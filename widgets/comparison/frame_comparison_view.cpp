@@ -58,6 +58,10 @@ FrameComparisonView::FrameComparisonView(ViewState* state, QWidget* parent) : QW
   m_table->horizontalHeader()->setSectionResizeMode(0, QHeaderView::ResizeToContents);
   m_table->horizontalHeader()->setStretchLastSection(true);
   m_table->setEditTriggers(QAbstractItemView::NoEditTriggers);
+  // Wide enough for the longest line of the table without cutting it.
+  m_table->setMinimumWidth(fontMetrics().horizontalAdvance(
+                               QStringLiteral("max |ia-ib|/max(ia,ib)  0.000414855 (fiber 499, bin 2325)")) +
+                           24);
 
   auto* left = new QSplitter(Qt::Vertical);
   left->addWidget(m_map);

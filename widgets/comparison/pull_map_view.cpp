@@ -165,7 +165,12 @@ void PullMapView::paintEvent(QPaintEvent*) {
   tick(m_lo, QString::number(m_lo, 'g', 2));
   const int d0 = int(std::ceil(std::log10(m_lo) + 0.3)), d1 = int(std::floor(std::log10(m_hi) - 0.3));
   const int dstep = std::max(1, int(std::ceil((d1 - d0 + 1) * (fh + 2) / double(std::max(1, b.height() - 2 * fh)))));
-  for (int d = d0; d <= d1; d += dstep) tick(std::pow(10.0, d), QStringLiteral("1e%1").arg(d));
+  for (int d = d0; d <= d1; d += dstep) {
+    // Not on top of the end labels.
+    const double y = yOf(std::pow(10.0, d));
+    if (y - b.top() < fh || b.bottom() - y < fh) continue;
+    tick(std::pow(10.0, d), QStringLiteral("1e%1").arg(d));
+  }
   // The selection cross.
   if (m_markFiber >= m_fiberMin && m_markFiber < m_fiberMin + m_nfiber && std::isfinite(m_markWave)) {
     const int j = int(std::lround((m_markWave - m_wave.wmin) / m_wave.dw));
