@@ -58,10 +58,6 @@ FrameComparisonView::FrameComparisonView(ViewState* state, QWidget* parent) : QW
   m_table->horizontalHeader()->setSectionResizeMode(0, QHeaderView::ResizeToContents);
   m_table->horizontalHeader()->setStretchLastSection(true);
   m_table->setEditTriggers(QAbstractItemView::NoEditTriggers);
-  // Wide enough for the longest line of the table without cutting it.
-  m_table->setMinimumWidth(fontMetrics().horizontalAdvance(
-                               QStringLiteral("max |ia-ib|/max(ia,ib)  0.000414855 (fiber 499, bin 2325)")) +
-                           24);
 
   auto* left = new QSplitter(Qt::Vertical);
   left->addWidget(m_map);
@@ -171,6 +167,9 @@ void FrameComparisonView::fillTable() {
     v->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
     m_table->setItem(i, 1, v);
   }
+  // Every line whole: as wide as its contents.
+  m_table->resizeColumnsToContents();
+  m_table->setMinimumWidth(m_table->horizontalHeader()->length() + 2 * m_table->frameWidth() + 4);
 }
 
 QVector<double> FrameComparisonView::sigmaSpectrum(int fiber) const {

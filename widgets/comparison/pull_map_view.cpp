@@ -123,7 +123,7 @@ void PullMapView::paintEvent(QPaintEvent*) {
   }
   p.setPen(palette().color(QPalette::WindowText));
   p.drawText(QRect(m.left(), 0, m.width(), fh + 2), Qt::AlignLeft | Qt::AlignVCenter,
-             tr("|\u0394|/\u03c3 per fiber and wavelength (grey: not compared); click a cell to select it"));
+             tr("|\u0394|/\u03c3 per fiber \u00d7 wavelength (grey: not compared; click: select)"));
   // Smooth reduction would blend a lone bad bin away; sample instead (cells stay crisp).
   p.setRenderHint(QPainter::SmoothPixmapTransform, false);
   p.drawImage(m, m_image);

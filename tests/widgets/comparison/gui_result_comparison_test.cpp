@@ -253,9 +253,10 @@ private slots:
       for (int j = 0; j < prod->nwave; ++j) live += prod->ivar(f, j) > 0 && run->ivar(f, j) > 0;
     QCOMPARE(v->comparison().nbins, live);
     QVERIFY(v->comparison().maxPullFiber >= 0 && v->comparison().maxPullFiber <= 9);
-    // The same extraction as production except for the sub-bundle split: within a few
-    // tenths of σ everywhere (whole-bundle runs agree within 0.001 σ, docs/desi.md).
-    QVERIFY2(c.maxPull < 1.0, qPrintable(v->tableText()));
+    // Spectra 0-9 are the bundle's first two sub-bundles, the patches production
+    // solved too: within 0.001 σ everywhere, as docs/desi.md measures for the bundle
+    // (4.1e-4 σ at most there); a wrong overlap (rows or bins shifted) gives many σ.
+    QVERIFY2(c.maxPull < 1e-3, qPrintable(v->tableText()));
   }
 
   void tableReadsAsTheCli() {
