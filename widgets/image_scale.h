@@ -9,6 +9,7 @@
 #include "core/array.h"
 
 #include <QImage>
+#include <QMetaType>
 #include <QString>
 #include <QStringList>
 #include <QVector>
@@ -79,3 +80,5 @@ QImage colorize(const QImage& index, const QVector<QRgb>& table);
 QVector<QRgb> displayTable(const ScaleSettings& settings);
 
 } // namespace spex
+
+Q_DECLARE_METATYPE(spex::ScaleSettings)
