@@ -1,6 +1,7 @@
 // spexlab: the desktop workbench. With no arguments it opens a demo (a simulated
 // frame through the project's synthetic PSF); --preproc/--psf open real inputs;
 // --screenshot renders the window headless for the docs.
+#include "app_icon.h"
 #include "main_window.h"
 #include "screenshot.h"
 
@@ -18,9 +19,9 @@ int main(int argc, char** argv) {
   QApplication::setApplicationName(QStringLiteral("spexlab"));
   QApplication::setApplicationVersion(QStringLiteral(SPEXLAB_VERSION));
   // The desktop entry's name, so a desktop matches windows to it; the icon is the
-  // same SVG (shown where Qt's SVG image plugin is installed).
+  // same SVG (drawn by Qt's SVG plugins, libqt6svg6).
   QGuiApplication::setDesktopFileName(QStringLiteral("spexlab"));
-  QApplication::setWindowIcon(QIcon(QStringLiteral(":/spexlab/spexlab.svg")));
+  QApplication::setWindowIcon(spex::applicationIcon());
 
   QCommandLineParser cli;
   cli.setApplicationDescription(QStringLiteral("SpexLab spectro-perfectionism workbench"));
