@@ -48,6 +48,10 @@ int main(int argc, char** argv) {
   const QCommandLineOption openTrace(QStringLiteral("open-trace"), QStringLiteral("With --screenshot: open a Chrome trace JSON as a run."), QStringLiteral("file"));
   const QCommandLineOption heatmap(QStringLiteral("heatmap"), QStringLiteral("With --screenshot: per-patch CCD heatmap: wall, chi2, regularized, sweep."), QStringLiteral("kind"));
   const QCommandLineOption colormap(QStringLiteral("colormap"), QStringLiteral("With --screenshot: CCD colormap (grey, viridis, magma, diverging)."), QStringLiteral("name"));
+  const QCommandLineOption box(QStringLiteral("box"), QStringLiteral("With --screenshot: a box region x0,y0,x1,y1 (CCD px); its statistics go to the Region dock."), QStringLiteral("x0,y0,x1,y1"));
+  const QCommandLineOption cutLine(QStringLiteral("cut"), QStringLiteral("With --screenshot: a cut line x0,y0,x1,y1 (CCD px) plotted in the Region dock."), QStringLiteral("x0,y0,x1,y1"));
+  const QCommandLineOption invert(QStringLiteral("invert"), QStringLiteral("With --screenshot: invert the colormap."));
+  for (const auto* o : {&box, &cutLine, &invert}) cli.addOption(*o);
   for (const auto* o : {&compare, &compareRuns, &preproc, &psf, &truth, &frame, &demoFibers, &shot, &extract, &patches, &fiber, &wave, &zoom,
                         &raise, &view, &overlays, &size, &sweep, &openTrace, &heatmap, &colormap})
     cli.addOption(*o);
@@ -99,6 +103,9 @@ int main(int argc, char** argv) {
     o.openTrace = cli.value(openTrace);
     o.heatmap = cli.value(heatmap);
     o.colormap = cli.value(colormap);
+    o.box = cli.value(box);
+    o.cut = cli.value(cutLine);
+    o.invert = cli.isSet(invert);
     return spex::takeScreenshot(window, o);
   }
   return app.exec();

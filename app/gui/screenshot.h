@@ -37,6 +37,11 @@ struct ScreenshotOptions {
   // to stdout and grab with the comparison dock in front.
   QStringList compare;
   int compareRuns = 1;
+  // Image tools (issue 14), CCD coordinates "x0,y0,x1,y1": a box region (statistics in
+  // the Region dock) and a cut line (its plot below them); an inverted colormap.
+  QString box;
+  QString cut;
+  bool invert = false;
 };
 
 // Returns the process exit code: 0 when the picture was written.
