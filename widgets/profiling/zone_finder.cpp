@@ -45,14 +45,18 @@ void DurationHistogram::setDurations(std::vector<int64_t> ns) {
 }
 
 int DurationHistogram::binOf(int64_t ns) const {
-  if (m_counts.empty() || ns < std::min<int64_t>(m_min, 1) || ns > m_max) return -1;
-  if (binCount() == 1) return 0;
+  if (m_counts.empty() || ns < 0 || ns > m_max) return -1;
+  if (binCount() == 1 || ns <= m_min) return 0; // zero-length zones count in the first bin
   const double t = (std::log10(double(std::max<int64_t>(1, ns))) - m_logLo) / (m_logHi - m_logLo);
-  return std::clamp(int(t * binCount()), 0, binCount() - 1);
+  int b = std::clamp(int(t * binCount()), 0, binCount() - 1);
+  // Agree exactly with the integer edges binLow/binHigh (rounding of the logarithms).
+  while (b > 0 && ns < binLow(b)) --b;
+  while (b < binCount() - 1 && ns >= binLow(b + 1)) ++b;
+  return b;
 }
 
 int64_t DurationHistogram::binLow(int bin) const {
-  if (binCount() == 1) return m_min;
+  if (binCount() == 1 || bin <= 0) return m_min; // exactly (10^log10 may round up)
   return int64_t(std::ceil(std::pow(10.0, m_logLo + (m_logHi - m_logLo) * bin / binCount())));
 }
 
