@@ -66,7 +66,7 @@ private:
   std::vector<double> m_icov0;   // copy with the prior, for the retry and noise mode
   std::vector<double> m_y, m_fw;
   std::vector<double> m_cs, m_eig, m_q, m_work;
-  std::vector<double> m_z, m_qs;  // eigenvectors and Q_s of one fiber block
+  std::vector<double> m_z;        // eigenvectors of one fiber block
   std::vector<int> m_iwork;
   std::vector<double> m_modelBox; // model over the box from all padded spots
   BandedCholesky m_band;
@@ -91,8 +91,9 @@ private:
   void decorrelateSignal(int nfib, int nw, int kept0, int kept1, PatchSolution& out);
   void decorrelateNoise(int nfib, int nw, PatchSolution& out);
   void chi2pix(const Patch& p, const Image& image, const PatchSolveOptions& opt, PatchSolution& out);
-  // Q -> R, ivar, flux and resolution diagonals for one fiber block.
-  void applyQ(const double* q, int ldq, int fiber, int nw, PatchSolution& out);
+  // Q = T T^T -> R, ivar, flux and resolution diagonals for one fiber block (T: nw x nw,
+  // column-major, leading dimension nw); Q itself is not formed.
+  void applyT(const double* t, int fiber, int nw, PatchSolution& out);
 };
 
 } // namespace spex
