@@ -93,10 +93,24 @@ void PatchSolver::normalEquations(const Patch& p, const Image& image, const Patc
   out.coupling = m_coupling = coupling;
   chooseSolver(p, opt);
 
+  // Within a fiber the stamps' rows move monotonically with the bin on DESI traces:
+  // then the stamps a spot overlaps are a contiguous run of bins, found by bisection,
+  // and the scan stops at the first stamp past it. A fiber whose rows are not monotonic
+  // is scanned whole.
+  m_fmono.assign(nfib, 1);
+  for (int t = 0; t < nfib; ++t)
+    for (int b = t * nw + 1; b < (t + 1) * nw; ++b)
+      if (m_spots[b].yc < m_spots[b - 1].yc) {
+        m_fmono[t] = 0;
+        break;
+      }
+  m_acc.resize(nx);
+
   // C^-1 = A^T W A from stamp overlaps only (A is never formed): lower triangle,
   // column-major, entry (b, a) for b >= a. On the banded path only the band is
   // cleared and written (a fifth of the matrix's memory traffic for DESI patches).
   m_icov0.resize(std::size_t(n) * n);
+  double* acc = m_acc.data();
   for (int a = 0; a < n; ++a) {
     const Spot& sa = m_spots[a];
     const int fa = a / nw, end = bandEnd(a);
@@ -107,18 +121,32 @@ void PatchSolver::normalEquations(const Patch& p, const Image& image, const Patc
     std::fill(col + (m_fullLower ? 0 : a), col + end, 0.0);
     for (int t = fa; t * nw < end; ++t) {
       if (sa.xc + nx <= m_fx0[t] || m_fx1[t] <= sa.xc) continue;
-      for (int b = std::max(a, t * nw); b < (t + 1) * nw; ++b) {
+      int b = std::max(a, t * nw);
+      const int bEnd = (t + 1) * nw;
+      if (m_fmono[t]) // first stamp of fiber t not entirely above sa's
+        b = int(std::partition_point(m_spots.begin() + b, m_spots.begin() + bEnd,
+                                     [&](const Spot& sb) { return sb.yc + ny <= sa.yc; }) -
+                m_spots.begin());
+      for (; b < bEnd; ++b) {
         const Spot& sb = m_spots[b];
-        if (!overlap(sa, sb)) continue;
         const int dx = sb.xc - sa.xc, dy = sb.yc - sa.yc;
+        if (dy >= ny) {
+          if (m_fmono[t]) break; // every later stamp of this fiber is below sa's
+          continue;
+        }
+        if (!overlap(sa, sb)) continue;
         const int ix0 = std::max(0, dx), ix1 = std::min(nx, nx + dx);
         const int iy0 = std::max(0, dy), iy1 = std::min(ny, ny + dy);
-        double sum = 0;
+        // Column sums first (independent lanes, vectorised), then across the columns:
+        // no serial chain of additions through every overlapping pixel.
+        std::fill(acc + ix0, acc + ix1, 0.0);
         for (int iy = iy0; iy < iy1; ++iy) {
           const double* wr = wsa + iy * nx;
           const double* br = sb.v.data() + (iy - dy) * nx - dx;
-          for (int ix = ix0; ix < ix1; ++ix) sum += wr[ix] * br[ix];
+          for (int ix = ix0; ix < ix1; ++ix) acc[ix] += wr[ix] * br[ix];
         }
+        double sum = 0;
+        for (int ix = ix0; ix < ix1; ++ix) sum += acc[ix];
         col[b] = sum;
       }
     }

@@ -75,6 +75,8 @@ private:
   bool m_fullLower = true;        // the whole lower triangle is stored, not just the band
   int m_coupling = 0;
   std::vector<int> m_fx0, m_fx1;  // per fiber: x range of its stamps
+  std::vector<char> m_fmono;      // per fiber: stamp rows non-decreasing with the bin
+  std::vector<double> m_acc;      // per-column partial sums of one stamp overlap
 
   // Dense or banded for this patch (sets m_banded, m_bb) after normalEquations.
   void chooseSolver(const Patch& p, const PatchSolveOptions& opt);
