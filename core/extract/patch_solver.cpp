@@ -9,18 +9,30 @@
 
 namespace spex {
 
-void PatchSolver::spots(const Patch& p, const PatchPlan& plan, const GaussHermitePsf& psf) {
+void PatchSolver::spots(const Patch& p, const PatchPlan& plan, const GaussHermitePsf& psf,
+                        SpotCache* cache) {
   const int nfib = p.nfiberPad, nw = p.nwavePad;
+  m_nx = psf.spotNx();
+  m_ny = psf.spotNy();
   m_spots.resize(std::size_t(nfib) * nw);
+  m_sv.resize(std::size_t(nfib) * nw);
   for (int s = 0; s < nfib; ++s)
-    for (int k = 0; k < nw; ++k)
-      psf.spotInto(p.fiberPad0 + s, plan.waveAt(p.wavePad0 + k), m_spots[std::size_t(s) * nw + k]);
+    for (int k = 0; k < nw; ++k) {
+      const std::size_t a = std::size_t(s) * nw + k;
+      Spot& own = m_spots[a];
+      if (cache) {
+        m_sv[a] = cache->get(p.fiberPad0 + s, p.wavePad0 + k, own);
+      } else {
+        psf.spotInto(p.fiberPad0 + s, plan.waveAt(p.wavePad0 + k), own);
+        m_sv[a] = SpotView{own.xc, own.yc, own.v.data()};
+      }
+    }
 }
 
 void PatchSolver::normalEquations(const Patch& p, const Image& image, const PatchSolveOptions& opt,
                                   PatchSolution& out) {
   const int n = p.nunknown();
-  const int nx = m_spots[0].nx, ny = m_spots[0].ny, ns = nx * ny;
+  const int nx = m_nx, ny = m_ny, ns = nx * ny;
   const PixelBox& box = p.box;
   m_ws.assign(std::size_t(n) * ns, 0.0);
   m_y.assign(n, 0.0);
@@ -30,7 +42,7 @@ void PatchSolver::normalEquations(const Patch& p, const Image& image, const Patc
   // Per spot: W*S over its stamp (zero off the box), y = A^T W p, fluxweight =
   // column sums of W A, and pixmask_fraction = sum of S over masked or lost pixels.
   for (int a = 0; a < n; ++a) {
-    const Spot& sp = m_spots[a];
+    const SpotView& sp = m_sv[a];
     double* ws = m_ws.data() + std::size_t(a) * ns;
     double y = 0, fw = 0, pm = 0;
     for (int iy = 0; iy < ny; ++iy) {
@@ -67,10 +79,10 @@ void PatchSolver::normalEquations(const Patch& p, const Image& image, const Patc
   m_fx0.assign(nfib, std::numeric_limits<int>::max());
   m_fx1.assign(nfib, std::numeric_limits<int>::min());
   for (int a = 0; a < n; ++a) {
-    m_fx0[a / nw] = std::min(m_fx0[a / nw], m_spots[a].xc);
-    m_fx1[a / nw] = std::max(m_fx1[a / nw], m_spots[a].xc + nx);
+    m_fx0[a / nw] = std::min(m_fx0[a / nw], m_sv[a].xc);
+    m_fx1[a / nw] = std::max(m_fx1[a / nw], m_sv[a].xc + nx);
   }
-  auto overlap = [&](const Spot& sa, const Spot& sb) {
+  auto overlap = [&](const SpotView& sa, const SpotView& sb) {
     const int dx = sb.xc - sa.xc, dy = sb.yc - sa.yc;
     return dx < nx && -dx < nx && dy < ny && -dy < ny;
   };
@@ -78,12 +90,12 @@ void PatchSolver::normalEquations(const Patch& p, const Image& image, const Patc
   // stamps overlap (banded_solver.h); entries of A^T W A further out are exactly zero.
   int coupling = 0;
   for (int a = 0; a < n; ++a) {
-    const Spot& sa = m_spots[a];
+    const SpotView& sa = m_sv[a];
     const int fa = a / nw;
     for (int t = nfib - 1; t > fa + coupling; --t) {
       if (sa.xc + nx <= m_fx0[t] || m_fx1[t] <= sa.xc) continue;
       bool hit = false;
-      for (int b = t * nw; b < (t + 1) * nw && !hit; ++b) hit = overlap(sa, m_spots[b]);
+      for (int b = t * nw; b < (t + 1) * nw && !hit; ++b) hit = overlap(sa, m_sv[b]);
       if (hit) {
         coupling = t - fa;
         break;
@@ -100,7 +112,7 @@ void PatchSolver::normalEquations(const Patch& p, const Image& image, const Patc
   m_fmono.assign(nfib, 1);
   for (int t = 0; t < nfib; ++t)
     for (int b = t * nw + 1; b < (t + 1) * nw; ++b)
-      if (m_spots[b].yc < m_spots[b - 1].yc) {
+      if (m_sv[b].yc < m_sv[b - 1].yc) {
         m_fmono[t] = 0;
         break;
       }
@@ -112,7 +124,7 @@ void PatchSolver::normalEquations(const Patch& p, const Image& image, const Patc
   m_icov0.resize(std::size_t(n) * n);
   double* acc = m_acc.data();
   for (int a = 0; a < n; ++a) {
-    const Spot& sa = m_spots[a];
+    const SpotView& sa = m_sv[a];
     const int fa = a / nw, end = bandEnd(a);
     const double* wsa = m_ws.data() + std::size_t(a) * ns;
     double* col = m_icov0.data() + std::size_t(a) * n;
@@ -124,11 +136,11 @@ void PatchSolver::normalEquations(const Patch& p, const Image& image, const Patc
       int b = std::max(a, t * nw);
       const int bEnd = (t + 1) * nw;
       if (m_fmono[t]) // first stamp of fiber t not entirely above sa's
-        b = int(std::partition_point(m_spots.begin() + b, m_spots.begin() + bEnd,
-                                     [&](const Spot& sb) { return sb.yc + ny <= sa.yc; }) -
-                m_spots.begin());
+        b = int(std::partition_point(m_sv.begin() + b, m_sv.begin() + bEnd,
+                                     [&](const SpotView& sb) { return sb.yc + ny <= sa.yc; }) -
+                m_sv.begin());
       for (; b < bEnd; ++b) {
-        const Spot& sb = m_spots[b];
+        const SpotView& sb = m_sv[b];
         const int dx = sb.xc - sa.xc, dy = sb.yc - sa.yc;
         if (dy >= ny) {
           if (m_fmono[t]) break; // every later stamp of this fiber is below sa's
@@ -142,7 +154,7 @@ void PatchSolver::normalEquations(const Patch& p, const Image& image, const Patc
         std::fill(acc + ix0, acc + ix1, 0.0);
         for (int iy = iy0; iy < iy1; ++iy) {
           const double* wr = wsa + iy * nx;
-          const double* br = sb.v.data() + (iy - dy) * nx - dx;
+          const double* br = sb.v + (iy - dy) * nx - dx;
           for (int ix = ix0; ix < ix1; ++ix) acc[ix] += wr[ix] * br[ix];
         }
         double sum = 0;
@@ -351,13 +363,13 @@ void PatchSolver::decorrelateNoise(int nfib, int nw, PatchSolution& out) {
 void PatchSolver::chi2pix(const Patch& p, const Image& image, const PatchSolveOptions& opt,
                           PatchSolution& out) {
   const int n = p.nunknown();
-  const int nx = m_spots[0].nx, ny = m_spots[0].ny;
+  const int nx = m_nx, ny = m_ny;
   const PixelBox& box = p.box;
   const int bw = box.width(), bh = box.height();
   // Model m = A f over the box from every padded spot (EXTRACTION.md §4.8).
   std::vector<double> m(std::size_t(bw) * bh, 0.0);
   auto addSpot = [&](std::vector<double>& img, int a, double scale) {
-    const Spot& sp = m_spots[a];
+    const SpotView& sp = m_sv[a];
     for (int iy = 0; iy < ny; ++iy) {
       const int Y = sp.yc + iy - box.y0;
       if (Y < 0 || Y >= bh) continue;
@@ -399,7 +411,7 @@ void PatchSolver::chi2pix(const Patch& p, const Image& image, const PatchSolveOp
   out.npixUsed = count;
   out.chi2pix.assign(n, 0.0);
   for (int a = 0; a < n; ++a) {
-    const Spot& sp = m_spots[a];
+    const SpotView& sp = m_sv[a];
     double num = 0, den = 0;
     for (int iy = 0; iy < ny; ++iy) {
       const int Y = sp.yc + iy - box.y0;
@@ -434,7 +446,7 @@ void PatchSolver::chi2pix(const Patch& p, const Image& image, const PatchSolveOp
 
 void PatchSolver::solve(const Patch& p, const PatchPlan& plan, const Image& image,
                         const GaussHermitePsf& psf, const PatchSolveOptions& opt,
-                        PatchSolution& out, ProfileRecorder* rec) {
+                        PatchSolution& out, ProfileRecorder* rec, SpotCache* cache) {
   const int nfib = p.nfiberPad, nw = p.nwavePad, n = nfib * nw;
   out.nfib = nfib;
   out.nwave = nw;
@@ -446,7 +458,7 @@ void PatchSolver::solve(const Patch& p, const PatchPlan& plan, const Image& imag
   out.resolution.assign(std::size_t(nfib) * (2 * opt.ndiag + 1) * nw, 0.0);
   {
     ScopedRange r(rec, "spots", p.index);
-    spots(p, plan, psf);
+    spots(p, plan, psf, cache);
   }
   {
     ScopedRange r(rec, "normal equations", p.index);

@@ -7,6 +7,7 @@
 #include "../profile/profile.h"
 #include "../psf/gauss_hermite_psf.h"
 #include "banded_solver.h"
+#include "spot_cache.h"
 
 #include <vector>
 
@@ -55,12 +56,17 @@ public:
   // Solves patch p of plan on image through psf. Never throws for numerical
   // trouble: a failed Cholesky is retried with regularize = 1e-4 (flag
   // `regularized`), and a second failure zeroes the patch (flag `failed`).
+  // With a cache, spots come from it (computed there on first use; same values).
   void solve(const Patch& p, const PatchPlan& plan, const Image& image, const GaussHermitePsf& psf,
-             const PatchSolveOptions& opt, PatchSolution& out, ProfileRecorder* rec = nullptr);
+             const PatchSolveOptions& opt, PatchSolution& out, ProfileRecorder* rec = nullptr,
+             SpotCache* cache = nullptr);
 
 private:
-  // Padded spots, fiber-major: spot a = fiber index * nwave + bin.
+  // Padded spots, fiber-major: spot a = fiber index * nwave + bin. m_sv points into the
+  // cache, or into m_spots where this solver evaluated the spot itself.
+  std::vector<SpotView> m_sv;
   std::vector<Spot> m_spots;
+  int m_nx = 0, m_ny = 0;
   std::vector<double> m_ws;      // W * S per spot over its stamp (0 outside the box)
   std::vector<double> m_icov;    // n x n, column-major, lower triangle used
   std::vector<double> m_icov0;   // copy with the prior, for the retry and noise mode
@@ -81,7 +87,7 @@ private:
   // Dense or banded for this patch (sets m_banded, m_bb) after normalEquations.
   void chooseSolver(const Patch& p, const PatchSolveOptions& opt);
 
-  void spots(const Patch& p, const PatchPlan& plan, const GaussHermitePsf& psf);
+  void spots(const Patch& p, const PatchPlan& plan, const GaussHermitePsf& psf, SpotCache* cache);
   // Also finds the fiber coupling and chooses the solver (before filling the matrix,
   // so the banded path clears and fills only the band).
   void normalEquations(const Patch& p, const Image& image, const PatchSolveOptions& opt,
