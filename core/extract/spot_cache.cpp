@@ -80,4 +80,13 @@ void SpotCache::release(const Patch& p) {
   }
 }
 
+int SpotCache::liveFibers() {
+  int live = 0;
+  for (Fiber& f : m_fibers) {
+    std::lock_guard lock(f.mutex);
+    live += !f.chunks.empty();
+  }
+  return live;
+}
+
 } // namespace spex

@@ -47,6 +47,8 @@ public:
   // Spots evaluated, and spots served without evaluation (for the notes and tests).
   long long computed() const { return m_computed.load(); }
   long long reused() const { return m_reused.load(); }
+  // Fibers whose spots are held now.
+  int liveFibers();
 
 private:
   static constexpr int kChunk = 32; // bins per chunk
