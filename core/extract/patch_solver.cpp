@@ -1,5 +1,6 @@
 #include "patch_solver.h"
 
+#include "../clones.h"
 #include "../image.h"
 #include "lapack.h"
 
@@ -29,7 +30,7 @@ void PatchSolver::spots(const Patch& p, const PatchPlan& plan, const GaussHermit
     }
 }
 
-void PatchSolver::normalEquations(const Patch& p, const Image& image, const PatchSolveOptions& opt,
+SPEX_CLONES void PatchSolver::normalEquations(const Patch& p, const Image& image, const PatchSolveOptions& opt,
                                   PatchSolution& out) {
   const int n = p.nunknown();
   const int nx = m_nx, ny = m_ny, ns = nx * ny;
@@ -218,7 +219,7 @@ bool PatchSolver::factorAndSolve(int n, double regularize, bool keepPrior, Patch
   return true;
 }
 
-void PatchSolver::applyT(const double* t, int fiber, int nw, PatchSolution& out) {
+SPEX_CLONES void PatchSolver::applyT(const double* t, int fiber, int nw, PatchSolution& out) {
   // B&S eqs 17-19 for one fiber block, with Q = T T^T never formed: s = Q 1 = T (T^T 1),
   // R = Q / s row-wise, ivar = s^2, flux = R f = T (T^T f) / s, and of R only the
   // diagonals RESOLUTION keeps: RESOLUTION[k, j] = R[j - ndiag + k, j] = (T_i . T_j) / s_i.
@@ -360,7 +361,7 @@ void PatchSolver::decorrelateNoise(int nfib, int nw, PatchSolution& out) {
   }
 }
 
-void PatchSolver::chi2pix(const Patch& p, const Image& image, const PatchSolveOptions& opt,
+SPEX_CLONES void PatchSolver::chi2pix(const Patch& p, const Image& image, const PatchSolveOptions& opt,
                           PatchSolution& out) {
   const int n = p.nunknown();
   const int nx = m_nx, ny = m_ny;
