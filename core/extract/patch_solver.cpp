@@ -35,7 +35,7 @@ SPEX_CLONES void PatchSolver::normalEquations(const Patch& p, const Image& image
   const int n = p.nunknown();
   const int nx = m_nx, ny = m_ny, ns = nx * ny;
   const PixelBox& box = p.box;
-  m_ws.assign(std::size_t(n) * ns, 0.0);
+  m_ws.resize(std::size_t(n) * ns); // every entry is written below
   m_y.assign(n, 0.0);
   m_fw.assign(n, 0.0);
   out.pixmask.assign(n, 0.0);
@@ -56,11 +56,13 @@ SPEX_CLONES void PatchSolver::normalEquations(const Patch& p, const Image& image
         const int X = sp.xc + ix;
         if (!rowIn || X < box.x0 || X >= box.x1) {
           pm += s;
+          ws[iy * nx + ix] = 0.0;
           continue;
         }
         const double w = ivarRow[X];
         if (w == 0.0) {
           pm += s;
+          ws[iy * nx + ix] = 0.0;
           continue;
         }
         const double v = w * s;
@@ -152,8 +154,12 @@ SPEX_CLONES void PatchSolver::normalEquations(const Patch& p, const Image& image
         const int iy0 = std::max(0, dy), iy1 = std::min(ny, ny + dy);
         // Column sums first (independent lanes, vectorised), then across the columns:
         // no serial chain of additions through every overlapping pixel.
-        std::fill(acc + ix0, acc + ix1, 0.0);
-        for (int iy = iy0; iy < iy1; ++iy) {
+        {
+          const double* wr = wsa + iy0 * nx;
+          const double* br = sb.v + (iy0 - dy) * nx - dx;
+          for (int ix = ix0; ix < ix1; ++ix) acc[ix] = wr[ix] * br[ix];
+        }
+        for (int iy = iy0 + 1; iy < iy1; ++iy) {
           const double* wr = wsa + iy * nx;
           const double* br = sb.v + (iy - dy) * nx - dx;
           for (int ix = ix0; ix < ix1; ++ix) acc[ix] += wr[ix] * br[ix];
