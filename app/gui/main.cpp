@@ -47,7 +47,10 @@ int main(int argc, char** argv) {
   const QCommandLineOption openTrace(QStringLiteral("open-trace"), QStringLiteral("With --screenshot: open a Chrome trace JSON as a run."), QStringLiteral("file"));
   const QCommandLineOption heatmap(QStringLiteral("heatmap"), QStringLiteral("With --screenshot: per-patch CCD heatmap: wall, chi2, regularized, sweep."), QStringLiteral("kind"));
   const QCommandLineOption colormap(QStringLiteral("colormap"), QStringLiteral("With --screenshot: CCD colormap (grey, viridis, magma, diverging)."), QStringLiteral("name"));
-  for (const auto* o : {&compare, &compareRuns, &preproc, &psf, &truth, &frame, &demoFibers, &shot, &extract, &patches, &fiber, &wave, &zoom,
+  const QCommandLineOption highlight(QStringLiteral("highlight"), QStringLiteral("With --screenshot: highlight a phase's zones on the timelines."), QStringLiteral("phase"));
+  const QCommandLineOption findZone(QStringLiteral("find-zone"), QStringLiteral("With --screenshot: find zones by name and jump to the slowest."), QStringLiteral("name"));
+  const QCommandLineOption slowest(QStringLiteral("slowest-patch"), QStringLiteral("With --screenshot: show the slowest patches and jump to the slowest."));
+  for (const auto* o : {&highlight, &findZone, &slowest, &compare, &compareRuns, &preproc, &psf, &truth, &frame, &demoFibers, &shot, &extract, &patches, &fiber, &wave, &zoom,
                         &raise, &view, &overlays, &size, &sweep, &openTrace, &heatmap, &colormap})
     cli.addOption(*o);
   cli.process(app);
@@ -98,6 +101,9 @@ int main(int argc, char** argv) {
     o.openTrace = cli.value(openTrace);
     o.heatmap = cli.value(heatmap);
     o.colormap = cli.value(colormap);
+    o.highlight = cli.value(highlight);
+    o.findZone = cli.value(findZone);
+    o.slowestPatch = cli.isSet(slowest);
     return spex::takeScreenshot(window, o);
   }
   return app.exec();
