@@ -80,6 +80,13 @@ CcdView::CcdView(ViewState* state, QWidget* parent) : ImageCanvas(state, parent)
   });
   connect(this, &ImageCanvas::clicked, this, &CcdView::onClick);
   connect(this, &ImageCanvas::rubberBandSelected, this, &CcdView::onBand);
+  connect(this, &ImageCanvas::contrastBiasChanged, this, [this](double c, double b) {
+    if (c == m_scale.contrast && b == m_scale.bias) return;
+    m_scale.contrast = c;
+    m_scale.bias = b;
+    recolor();
+    emit scaleAdjusted(m_scale);
+  });
   for (auto sig : {&ViewState::fibersChanged, &ViewState::waveChanged, &ViewState::patchesChanged,
                    &ViewState::hoverChanged})
     connect(state, sig, this, qOverload<>(&QWidget::update));
@@ -87,6 +94,11 @@ CcdView::CcdView(ViewState* state, QWidget* parent) : ImageCanvas(state, parent)
 
 void CcdView::setInputs(std::shared_ptr<const Image> image, std::shared_ptr<const GaussHermitePsf> psf) {
   m_image = std::move(image);
+  m_unit = QStringLiteral("e\u207b"); // DESI preproc images are in electrons
+  if (m_image) {
+    const QString u = QString::fromStdString(m_image->header.getString("BUNIT")).trimmed();
+    if (!u.isEmpty() && !u.startsWith(QLatin1String("electron"), Qt::CaseInsensitive)) m_unit = u;
+  }
   if (psf != m_psf) {
     m_psf = psf;
     m_traces = psf ? TraceGeometry(psf) : TraceGeometry();
@@ -180,18 +192,37 @@ void CcdView::setExtracted(const std::vector<std::shared_ptr<const ExtractionRes
 }
 
 void CcdView::setScale(const ScaleSettings& settings) {
+  const ScaleSettings old = m_scale;
   m_scale = settings;
-  render();
+  setContrastBias(settings.contrast, settings.bias); // the canvas' drag starts from them
+  // Only the table changed: re-colour the cached indices, no new limits or stretch.
+  ScaleSettings a = old, b = settings;
+  a.colormap = b.colormap;
+  a.contrast = b.contrast;
+  a.bias = b.bias;
+  a.inverted = b.inverted;
+  if (a == b && !m_index.isNull()) recolor();
+  else render();
 }
 
 void CcdView::render() {
   if (!m_image || m_image->pix.empty()) {
+    m_index = QImage();
+    clearColorBar();
     setPicture(QImage());
     return;
   }
   m_range = computeRange(m_image->pix, &m_image->ivar, m_scale);
-  setPicture(renderImage(m_image->pix, m_range, m_scale.stretch, colorTable(m_scale.colormap)));
+  m_index = renderIndex(m_image->pix, m_range, m_scale.stretch);
+  recolor();
   emit rangeChanged(m_range.lo, m_range.hi);
+}
+
+void CcdView::recolor() {
+  if (m_index.isNull()) return;
+  const QVector<QRgb> table = displayTable(m_scale);
+  setPicture(colorize(m_index, table));
+  setColorBar(table, m_range, m_scale.stretch, tr("%1 per pixel").arg(m_unit));
 }
 
 void CcdView::buildMaskLayer() {
@@ -352,10 +383,15 @@ void CcdView::paintOverlays(QPainter& p) {
       if (poly.boundingRect().intersects(vis)) p.drawPolygon(poly);
   }
   if (overlay(Overlay::PatchGrid)) {
-    p.setPen(cosmeticPen(QColor(255, 255, 255, 110)));
+    // A dark line under a light one: the grid reads on white, grey and every map.
     p.setBrush(Qt::NoBrush);
+    std::vector<int> shown;
     for (std::size_t i = 0; i < m_patchOutlines.size(); ++i)
-      if (m_patchBounds[i].intersects(vis)) p.drawPolygon(m_patchOutlines[i]);
+      if (m_patchBounds[i].intersects(vis)) shown.push_back(int(i));
+    p.setPen(cosmeticPen(QColor(0, 0, 0, 150), 3));
+    for (int i : shown) p.drawPolygon(m_patchOutlines[i]);
+    p.setPen(cosmeticPen(QColor(255, 255, 255, 200)));
+    for (int i : shown) p.drawPolygon(m_patchOutlines[i]);
   }
   if (!m_heatValues.isEmpty()) {
     p.setPen(Qt::NoPen);
@@ -476,7 +512,6 @@ void CcdView::drawFiberNumbers(QPainter& p, const QRectF& vis) const {
   QFont font = p.font();
   font.setPointSizeF(8);
   p.setFont(font);
-  p.setPen(QColor(150, 240, 255));
   // Near the top of the view (largest visible row), inside each trace's rows.
   const double yTop = vis.bottom() - 14.0 / viewState()->zoom();
   for (int f = 0; f < m_traces.nfiber(); f += every) {
@@ -488,7 +523,7 @@ void CcdView::drawFiberNumbers(QPainter& p, const QRectF& vis) const {
     const QPointF w = toW.map(QPointF(x, y));
     const QString t = QString::number(viewState()->fiberNumber(f));
     const int tw = p.fontMetrics().horizontalAdvance(t);
-    p.drawText(QPointF(w.x() - tw / 2.0, std::max(w.y(), 12.0)), t);
+    drawHaloText(p, QPointF(w.x() - tw / 2.0, std::max(w.y(), 12.0)), t, QColor(150, 240, 255));
   }
 }
 

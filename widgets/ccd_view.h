@@ -81,9 +81,15 @@ public:
   // The plan patch whose kept region holds a CCD point, -1 if none.
   int patchAt(QPointF ccd) const;
 
+  // The unit of the pixel values, shown on the colour bar (BUNIT, else electrons).
+  QString unit() const { return m_unit; }
+
 signals:
   void readoutChanged(const QString& text);
   void rangeChanged(double lo, double hi);
+  // Contrast or bias changed by a right-drag: the new settings (the window keeps the
+  // residual images and its saved settings in step).
+  void scaleAdjusted(const ScaleSettings& settings);
   void heatmapPatchClicked(int patch);
 
 protected:
@@ -91,6 +97,7 @@ protected:
 
 private:
   void render();
+  void recolor(); // the cached colour indices through the current table
   void buildMaskLayer();
   void rebuildPatchOutlines();
   void onHover(QPointF ccd);
@@ -105,6 +112,8 @@ private:
   TraceGeometry m_traces;
   ScaleSettings m_scale;
   ScaleRange m_range;
+  QImage m_index; // renderIndex of the image under m_range and the stretch
+  QString m_unit;
   std::array<bool, kOverlayCount> m_overlays{true, true, true, false, false, false, true};
 
   bool m_maskBuilt = false;

@@ -28,6 +28,7 @@ class QPushButton;
 
 namespace spex {
 
+class ComparisonDock;
 class EngineComparisonView;
 class MainWindow;
 class PhaseTable;
@@ -107,6 +108,8 @@ public:
   QDockWidget* runComparisonDock() const { return m_runDock; }
   QDockWidget* engineComparisonDock() const { return m_engineDock; }
   QDockWidget* sweepDock() const { return m_sweepDock; }
+  // Any two results (runs, the opened frame, frame files) compared (issue 14).
+  ComparisonDock* resultComparisonDock() const { return m_resultDock; }
 
 signals:
   void runsChanged();
@@ -143,6 +146,7 @@ private:
   QDockWidget* m_runDock = nullptr;
   QDockWidget* m_engineDock = nullptr;
   QDockWidget* m_sweepDock = nullptr;
+  ComparisonDock* m_resultDock = nullptr;
 
   TimeAxisState* m_axis = nullptr; // the timeline's, phase table's and run comparison's
   TimelineView* m_timeline = nullptr;
