@@ -165,7 +165,7 @@ AnalysisDocks::AnalysisDocks(MainWindow* window) : QObject(window), m_window(win
   });
   connect(&m_compareWatcher, &QFutureWatcherBase::finished, this, [this] {
     const CompareOutcome o = m_compareWatcher.result();
-    m_compareButton->setEnabled(true);
+    m_compareButton->setEnabled(m_window->cudaUsable()); // greyed where CUDA cannot run
     if (!o.error.isEmpty()) {
       m_engineCompare->showMessage(tr("The comparison failed: %1").arg(o.error));
       emit comparisonFinished(false);
@@ -568,7 +568,7 @@ void AnalysisDocks::buildEngineDock() {
     // Say so plainly, grey what cannot run, and offer the comparisons that can.
     m_compareButton->setEnabled(false);
     m_compareButton->setToolTip(tr("Needs a usable GPU"));
-    auto* others = new QPushButton(tr("Compare other results…"));
+    auto* others = new QPushButton(tr("Compare other results\u2026"));
     others->setObjectName(QStringLiteral("compareOtherResults"));
     others->setToolTip(tr("A CPU run against an opened frame or another CPU run"));
     bar->insertWidget(2, others);
@@ -581,7 +581,7 @@ void AnalysisDocks::buildEngineDock() {
                      : tr("CUDA is not available: this spexlab was built without the CUDA engine.")) +
         QStringLiteral(" ") +
         tr("A CPU run can still be compared with an opened frame (e.g. the pipeline's frame-*.fits) or with "
-           "another CPU run (other parameters): Compare other results…"));
+           "another CPU run (other parameters): Compare other results\u2026"));
   }
   auto* lay = new QVBoxLayout(w);
   lay->setContentsMargins(2, 2, 2, 2);

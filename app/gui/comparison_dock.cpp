@@ -87,8 +87,10 @@ ComparisonDock::ComparisonDock(Document* doc, ViewState* state, bool cudaUsable,
 
 void ComparisonDock::setRuns(const std::vector<Run>& runs) {
   m_runs.clear();
+  // Only runs that kept their arrays can be compared (a run summary without FLUX,
+  // e.g. an opened trace's, cannot).
   for (const Run& r : runs)
-    if (r.result) m_runs.push_back(r);
+    if (r.result && !r.result->flux.empty() && !r.result->ivar.empty()) m_runs.push_back(r);
   rebuildChoices();
 }
 

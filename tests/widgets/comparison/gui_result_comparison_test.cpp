@@ -231,6 +231,7 @@ private slots:
     RunSettings s = m_w->document()->settings();
     QCOMPARE(s.nFiber, 25);
     s.nFiber = 10;
+    s.params = PatchParams{}; // production's patches (nwavestep 50, 5 sub-bundles), not the last test's
     m_w->document()->setSettings(s);
     QVERIFY(extract(true));
     const auto run = AnalysisDocks::of(m_w.get())->runs().back().result;
