@@ -49,6 +49,10 @@ int main(int argc, char** argv) {
   const QCommandLineOption openTrace(QStringLiteral("open-trace"), QStringLiteral("With --screenshot: open a Chrome trace JSON as a run."), QStringLiteral("file"));
   const QCommandLineOption heatmap(QStringLiteral("heatmap"), QStringLiteral("With --screenshot: per-patch CCD heatmap: wall, chi2, regularized, sweep."), QStringLiteral("kind"));
   const QCommandLineOption colormap(QStringLiteral("colormap"), QStringLiteral("With --screenshot: CCD colormap (grey, viridis, magma, diverging)."), QStringLiteral("name"));
+  const QCommandLineOption highlight(QStringLiteral("highlight"), QStringLiteral("With --screenshot: highlight a phase's zones on the timelines."), QStringLiteral("phase"));
+  const QCommandLineOption findZone(QStringLiteral("find-zone"), QStringLiteral("With --screenshot: find zones by name and jump to the slowest."), QStringLiteral("name"));
+  const QCommandLineOption slowest(QStringLiteral("slowest-patch"), QStringLiteral("With --screenshot: show the slowest patches and jump to the slowest."));
+  for (const auto* o : {&highlight, &findZone, &slowest}) cli.addOption(*o);
   const QCommandLineOption box(QStringLiteral("box"), QStringLiteral("With --screenshot: a box region x0,y0,x1,y1 (CCD px); its statistics go to the Region dock."), QStringLiteral("x0,y0,x1,y1"));
   const QCommandLineOption cutLine(QStringLiteral("cut"), QStringLiteral("With --screenshot: a cut line x0,y0,x1,y1 (CCD px) plotted in the Region dock."), QStringLiteral("x0,y0,x1,y1"));
   const QCommandLineOption invert(QStringLiteral("invert"), QStringLiteral("With --screenshot: invert the colormap."));
@@ -105,6 +109,9 @@ int main(int argc, char** argv) {
     o.openTrace = cli.value(openTrace);
     o.heatmap = cli.value(heatmap);
     o.colormap = cli.value(colormap);
+    o.highlight = cli.value(highlight);
+    o.findZone = cli.value(findZone);
+    o.slowestPatch = cli.isSet(slowest);
     o.box = cli.value(box);
     o.cut = cli.value(cutLine);
     o.invert = cli.isSet(invert);

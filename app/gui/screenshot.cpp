@@ -10,6 +10,10 @@
 #include "widgets/residual_view.h"
 #include "widgets/side_by_side_view.h"
 #include "widgets/profiling/engine_comparison_view.h"
+#include "widgets/profiling/slowest_patches.h"
+#include "widgets/profiling/time_axis_state.h"
+#include "widgets/profiling/timeline_view.h"
+#include "widgets/profiling/zone_finder.h"
 
 #include "widgets/view_state.h"
 
@@ -17,6 +21,7 @@
 #include <QDockWidget>
 #include <QElapsedTimer>
 #include <QEventLoop>
+#include <QTabWidget>
 #include <QTableWidget>
 #include <QTimer>
 
@@ -229,6 +234,32 @@ int takeScreenshot(MainWindow& w, const ScreenshotOptions& opt) {
     }
   }
   if (!applyImageTools(w, opt)) return 2;
+  if (docks) {
+    auto* tabs = docks->timelineDock()->findChild<QTabWidget*>(QStringLiteral("timelineTabs"));
+    if (!opt.highlight.isEmpty()) docks->timeAxis()->setHighlightedPhase(opt.highlight);
+    if (!opt.findZone.isEmpty()) {
+      if (tabs) tabs->setCurrentWidget(docks->zoneFinder());
+      docks->zoneFinder()->find(opt.findZone);
+      const auto& m = docks->zoneFinder()->matches();
+      if (m.empty()) {
+        std::fprintf(stderr, "spexlab: no zone named like %s\n", qPrintable(opt.findZone));
+        return 2;
+      }
+      docks->zoneFinder()->table()->selectRow(0);
+      docks->timeline()->showZone(0, m.front());
+    }
+    if (opt.slowestPatch) {
+      if (tabs) tabs->setCurrentWidget(docks->slowestPatches());
+      const auto& ps = docks->slowestPatches()->patches();
+      if (ps.empty()) {
+        std::fprintf(stderr, "spexlab: the shown run has no patches\n");
+        return 2;
+      }
+      docks->slowestPatches()->table()->selectRow(0);
+      docks->timeline()->showZone(0, ps.front().longest);
+      docks->jumpToPatch(ps.front().patch);
+    }
+  }
   if (!opt.raise.isEmpty())
     for (QDockWidget* d : w.findChildren<QDockWidget*>())
       if (d->objectName().startsWith(opt.raise)) {

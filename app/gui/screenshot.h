@@ -37,6 +37,12 @@ struct ScreenshotOptions {
   // to stdout and grab with the comparison dock in front.
   QStringList compare;
   int compareRuns = 1;
+  // Timeline dock (after any extraction): highlight a phase; show the Find zone tab for
+  // a name and jump to its slowest zone; show the Slowest patches tab and jump to the
+  // slowest patch (timeline and CCD).
+  QString highlight;
+  QString findZone;
+  bool slowestPatch = false;
   // Two results for the Compare results dock, each a key of ComparisonDock::choiceFor
   // ("last", "previous", "frame", "cpu", "cuda" or a frame file): compared after any
   // extraction, the table printed to stdout, the dock brought to front.

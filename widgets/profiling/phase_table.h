@@ -13,6 +13,7 @@
 #include "core/profile/profile.h"
 
 #include <QAbstractTableModel>
+#include <QPointer>
 #include <QTableView>
 
 #include <memory>
@@ -106,7 +107,7 @@ private:
   QSortFilterProxyModel* m_proxy;
   std::shared_ptr<const Profile> m_profile;
   qint64 m_t0 = 0, m_t1 = 0;
-  TimeAxisState* m_axis = nullptr;
+  QPointer<TimeAxisState> m_axis; // the axis may go first when a window closes
 };
 
 } // namespace spex

@@ -309,7 +309,7 @@ void TimelineView::paintRow(QPainter& p, const Row& row, const QRect& clip) {
     ++m_drawn;
     if (hl) {
       ++m_highlighted;
-      marks.push_back(box);
+      if (box.width() >= 6) marks.push_back(box); // narrower: the full colour on faded ones says it
     } else if (box.width() > 4) {
       p.setPen((dim ? faded(c) : c).darker(150));
       p.drawRect(box.adjusted(0, 0, -1, -1));

@@ -72,7 +72,7 @@ void DurationHistogram::setSelectedBin(int bin) {
 
 QRect DurationHistogram::plotRect() const {
   const int text = fontMetrics().height();
-  return rect().adjusted(40, 6, -8, -(text + 6));
+  return rect().adjusted(40, text + 4, -8, -(text + 6));
 }
 
 QRect DurationHistogram::barRect(int bin) const {
@@ -116,8 +116,10 @@ void DurationHistogram::paintEvent(QPaintEvent*) {
   const QRect under(g.left(), g.bottom() + 2, g.width(), fontMetrics().height());
   p.drawText(under, Qt::AlignLeft, formatDuration(m_min * 1e-9));
   p.drawText(under, Qt::AlignRight, formatDuration(m_max * 1e-9));
-  p.drawText(under, Qt::AlignHCenter, tr("mean (red) %1, median (blue) %2")
-                                          .arg(formatDuration(m_mean * 1e-9), formatDuration(m_median * 1e-9)));
+  // The markers' key above the plot, clear of the axis labels.
+  p.drawText(QRect(g.left(), 1, g.width(), fontMetrics().height()), Qt::AlignRight | Qt::AlignVCenter,
+             tr("- - mean %1    \u00b7\u00b7\u00b7 median %2")
+                 .arg(formatDuration(m_mean * 1e-9), formatDuration(m_median * 1e-9)));
 }
 
 void DurationHistogram::mouseReleaseEvent(QMouseEvent* e) {
@@ -167,6 +169,12 @@ ZoneFinder::ZoneFinder(QWidget* parent) : QWidget(parent) {
     emit zoneActivated(i);
     if (m_profile && m_profile->ranges[i].patch >= 0) emit patchActivated(m_profile->ranges[i].patch);
   });
+}
+
+ZoneFinder::~ZoneFinder() {
+  m_name->blockSignals(true);
+  m_hist->blockSignals(true);
+  m_table->blockSignals(true);
 }
 
 void ZoneFinder::setProfile(std::shared_ptr<const Profile> profile) {

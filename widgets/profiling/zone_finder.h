@@ -38,7 +38,7 @@ public:
   int selectedBin() const { return m_selected; }
   void setSelectedBin(int bin);      // -1: none
 
-  QSize sizeHint() const override { return {360, 130}; }
+  QSize sizeHint() const override { return {360, 150}; }
   QSize minimumSizeHint() const override { return {160, 90}; }
 
 signals:
@@ -61,6 +61,7 @@ class ZoneFinder : public QWidget {
   Q_OBJECT
 public:
   explicit ZoneFinder(QWidget* parent = nullptr);
+  ~ZoneFinder() override; // children go quiet first: their signals reach members already gone
 
   void setProfile(std::shared_ptr<const Profile> profile);
   // Shows the zones named `name` (exactly; else every name containing it, any case).
