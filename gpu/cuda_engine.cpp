@@ -408,7 +408,10 @@ void launchBatch(Workspace& w, BatchView v, const DevPatch* table, int first, in
         tl.phase("eigh", w.lane, batchId, s, [&] {
           gpu::launchGatherKeptBlocks(v, s);
           if (!w.cusolverEigh) {
-            gpu::syevBatched(nb, v.K, nb, (long long)nb * nb, v.KW, w.info2.get(), count * v.maxKept, s);
+            // Its workspace (the rotation record) is A: the factor is not needed after the
+            // solve, and count patches' A hold ~n^2 / maxKept doubles per fiber block.
+            gpu::syevBatched(nb, v.K, nb, (long long)nb * nb, v.KW, w.info2.get(), count * v.maxKept,
+                             w.A.get(), w.A.capacity(), s);
             return;
           }
           checkCusolver(cusolverDnXsyevBatched(
