@@ -17,8 +17,6 @@ namespace spex::gpu {
 namespace {
 
 constexpr int kReduceThreads = 128;
-constexpr int kQlLanes = 8;    // matrices (threads) per block of the QL pass
-constexpr int kChunk = 384;    // rotations staged in shared memory at a time (apply pass)
 constexpr int kApplyMaxThreads = ((kSyevMaxN + 31) / 32) * 32;
 constexpr int kMaxQlIterations = 60; // per eigenvalue (LAPACK dsteqr allows 30 n in all)
 constexpr double kEps = 2.220446049250313e-16;
@@ -49,7 +47,7 @@ __global__ void __launch_bounds__(kReduceThreads, 4)
   double* tau = e + n;
   double* v = tau + n;
   double* p = v + n;
-  const int tid = threadIdx.x, nt = blockDim.x, lane = tid & 31, warp = tid >> 5, nw = nt >> 5;
+  const int tid = threadIdx.x, nt = blockDim.x, lane = tid & 31;
   double* A = Ag + (long long)blockIdx.x * strideA;
   long long clk0 = 0, clk1 = 0;
   if (prof && tid == 0) clk0 = clock64();
@@ -96,18 +94,34 @@ __global__ void __launch_bounds__(kReduceThreads, 4)
     }
     __syncthreads();
     // A22 -= v w^T + w v^T with w = p - (tau/2)(p^T v) v; the reflector into column i.
+    // A thread per row, four columns loaded before any is stored (shared-memory
+    // latency, not arithmetic, is what a step costs).
     double k = 0.0;
     for (int r = i + 1 + lane; r < n; r += 32) k += p[r] * v[r];
     k = 0.5 * t * warpSum(k);
     if (t != 0.0)
-      for (int c = i + 1 + warp; c < n; c += nw) { // a warp per column, lanes down it
-        const double vc = v[c], wc = p[c] - k * vc;
-        for (int r = i + 1 + lane; r < n; r += 32) {
-          const double vr = v[r];
-          a[c * ld + r] -= vr * wc + (p[r] - k * vr) * vc;
+      for (int r = i + 1 + tid; r < n; r += nt) {
+        const double vr = v[r], wr = p[r] - k * vr;
+        int c = i + 1;
+        for (; c + 3 < n; c += 4) {
+          double x[4], vc[4], wc[4];
+#pragma unroll
+          for (int q = 0; q < 4; ++q) {
+            x[q] = a[(c + q) * ld + r];
+            vc[q] = v[c + q];
+            wc[q] = p[c + q] - k * vc[q];
+          }
+#pragma unroll
+          for (int q = 0; q < 4; ++q) a[(c + q) * ld + r] = x[q] - (vr * wc[q] + wr * vc[q]);
         }
+        for (; c < n; ++c) {
+          const double vc = v[c], wc = p[c] - k * vc;
+          a[c * ld + r] -= vr * wc + wr * vc;
+        }
+        if (r >= i + 2) a[i * ld + r] = vr;
       }
-    for (int r = i + 2 + tid; r < n; r += nt) a[i * ld + r] = v[r];
+    else
+      for (int r = i + 2 + tid; r < n; r += nt) a[i * ld + r] = v[r];
     __syncthreads();
   }
   if (prof && tid == 0) clk1 = clock64();
@@ -143,13 +157,27 @@ __global__ void __launch_bounds__(kReduceThreads, 4)
       p[c] = (s0 + s1) + (s2 + s3);
     }
     __syncthreads();
+    // Q'(i+1:, i+2:) -= tau v p^T, a thread per row, four columns in flight; then
+    // column i + 1 from v alone.
     const double t = tau[i];
-    for (int c = i + 2 + warp; c < n; c += nw) {
-      const double tp = t * p[c];
-      for (int r = i + 1 + lane; r < n; r += 32) a[c * ld + r] -= tp * (r == i + 1 ? 1.0 : vi[r]);
-    }
-    for (int r = 1 + tid; r < n; r += nt)
+    for (int r = 1 + tid; r < n; r += nt) {
+      if (r >= i + 1) {
+        const double vr = r == i + 1 ? 1.0 : vi[r];
+        int c = i + 2;
+        for (; c + 3 < n; c += 4) {
+          double x[4], pc[4];
+#pragma unroll
+          for (int q = 0; q < 4; ++q) {
+            x[q] = a[(c + q) * ld + r];
+            pc[q] = t * p[c + q];
+          }
+#pragma unroll
+          for (int q = 0; q < 4; ++q) a[(c + q) * ld + r] = x[q] - pc[q] * vr;
+        }
+        for (; c < n; ++c) a[c * ld + r] -= t * p[c] * vr;
+      }
       a[(i + 1) * ld + r] = r < i + 1 ? 0.0 : (r == i + 1 ? 1.0 - t : -t * vi[r]);
+    }
     __syncthreads();
   }
   for (int r = tid; r < n; r += nt) {
@@ -177,6 +205,9 @@ __global__ void __launch_bounds__(kReduceThreads, 4)
 // matrix, d and e in shared memory ([i][lane]: conflict-free whatever i each lane is
 // at). Records every sweep's rotations; stops recording (and leaves the matrix to
 // pass 3's own QL) when its share of the workspace is full.
+// kQlLanes matrices per block (one warp): 1 where the batch fits the GPU in one wave
+// (lanes of one warp would wait for each other's branches), 4 for large batches.
+template <int kQlLanes>
 __global__ void __launch_bounds__(kQlLanes) syevQlKernel(int n, int batch, double* work, long long S,
                                                          unsigned long long* prof) {
   extern __shared__ double sh[];
@@ -224,9 +255,12 @@ __global__ void __launch_bounds__(kQlLanes) syevQlKernel(int n, int batch, doubl
     long long k = used + 1;
     for (; i >= l; --i) {
       const double f = s * E_(i), bb = c * E_(i);
-      // sqrt of the sum of squares, not hypot: the entries of a decorrelation block
-      // are far from overflow, and this is the serial chain of the whole solver.
-      r = sqrt(f * f + g * g);
+      // r = sqrt(f^2 + g^2) and 1 / r from one rsqrt (not hypot, sqrt and a division:
+      // the entries of a decorrelation block are far from overflow, and this is the
+      // serial chain of the whole solver).
+      const double q = f * f + g * g;
+      const double rr = q > 0.0 ? rsqrt(q) : 0.0;
+      r = q * rr;
       E_(i + 1) = r;
       if (r == 0.0) { // the block splits here: the rotations so far stand
         D_(i + 1) -= p;
@@ -234,7 +268,6 @@ __global__ void __launch_bounds__(kQlLanes) syevQlKernel(int n, int batch, doubl
         split = true;
         break;
       }
-      const double rr = 1.0 / r;
       s = f * rr;
       c = g * rr;
       g = D_(i + 1) - p;
@@ -295,7 +328,9 @@ __device__ int qlSweep(int n, double* d, double* e, double* C, double* S, int& l
     bool split = false;
     for (; i >= l; --i) {
       const double f = s * e[i], b = c * e[i];
-      r = sqrt(f * f + g * g);
+      const double q = f * f + g * g;
+      const double rr = q > 0.0 ? rsqrt(q) : 0.0;
+      r = q * rr;
       e[i + 1] = r;
       if (r == 0.0) {
         d[i + 1] -= p;
@@ -303,7 +338,6 @@ __device__ int qlSweep(int n, double* d, double* e, double* C, double* S, int& l
         split = true;
         break;
       }
-      const double rr = 1.0 / r;
       s = f * rr;
       c = g * rr;
       g = d[i + 1] - p;
@@ -327,12 +361,13 @@ __device__ int qlSweep(int n, double* d, double* e, double* C, double* S, int& l
 }
 
 // Pass 3: Q from pass 1 (in A), the recorded rotations applied to its rows (a thread
-// per row; the record goes through shared memory kChunk entries at a time), then the
-// eigenvalues sorted ascending with their vectors. A matrix whose record overflowed
-// runs the QL here: thread 0 computes sweep s + 1 while warps 1.. apply sweep s.
+// per row, no barrier: each sweep's rotations are read straight from the record, four
+// at a time with the four columns they need), then the eigenvalues sorted ascending
+// with their vectors. A matrix whose record overflowed runs the QL here: thread 0
+// computes sweep s + 1 while warps 1.. apply sweep s.
 __global__ void __launch_bounds__(kApplyMaxThreads)
     syevApplyKernel(int n, double* Ag, int lda, long long strideA, double* Wg, int* info,
-                    const double* work, long long S, unsigned long long* prof) {
+                    const double* __restrict__ work, long long S, unsigned long long* prof) {
   extern __shared__ double sh[];
   const int ld = n;
   double* a = sh;
@@ -341,7 +376,6 @@ __global__ void __launch_bounds__(kApplyMaxThreads)
   double* cs = e + n; // [2][n] rotation buffers (fallback)
   double* sn = cs + 2 * n;
   int* rank = reinterpret_cast<int*>(sn + 2 * n);
-  double2* buf = reinterpret_cast<double2*>(sh + ((std::size_t(n) * n + 7 * n + 1) & ~std::size_t(1)));
   __shared__ int sCount[2], sHi[2], sLo[2], sFail;
   const int tid = threadIdx.x, nt = blockDim.x, warp = tid >> 5;
   double* A = Ag + (long long)blockIdx.x * strideA;
@@ -356,41 +390,39 @@ __global__ void __launch_bounds__(kApplyMaxThreads)
   if (total >= 0) {
     for (int k = tid; k < n; k += nt) d[k] = wk[2 + 2 * n + k];
     if (tid == 0) sFail = int(wk[1]);
-    const double2* rec = reinterpret_cast<const double2*>(wk + recordStart(n));
+    __syncthreads();
+    const double2* __restrict__ rec = reinterpret_cast<const double2*>(wk + recordStart(n));
     const int row = tid;
-    int i = 0, lo = 0;
-    bool in = false; // inside a sweep: i is the next rotation's column
-    double z0 = 0.0, z1 = 0.0;
-    for (long long base = 0; base < total; base += kChunk) {
-      const int cnt = int(min((long long)kChunk, total - base));
-      __syncthreads(); // Q loaded / the last chunk consumed
-      for (int t = tid; t < cnt; t += nt) buf[t] = rec[base + t];
-      __syncthreads();
-      if (row < n)
-        for (int j = 0; j < cnt; ++j) {
-          const double2 q = buf[j];
-          if (!in) {
-            const int hi = int(q.x);
-            lo = int(q.y);
-            i = hi;
-            z1 = a[(hi + 1) * ld + row];
-            z0 = a[hi * ld + row];
-            in = true;
-            continue;
+    if (row < n)
+      for (long long j = 0; j < total;) {
+        const double2 h = __ldg(rec + j++);
+        const int hi = int(h.x), lo = int(h.y);
+        double z1 = a[(hi + 1) * ld + row];
+        int i = hi;
+        // Columns i .. i-3 are read before i+1 .. i-2 are written: in the sweep's own
+        // order each column is read before it is written, so the values are the same.
+        for (; i - 3 >= lo; i -= 4, j += 4) {
+          double2 g[4];
+          double z[4];
+#pragma unroll
+          for (int q = 0; q < 4; ++q) {
+            g[q] = __ldg(rec + j + q);
+            z[q] = a[(i - q) * ld + row];
           }
-          // Column i - 1 is not written before this sweep reaches it: load it early.
-          const double zn = i > lo ? a[(i - 1) * ld + row] : 0.0;
-          a[(i + 1) * ld + row] = q.y * z0 + q.x * z1;
-          z1 = q.x * z0 - q.y * z1;
-          if (i == lo) {
-            a[lo * ld + row] = z1;
-            in = false;
-          } else {
-            --i;
-            z0 = zn;
+#pragma unroll
+          for (int q = 0; q < 4; ++q) {
+            a[(i - q + 1) * ld + row] = g[q].y * z[q] + g[q].x * z1;
+            z1 = g[q].x * z[q] - g[q].y * z1;
           }
         }
-    }
+        for (; i >= lo; --i, ++j) {
+          const double2 g = __ldg(rec + j);
+          const double z0 = a[i * ld + row];
+          a[(i + 1) * ld + row] = g.y * z0 + g.x * z1;
+          z1 = g.x * z0 - g.y * z1;
+        }
+        a[lo * ld + row] = z1;
+      }
     __syncthreads();
   } else {
     for (int k = tid; k < n; k += nt) {
@@ -474,17 +506,24 @@ void launchSyev(int n, double* A, int lda, long long strideA, double* W, int* in
                    " needs at least " + std::to_string(need));
   const long long S = (long long)(lwork / std::size_t(batch)) & ~1LL;
   const std::size_t shm1 = sizeof(double) * (std::size_t(n) * (n | 1) + 5 * std::size_t(n));
-  const std::size_t shm2 = sizeof(double) * 2 * std::size_t(n) * kQlLanes;
-  const std::size_t shm3 = sizeof(double) * (((std::size_t(n) * n + 7 * n + 1) & ~std::size_t(1)) + 2 * kChunk);
+  // The QL pass: one matrix per block while the batch fits the GPU at once.
+  int dev = 0, sms = 0;
+  SPEX_CUDA(cudaGetDevice(&dev));
+  SPEX_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  const int lanes = batch <= 32 * sms ? 1 : 4;
+  const std::size_t shm2 = sizeof(double) * 2 * std::size_t(n) * lanes;
+  const std::size_t shm3 = sizeof(double) * (std::size_t(n) * n + 7 * n + 1);
   const int threads3 = std::max(64, (n + 31) / 32 * 32);
   SPEX_CUDA(cudaFuncSetAttribute(syevReduceKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shm1)));
-  SPEX_CUDA(cudaFuncSetAttribute(syevQlKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shm2)));
   SPEX_CUDA(cudaFuncSetAttribute(syevApplyKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shm3)));
   if (ev) SPEX_CUDA(cudaEventRecord(ev[0], stream));
   syevReduceKernel<<<batch, kReduceThreads, shm1, stream>>>(n, A, lda, strideA, work, S, prof);
   SPEX_CUDA_LAUNCH("syevReduceKernel");
   if (ev) SPEX_CUDA(cudaEventRecord(ev[1], stream));
-  syevQlKernel<<<(batch + kQlLanes - 1) / kQlLanes, kQlLanes, shm2, stream>>>(n, batch, work, S, prof);
+  if (lanes == 1)
+    syevQlKernel<1><<<batch, 1, shm2, stream>>>(n, batch, work, S, prof);
+  else
+    syevQlKernel<4><<<(batch + 3) / 4, 4, shm2, stream>>>(n, batch, work, S, prof);
   SPEX_CUDA_LAUNCH("syevQlKernel");
   if (ev) SPEX_CUDA(cudaEventRecord(ev[2], stream));
   syevApplyKernel<<<batch, threads3, shm3, stream>>>(n, A, lda, strideA, W, info, work, S, prof);

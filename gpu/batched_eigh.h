@@ -9,7 +9,7 @@
 //              vectors; every sweep's Givens rotations are recorded in the workspace.
 //              Thousands of these serial chains run at once instead of one per block;
 //   3. apply   one thread block per matrix: the recorded rotations applied to the
-//              rows of Q (a thread per row, no barrier inside a chunk), eigenvalues
+//              rows of Q (a thread per row, no barrier), eigenvalues
 //              sorted ascending with their vectors.
 // A matrix whose rotations do not fit its share of the workspace runs the QL in pass
 // 3 instead (one thread computes the rotations while the others apply them): any

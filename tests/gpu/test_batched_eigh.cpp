@@ -256,9 +256,9 @@ private slots:
             p.applyCycles, p.sweeps, p.rotations, p.fallbacks);
     }
     QCOMPARE(p.fallbacks, 0LL);
-    // The engine's batches: 84 patches x 5 kept blocks per stream at the default budget.
+    // The engine's batches: 199 patches x 5 kept blocks per stream at the default budget.
     for (int rep = 0; rep < 3; ++rep) {
-      const int small = 420;
+      const int small = 995;
       check(cudaMemcpy(d.A, A.data(), std::size_t(n) * n * small * sizeof(double), cudaMemcpyHostToDevice), "H2D");
       const gpu::SyevProfile q = gpu::syevBatchedProfile(n, d.A, n, n * n, d.W, d.info, small, d.work,
                                                          gpu::syevBatchedWorkspace(n, small));
