@@ -17,6 +17,7 @@ namespace spex::gpu {
 namespace {
 
 constexpr int kReduceThreads = 128;
+constexpr int kChunk = 512; // record entries staged in shared memory at a time (apply pass)
 constexpr int kApplyMaxThreads = ((kSyevMaxN + 31) / 32) * 32;
 constexpr int kMaxQlIterations = 60; // per eigenvalue (LAPACK dsteqr allows 30 n in all)
 constexpr double kEps = 2.220446049250313e-16;
@@ -230,9 +231,25 @@ __global__ void __launch_bounds__(kQlLanes) syevQlKernel(int n, int batch, doubl
   int fail = 0, l = 0, iter = 0;
   bool overflow = false;
   while (l < n) {
+    // The first negligible e(m) from l on, four candidates' loads at a time.
     int m = l;
-    for (; m < n - 1; ++m)
-      if (fabs(E_(m)) <= kEps * (fabs(D_(m)) + fabs(D_(m + 1)))) break;
+    for (;;) {
+      if (m + 4 <= n - 1) {
+        double ee[4], dd[5];
+#pragma unroll
+        for (int q = 0; q < 4; ++q) ee[q] = E_(m + q);
+#pragma unroll
+        for (int q = 0; q < 5; ++q) dd[q] = D_(m + q);
+        int q = 0;
+        while (q < 4 && !(fabs(ee[q]) <= kEps * (fabs(dd[q]) + fabs(dd[q + 1])))) ++q;
+        m += q;
+        if (q < 4) break;
+      } else {
+        for (; m < n - 1; ++m)
+          if (fabs(E_(m)) <= kEps * (fabs(D_(m)) + fabs(D_(m + 1)))) break;
+        break;
+      }
+    }
     if (m == l) {
       ++l;
       iter = 0;
@@ -253,8 +270,12 @@ __global__ void __launch_bounds__(kQlLanes) syevQlKernel(int n, int batch, doubl
     int i = m - 1;
     bool split = false;
     long long k = used + 1;
+    // e(i), d(i), d(i + 1) of the next rotation are loaded one rotation ahead (a
+    // rotation writes only e(i + 1) and d(i + 1)).
+    double ei = E_(i), di = D_(i), di1 = D_(i + 1);
     for (; i >= l; --i) {
-      const double f = s * E_(i), bb = c * E_(i);
+      const double en = i > 0 ? E_(i - 1) : 0.0, dn = i > 0 ? D_(i - 1) : 0.0;
+      const double f = s * ei, bb = c * ei;
       // r = sqrt(f^2 + g^2) and 1 / r from one rsqrt (not hypot, sqrt and a division:
       // the entries of a decorrelation block are far from overflow, and this is the
       // serial chain of the whole solver).
@@ -263,19 +284,22 @@ __global__ void __launch_bounds__(kQlLanes) syevQlKernel(int n, int batch, doubl
       r = q * rr;
       E_(i + 1) = r;
       if (r == 0.0) { // the block splits here: the rotations so far stand
-        D_(i + 1) -= p;
+        D_(i + 1) = di1 - p;
         E_(m) = 0.0;
         split = true;
         break;
       }
       s = f * rr;
       c = g * rr;
-      g = D_(i + 1) - p;
-      r = (D_(i) - g) * s + 2.0 * c * bb;
+      g = di1 - p;
+      r = (di - g) * s + 2.0 * c * bb;
       p = s * r;
       D_(i + 1) = g + p;
       g = c * r - bb;
       rec[k++] = make_double2(c, s);
+      ei = en;
+      di1 = di;
+      di = dn;
     }
     const int hi = m - 1, lo = split ? i + 1 : l;
     if (!split) {
@@ -361,9 +385,9 @@ __device__ int qlSweep(int n, double* d, double* e, double* C, double* S, int& l
 }
 
 // Pass 3: Q from pass 1 (in A), the recorded rotations applied to its rows (a thread
-// per row, no barrier: each sweep's rotations are read straight from the record, four
-// at a time with the four columns they need), then the eigenvalues sorted ascending
-// with their vectors. A matrix whose record overflowed runs the QL here: thread 0
+// per row; the record goes through shared memory kChunk entries at a time, loaded by
+// all threads at once, and each thread takes four rotations and the four columns they
+// need at a time), then the eigenvalues sorted ascending with their vectors. A matrix whose record overflowed runs the QL here: thread 0
 // computes sweep s + 1 while warps 1.. apply sweep s.
 __global__ void __launch_bounds__(kApplyMaxThreads)
     syevApplyKernel(int n, double* Ag, int lda, long long strideA, double* Wg, int* info,
@@ -376,6 +400,7 @@ __global__ void __launch_bounds__(kApplyMaxThreads)
   double* cs = e + n; // [2][n] rotation buffers (fallback)
   double* sn = cs + 2 * n;
   int* rank = reinterpret_cast<int*>(sn + 2 * n);
+  double2* buf = reinterpret_cast<double2*>(sh + ((std::size_t(n) * n + 7 * n + 1) & ~std::size_t(1)));
   __shared__ int sCount[2], sHi[2], sLo[2], sFail;
   const int tid = threadIdx.x, nt = blockDim.x, warp = tid >> 5;
   double* A = Ag + (long long)blockIdx.x * strideA;
@@ -391,22 +416,35 @@ __global__ void __launch_bounds__(kApplyMaxThreads)
     for (int k = tid; k < n; k += nt) d[k] = wk[2 + 2 * n + k];
     if (tid == 0) sFail = int(wk[1]);
     __syncthreads();
-    const double2* __restrict__ rec = reinterpret_cast<const double2*>(wk + recordStart(n));
+    const double2* rec = reinterpret_cast<const double2*>(wk + recordStart(n));
     const int row = tid;
-    if (row < n)
-      for (long long j = 0; j < total;) {
-        const double2 h = __ldg(rec + j++);
-        const int hi = int(h.x), lo = int(h.y);
-        double z1 = a[(hi + 1) * ld + row];
-        int i = hi;
+    int i = 0, lo = 0;
+    bool in = false; // inside a sweep: i is the next rotation's column
+    double z1 = 0.0;
+    for (long long base = 0; base < total; base += kChunk) {
+      const int cnt = int(min((long long)kChunk, total - base));
+      __syncthreads(); // the last chunk consumed
+      for (int t = tid; t < cnt; t += nt) buf[t] = rec[base + t];
+      __syncthreads();
+      if (row >= n) continue;
+      for (int j = 0; j < cnt;) {
+        if (!in) {
+          const double2 h = buf[j++];
+          i = int(h.x);
+          lo = int(h.y);
+          z1 = a[(i + 1) * ld + row];
+          in = true;
+          continue;
+        }
+        int avail = min(i - lo + 1, cnt - j);
         // Columns i .. i-3 are read before i+1 .. i-2 are written: in the sweep's own
         // order each column is read before it is written, so the values are the same.
-        for (; i - 3 >= lo; i -= 4, j += 4) {
+        for (; avail >= 4; avail -= 4, j += 4, i -= 4) {
           double2 g[4];
           double z[4];
 #pragma unroll
           for (int q = 0; q < 4; ++q) {
-            g[q] = __ldg(rec + j + q);
+            g[q] = buf[j + q];
             z[q] = a[(i - q) * ld + row];
           }
 #pragma unroll
@@ -415,14 +453,18 @@ __global__ void __launch_bounds__(kApplyMaxThreads)
             z1 = g[q].x * z[q] - g[q].y * z1;
           }
         }
-        for (; i >= lo; --i, ++j) {
-          const double2 g = __ldg(rec + j);
+        for (; avail > 0; --avail, ++j, --i) {
+          const double2 g = buf[j];
           const double z0 = a[i * ld + row];
           a[(i + 1) * ld + row] = g.y * z0 + g.x * z1;
           z1 = g.x * z0 - g.y * z1;
         }
-        a[lo * ld + row] = z1;
+        if (i < lo) {
+          a[lo * ld + row] = z1;
+          in = false;
+        }
       }
+    }
     __syncthreads();
   } else {
     for (int k = tid; k < n; k += nt) {
@@ -512,7 +554,7 @@ void launchSyev(int n, double* A, int lda, long long strideA, double* W, int* in
   SPEX_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
   const int lanes = batch <= 32 * sms ? 1 : 4;
   const std::size_t shm2 = sizeof(double) * 2 * std::size_t(n) * lanes;
-  const std::size_t shm3 = sizeof(double) * (std::size_t(n) * n + 7 * n + 1);
+  const std::size_t shm3 = sizeof(double) * (((std::size_t(n) * n + 7 * n + 1) & ~std::size_t(1)) + 2 * kChunk);
   const int threads3 = std::max(64, (n + 31) / 32 * 32);
   SPEX_CUDA(cudaFuncSetAttribute(syevReduceKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shm1)));
   SPEX_CUDA(cudaFuncSetAttribute(syevApplyKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shm3)));

@@ -98,7 +98,8 @@ struct CudaEngine::Device {
   DeviceArray<DevLegendre> sets;
   DeviceArray<int2> corner;
   DeviceArray<DevPatch> patches, retryPatches;
-  PinnedArray<int> hInfo;
+  DeviceArray<int> coupling; // per patch of the request (CudaEngineOptions::bandedSolve)
+  PinnedArray<int> hInfo, hCoupling;
   PinnedArray<double> hChi2;
   EventPool events; // the timeline's and the streams' synchronisation events
   CudaMemoryPlan plan; // of the last extraction
@@ -302,9 +303,16 @@ const char* kPhaseDecorrelate = "decorrelate";
 const char* kPhaseChi2 = "chi2pix";
 const char* kPhaseD2H = "D2H";
 
+// What the host knows of a batch's patches: the fiber coupling width to solve on
+// (F - 1: dense) and the fiber blocks any of them keeps, [keptLo, keptHi).
+struct BatchShape {
+  int w = 0;
+  int keptLo = 0, keptHi = 0;
+};
+
 // The batch pipeline on workspace w for patches [first, first + count) of `table`.
 void launchBatch(Workspace& w, BatchView v, const DevPatch* table, int first, int count,
-                 double regularize, DeviceTimeline& tl, int batchId) {
+                 double regularize, const BatchShape& shape, DeviceTimeline& tl, int batchId) {
   v.patches = table + first;
   v.count = count;
   v.regularize = regularize;
@@ -349,19 +357,21 @@ void launchBatch(Workspace& w, BatchView v, const DevPatch* table, int first, in
       // Blocked by fiber (nb): diagonal block in shared memory (with its inverse), then
       // panel L_ik = A_ik L_kk^-T and trailing update A -= L_panel L_panel^T as batched
       // GEMMs (tensor-core fp64). Twice the trailing flops of a SYRK, at GEMM speed.
+      // On the block band (shape.w < F - 1) the panel is the w blocks below the
+      // diagonal one: the blocks further down are zero in A and stay zero in L.
       SPEX_CUDA(cudaMemsetAsync(v.info, 0, sizeof(int) * count, s));
       for (int k = 0; k < F; ++k) {
         // Steps timed apart (nested ranges; a profile sums them per name).
         tl.phase("diagonal block", w.lane, batchId, s, [&] { gpu::launchCholeskyDiag(v, k, s); }, 2);
-        const int M = n - (k + 1) * nb;
-        if (M <= 0) break;
+        const int M = std::min(n - (k + 1) * nb, shape.w * nb);
+        if (M <= 0) continue;
         const long long dk = (long long)k * nb * (n + 1);
         tl.phase("panel", w.lane, batchId, s, [&] {
           checkCublas(cublasDgemmStridedBatched(w.cublas, CUBLAS_OP_N, CUBLAS_OP_T, M, nb, nb, &one,
                                                 v.A + dk + nb, n, nn, v.X + dk, n, nn, &zero, v.T, M,
                                                 sT, count),
                       "cublasDgemmStridedBatched (panel)");
-          gpu::launchCopyPanel(v, k, sT, s);
+          gpu::launchCopyPanel(v, k, M, sT, s);
         }, 2);
         tl.phase("trailing update", w.lane, batchId, s, [&] {
           checkCublas(cublasDgemmStridedBatched(w.cublas, CUBLAS_OP_N, CUBLAS_OP_T, M, M, nb, &minus,
@@ -373,12 +383,13 @@ void launchBatch(Workspace& w, BatchView v, const DevPatch* table, int first, in
     }, 1);
     tl.phase("inverse", w.lane, batchId, s, [&] {
     if (w.potrf) gpu::launchTriangularInverseDiag(v, s); // else the Cholesky made X_kk
-    // Row block i of X = L^-1: X(i, 0:i) = -X_ii L(i, 0:i) X(0:i, 0:i).
+    // Row block i of X = L^-1: X(i, 0:i) = -X_ii L(i, 0:i) X(0:i, 0:i), where L(i, j)
+    // is zero outside the band j >= i - w (potrf's factor: dense).
     for (int i = 1; i < F; ++i) {
-      const int K = i * nb;
-      checkCublas(cublasDgemmStridedBatched(w.cublas, CUBLAS_OP_N, CUBLAS_OP_N, nb, K, K, &one,
-                                            v.A + (long long)i * nb, n, nn, v.X, n, nn, &zero,
-                                            v.T, nb, sT, count),
+      const int K = i * nb, j0 = w.potrf ? 0 : std::max(0, i - shape.w), KL = (i - j0) * nb;
+      checkCublas(cublasDgemmStridedBatched(w.cublas, CUBLAS_OP_N, CUBLAS_OP_N, nb, K, KL, &one,
+                                            v.A + (long long)i * nb + (long long)j0 * nb * n, n, nn,
+                                            v.X + (long long)j0 * nb, n, nn, &zero, v.T, nb, sT, count),
                   "cublasDgemmStridedBatched (L X)");
       checkCublas(cublasDgemmStridedBatched(w.cublas, CUBLAS_OP_N, CUBLAS_OP_N, nb, K, nb, &minus,
                                             v.X + (long long)i * nb * (n + 1), n, nn, v.T, nb, sT,
@@ -391,9 +402,10 @@ void launchBatch(Workspace& w, BatchView v, const DevPatch* table, int first, in
   tl.phase(kPhaseDecorrelate, w.lane, batchId, s, [&] {
     const double one = 1.0, zero = 0.0;
     if (!v.noise) {
-      // C_s = X(s0:, s)^T X(s0:, s): the fiber blocks of iCov^-1 (X lower triangular).
+      // C_s = X(s0:, s)^T X(s0:, s): the fiber blocks of iCov^-1 (X lower triangular),
+      // for the blocks some patch of the batch keeps.
       tl.phase("fiber blocks", w.lane, batchId, s, [&] {
-      for (int f = 0; f < F; ++f) {
+      for (int f = shape.keptLo; f < shape.keptHi; ++f) {
         const long long o = (long long)f * nb * (n + 1);
         checkCublas(cublasDgemmStridedBatched(w.cublas, CUBLAS_OP_T, CUBLAS_OP_N, nb, nb,
                                               n - f * nb, &one, v.X + o, n, nn, v.X + o, n, nn,
@@ -636,7 +648,8 @@ void runDevice(CudaEngine::Device& dev, DeviceRun& run, const CudaEngineOptions&
     {
       const std::size_t nfw = std::size_t(nrow) * nwave;
       std::size_t g = dev.spotV.growth(nspot * st.nx * st.ny) + dev.corner.growth(nspot) +
-                      dev.res.growth(nfw * nk) + (req.model ? dev.model.growth(npixImg) : 0);
+                      dev.res.growth(nfw * nk) + (req.model ? dev.model.growth(npixImg) : 0) +
+                      (opt.bandedSolve ? dev.coupling.growth(std::max(ntodo, 1)) : 0);
       for (auto* a : {&dev.flux, &dev.ivarOut, &dev.chi2pix, &dev.pixmask, &dev.deconv}) g += a->growth(nfw);
       makeRoom(dev, g, opt.memoryBudgetBytes);
     }
@@ -646,6 +659,13 @@ void runDevice(CudaEngine::Device& dev, DeviceRun& run, const CudaEngineOptions&
     st.v = dev.spotV.get();
     st.corner = dev.corner.get();
     gpu::launchSpotTable(dpsf, st, plan.wave.wmin, plan.wave.dw, ms);
+    if (opt.bandedSolve && ntodo > 0) {
+      // Each patch's fiber coupling, for the batches' band (read back before they start).
+      dev.coupling.need(ntodo, &dev.held, "fiber coupling");
+      gpu::launchFiberCoupling(dev.patches.get(), ntodo, st, nb, dev.coupling.get(), ms);
+      SPEX_CUDA(cudaMemcpyAsync(dev.hCoupling.get(ntodo), dev.coupling.get(), ntodo * sizeof(int),
+                                cudaMemcpyDeviceToHost, ms));
+    }
     // Frame arrays of this device's rows, zeroed (failed patches stay zero).
     const std::size_t nfw = std::size_t(nrow) * nwave;
     for (auto* a : {&dev.flux, &dev.ivarOut, &dev.chi2pix, &dev.pixmask, &dev.deconv}) {
@@ -781,6 +801,28 @@ void runDevice(CudaEngine::Device& dev, DeviceRun& run, const CudaEngineOptions&
 
   int* hInfo = dev.hInfo.get(std::max(ntodo, 1));
   double* hChi2 = dev.hChi2.get(std::max(ntodo, 1));
+  // The shape of a batch of patches idx(0 .. count-1): its widest fiber coupling (the
+  // band it is solved on; F - 1, dense, without bandedSolve) and the blocks it keeps.
+  const int* hCoupling = nullptr;
+  if (opt.bandedSolve && ntodo > 0) {
+    SPEX_CUDA(cudaStreamSynchronize(ms)); // the couplings, measured with the spot table
+    hCoupling = dev.hCoupling.get(ntodo);
+  }
+  auto shapeOf = [&](int count, auto idx) {
+    BatchShape b;
+    b.w = hCoupling ? 0 : F - 1;
+    b.keptLo = F;
+    for (int k = 0; k < count; ++k) {
+      const int i = idx(k);
+      if (hCoupling) b.w = std::max(b.w, hCoupling[i]);
+      b.keptLo = std::min(b.keptLo, table[i].keptFiberOff);
+      b.keptHi = std::max(b.keptHi, table[i].keptFiberOff + table[i].nfiber);
+    }
+    if (hCoupling) dev.plan.maxCoupling = std::max(dev.plan.maxCoupling, b.w);
+    b.w = std::clamp(b.w, std::min(1, F - 1), F - 1);
+    if (b.w < F - 1) ++dev.plan.bandedBatches;
+    return b;
+  };
   std::vector<int> batchOf(ntodo, -1);
   std::vector<int> laneOf(ntodo, 0);
   int launched = 0, batchId = 0;
@@ -788,7 +830,8 @@ void runDevice(CudaEngine::Device& dev, DeviceRun& run, const CudaEngineOptions&
     if (cancel.cancelled()) break;
     Workspace& w = *dev.ws[batchId % W];
     const int count = std::min(P, ntodo - first);
-    launchBatch(w, v, dev.patches.get(), first, count, req.params.regularize, tl, batchId);
+    const BatchShape shape = shapeOf(count, [&](int k) { return first + k; });
+    launchBatch(w, v, dev.patches.get(), first, count, req.params.regularize, shape, tl, batchId);
     SPEX_CUDA(cudaMemcpyAsync(hInfo + first, w.info.get(), count * sizeof(int),
                               cudaMemcpyDeviceToHost, w.stream));
     SPEX_CUDA(cudaMemcpyAsync(hChi2 + first, w.chi2.get(), count * sizeof(double),
@@ -817,7 +860,8 @@ void runDevice(CudaEngine::Device& dev, DeviceRun& run, const CudaEngineOptions&
     std::vector<double> rChi2(retry.size());
     for (int first = 0; first < int(rt.size()); first += P) {
       const int count = std::min(P, int(rt.size()) - first);
-      launchBatch(w, v, dev.retryPatches.get(), first, count, kRetryRegularize, tl, batchId++);
+      const BatchShape shape = shapeOf(count, [&](int k) { return retry[first + k]; });
+      launchBatch(w, v, dev.retryPatches.get(), first, count, kRetryRegularize, shape, tl, batchId++);
       SPEX_CUDA(cudaMemcpyAsync(rInfo.data() + first, w.info.get(), count * sizeof(int),
                                 cudaMemcpyDeviceToHost, w.stream));
       SPEX_CUDA(cudaMemcpyAsync(rChi2.data() + first, w.chi2.get(), count * sizeof(double),

@@ -212,6 +212,41 @@ private slots:
     requireAgreement(compare(runCpu(req), runCuda(req, &lib)));
   }
 
+  void bandedSolveMatchesDense() {
+    // CudaEngineOptions::bandedSolve: the blocked Cholesky and L^-1 on each batch's
+    // block band (every other test here runs it) against the dense ones, on the real
+    // PSF across a bundle edge (patches of 6 and 7 solved fibers), in signal and noise
+    // mode: the same arithmetic on the non-zero blocks, so agreement to rounding.
+    SimulationOptions so;
+    so.wave = WaveGrid::fromRange(6000, 6800, 0.8);
+    so.fiberMin = 15;
+    so.nFiber = 20;
+    const Simulation sim = simulate(realPsf, so);
+    CudaEngineOptions o;
+    o.bandedSolve = false;
+    CudaEngine dense(o);
+    CudaEngine banded;
+    for (auto mode : {Decorrelation::Signal, Decorrelation::Noise}) {
+      PatchParams pp;
+      pp.mode = mode;
+      const ExtractionRequest req = request(realPsf, sim.image, so.wave, 15, 20, pp);
+      const ExtractionResult d = runCuda(req, &dense), b = runCuda(req, &banded);
+      const CudaMemoryPlan pd = dense.memoryPlans().at(0), pb = banded.memoryPlans().at(0);
+      qInfo("%s: banded batches %d of %d, widest coupling %d; dense: %d, %d",
+            mode == Decorrelation::Signal ? "signal" : "noise", pb.bandedBatches, pb.batches,
+            pb.maxCoupling, pd.bandedBatches, pd.maxCoupling);
+      QCOMPARE(pd.bandedBatches, 0);
+      QCOMPARE(pd.maxCoupling, -1);
+      QVERIFY(pb.bandedBatches > 0 && pb.bandedBatches == pb.batches); // r0: fibers couple 2 apart
+      QVERIFY(pb.maxCoupling >= 1 && pb.maxCoupling <= 5); // 7-fiber patches: a narrower band
+      const Diff diff = compare(d, b);
+      qInfo("banded vs dense: %s", qPrintable(diff.text()));
+      requireAgreement(diff);
+      QVERIFY2(diff.flux < 1e-10 && diff.ivar < 1e-10 && diff.res < 1e-12 && diff.deconv < 1e-10,
+               qPrintable(diff.text()));
+    }
+  }
+
   void noiseDecorrelationMatchesCpu() {
     SimulationOptions so;
     so.wave = WaveGrid::fromRange(6200, 6500, 0.8);
