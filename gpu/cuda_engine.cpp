@@ -21,6 +21,7 @@
 #include "device_discovery.h"
 #include "device_memory.h"
 #include "device_timeline.h"
+#include "kernel_tracer.h"
 #include "kernels.h"
 
 #include "core/errors.h"
@@ -552,12 +553,17 @@ struct DeviceRun {
 // Opens the device's timeline and uploads the image and the PSF. Runs on its own
 // thread while the host builds the patch plan, so the copies are off the critical path.
 void prefetch(CudaEngine::Device& dev, DeviceRun& run, const ExtractionRequest& req,
-              std::size_t budget, ProfileRecorder& rec) {
+              std::size_t budget, ProfileRecorder& rec, gpu::KernelTracer* tracer) {
   SPEX_CUDA(cudaSetDevice(dev.index));
   const std::string prefix = "cuda:" + std::to_string(dev.index) + " stream ";
   run.mainLane = rec.lane(prefix + "0");
   for (std::size_t k = 0; k < dev.ws.size(); ++k)
     dev.ws[k]->lane = rec.lane(prefix + std::to_string(k + 1));
+  if (tracer) {
+    run.tl.setTracer(tracer);
+    tracer->addStream(dev.index, dev.main, run.mainLane);
+    for (auto& w : dev.ws) tracer->addStream(dev.index, w->stream, w->lane);
+  }
   // Time origin: an event the host has waited for.
   run.t0 = run.pool.acquire();
   SPEX_CUDA(cudaEventRecord(run.t0, dev.main));
@@ -942,6 +948,9 @@ ExtractionResult CudaEngine::extract(const ExtractionRequest& req, ProgressSink&
                                      const CancelToken& cancel) {
   ProfileRecorder rec;
   rec.setThreadLaneName("main");
+  // The kernel profile: CUPTI records from here until the devices are idle.
+  std::unique_ptr<gpu::KernelTracer> tracer;
+  if (req.profileKernels) tracer = std::make_unique<gpu::KernelTracer>(rec);
   ExtractionResult result;
   PatchPlan plan;
   std::vector<int> todo;
@@ -958,7 +967,7 @@ ExtractionResult CudaEngine::extract(const ExtractionRequest& req, ProgressSink&
     for (std::size_t d = 0; d < m_devices.size(); ++d)
       prefetchers.emplace_back([&, d] {
         try {
-          prefetch(*m_devices[d], *runs[d], req, m_options.memoryBudgetBytes, rec);
+          prefetch(*m_devices[d], *runs[d], req, m_options.memoryBudgetBytes, rec, tracer.get());
         } catch (...) {
           prefetchErrors[d] = std::current_exception();
         }
@@ -1090,6 +1099,7 @@ ExtractionResult CudaEngine::extract(const ExtractionRequest& req, ProgressSink&
     }
   }
   result.profile = rec.finish();
+  if (tracer) tracer->finish(result.profile);
   return result;
 }
 

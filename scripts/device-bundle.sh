@@ -26,7 +26,9 @@ if [ -x "$BUILD/app/gui/spexlab" ] && [ -n "$QTPLUG" ]; then
      > "$STAGE/fonts.conf"
 fi
 libs_of() {
-  # Everything ldd resolves outside glibc and the CUDA toolkit.
+  # Everything ldd resolves outside glibc and the CUDA toolkit; and CUPTI (4 MB, the
+  # kernel profile), in case the GPU machine's toolkit lacks it.
+  ldd "$1" | awk '/libcupti/ && /=> \// {print $3}' | while read -r lib; do cp -nL "$lib" "$STAGE/lib/"; done
   ldd "$1" | awk '/=> \// {print $3}' | grep -v -E '/(libc|libm|libpthread|libdl|librt|ld-linux[^/]*|libstdc\+\+|libgcc_s)\.so' \
     | grep -v -E '/usr/local/cuda|libcuda\.so|libcu(blas|solver|sparse|blasLt|dart)|libnvJitLink' \
     | while read -r lib; do cp -nL "$lib" "$STAGE/lib/"; done

@@ -20,6 +20,10 @@
 #   gui     the workbench offscreen on the frame of `cold` (made if missing): CPU vs
 #           CUDA on the whole frame, twice in one process, screenshot + tables
 #   ceilings  spexlab-cli bench --ceilings alone (cuBLAS DGEMM/cuSOLVER rates)
+#   kernels   the kernel profile (CUPTI): test_cuda_engine kernelProfileMatchesPhases (kernels
+#             vs phase device times, one and two streams), the warm median of bench with and
+#             without --profile-kernels (its cost), and a Chrome trace with kernels of one
+#             `extract --profile-kernels` on the frame of `cold` (made if missing)
 #   batch20   spexlab-cli batch of 20 full r frames on GPU 0, IO overlapped: frames/hour,
 #             summary table, trace batch-1.json (bench-batch.sh)
 #   procs5    5 batch processes at once on GPU 0 (4 frames each, --gpu-memory 0.15):
@@ -98,6 +102,16 @@ for step in "$@"; do
         SPEXLAB_PSF=$PSF timeout 500 bash ./bench-batch.sh -N 4 -P 5 --cli $B/spexlab-cli --dir $D/bb \
           -- --engine cuda --gpus 0 --gpu-memory 0.15 2>&1 | tee $OUT/procs5mps.txt
         echo quit | nvidia-cuda-mps-control; unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY ;;
+    kernels) timeout 300 $B/test_cuda_engine kernelProfileMatchesPhases 2>&1 | tee $OUT/test_kernel_profile.log \
+               | grep -E "PASS|FAIL|SKIP|QINFO|Totals|Loc|QWARN"
+             for k in plain kernels plain kernels; do f=""; [ $k = kernels ] && f=--profile-kernels
+               echo "bench $k:"; timeout 150 $B/spexlab-cli bench --engine cuda --psf $PSF --repeat 5 --quiet $f 2>&1 \
+                 | tee $OUT/bench_$k.txt | grep -E "^wall|peak"; done
+             mkdir -p $D/frame
+             [ -f $D/frame/preproc.fits ] || $B/spexlab-cli simulate -o $D/frame --psf $PSF -w 5760,7620,0.8 > $OUT/simulate.log 2>&1
+             walltime $B/spexlab-cli extract -i $D/frame/preproc.fits -p $D/frame/psf.fits -o $D/frame/frame-k.fits \
+               -w 5760,7620,0.8 --engine cuda --profile-kernels --profile $OUT/trace-kernels.json > $OUT/extract-kernels.log 2>&1
+             head -40 $OUT/extract-kernels.log ;;
     ceilings) timeout 200 $B/spexlab-cli bench --engine cuda --psf $PSF --repeat 1 --ceilings 2>&1 | tee $OUT/ceilings.txt ;;
   esac
 done
