@@ -34,6 +34,31 @@ __device__ __forceinline__ double warpSum(double x) {
   return x;
 }
 
+// One rotation of an implicit QL sweep at i (dsteqr / tqli), shared by pass 2 and pass
+// 3's fallback so that both do the same arithmetic to the last bit (explicit
+// roundings: no contraction the compiler could choose differently at the two sites).
+// From e(i), d(i), d(i + 1) and the sweep's state (s, c, p, g): returns r = the new
+// e(i + 1), 0 where the block splits (then nothing else changes), else updates the
+// state and sets dnew = the new d(i + 1). r and 1/r come from one rsqrt (the entries
+// of a decorrelation block are far from overflow, and this is the serial chain of the
+// whole solver).
+__device__ __forceinline__ double qlRotation(double ei, double di, double di1, double& s, double& c,
+                                             double& p, double& g, double& dnew) {
+  const double f = __dmul_rn(s, ei), bb = __dmul_rn(c, ei);
+  const double q = __fma_rn(f, f, __dmul_rn(g, g));
+  const double rr = q > 0.0 ? rsqrt(q) : 0.0;
+  const double r = __dmul_rn(q, rr);
+  if (r == 0.0) return 0.0;
+  s = __dmul_rn(f, rr);
+  c = __dmul_rn(g, rr);
+  const double gg = __dsub_rn(di1, p);
+  const double t = __fma_rn(__dsub_rn(di, gg), s, __dmul_rn(__dmul_rn(2.0, c), bb));
+  p = __dmul_rn(s, t);
+  dnew = __dadd_rn(gg, p);
+  g = __fma_rn(c, t, -bb);
+  return r;
+}
+
 // Pass 1: Householder tridiagonalisation and Q, one block per matrix. Column-major in
 // shared memory with an odd leading dimension, so that a thread per row and a thread
 // per column both walk without bank conflicts.
@@ -265,7 +290,7 @@ __global__ void __launch_bounds__(kQlLanes) syevQlKernel(int n, int batch, doubl
     }
     double g = (D_(l + 1) - D_(l)) / (2.0 * E_(l));
     double r = hypot(g, 1.0);
-    g = D_(m) - D_(l) + E_(l) / (g + copysign(r, g));
+    g = __dadd_rn(__dsub_rn(D_(m), D_(l)), E_(l) / (g + copysign(r, g)));
     double s = 1.0, c = 1.0, p = 0.0;
     int i = m - 1;
     bool split = false;
@@ -275,27 +300,16 @@ __global__ void __launch_bounds__(kQlLanes) syevQlKernel(int n, int batch, doubl
     double ei = E_(i), di = D_(i), di1 = D_(i + 1);
     for (; i >= l; --i) {
       const double en = i > 0 ? E_(i - 1) : 0.0, dn = i > 0 ? D_(i - 1) : 0.0;
-      const double f = s * ei, bb = c * ei;
-      // r = sqrt(f^2 + g^2) and 1 / r from one rsqrt (not hypot, sqrt and a division:
-      // the entries of a decorrelation block are far from overflow, and this is the
-      // serial chain of the whole solver).
-      const double q = f * f + g * g;
-      const double rr = q > 0.0 ? rsqrt(q) : 0.0;
-      r = q * rr;
+      double dnew = 0.0;
+      r = qlRotation(ei, di, di1, s, c, p, g, dnew);
       E_(i + 1) = r;
       if (r == 0.0) { // the block splits here: the rotations so far stand
-        D_(i + 1) = di1 - p;
+        D_(i + 1) = __dsub_rn(di1, p);
         E_(m) = 0.0;
         split = true;
         break;
       }
-      s = f * rr;
-      c = g * rr;
-      g = di1 - p;
-      r = (di - g) * s + 2.0 * c * bb;
-      p = s * r;
-      D_(i + 1) = g + p;
-      g = c * r - bb;
+      D_(i + 1) = dnew;
       rec[k++] = make_double2(c, s);
       ei = en;
       di1 = di;
@@ -346,29 +360,21 @@ __device__ int qlSweep(int n, double* d, double* e, double* C, double* S, int& l
     if (++iter > kMaxQlIterations) return -1;
     double g = (d[l + 1] - d[l]) / (2.0 * e[l]);
     double r = hypot(g, 1.0);
-    g = d[m] - d[l] + e[l] / (g + copysign(r, g));
+    g = __dadd_rn(__dsub_rn(d[m], d[l]), e[l] / (g + copysign(r, g)));
     double s = 1.0, c = 1.0, p = 0.0;
     int i = m - 1;
     bool split = false;
     for (; i >= l; --i) {
-      const double f = s * e[i], b = c * e[i];
-      const double q = f * f + g * g;
-      const double rr = q > 0.0 ? rsqrt(q) : 0.0;
-      r = q * rr;
+      double dnew = 0.0;
+      r = qlRotation(e[i], d[i], d[i + 1], s, c, p, g, dnew);
       e[i + 1] = r;
       if (r == 0.0) {
-        d[i + 1] -= p;
+        d[i + 1] = __dsub_rn(d[i + 1], p);
         e[m] = 0.0;
         split = true;
         break;
       }
-      s = f * rr;
-      c = g * rr;
-      g = d[i + 1] - p;
-      r = (d[i] - g) * s + 2.0 * c * b;
-      p = s * r;
-      d[i + 1] = g + p;
-      g = c * r - b;
+      d[i + 1] = dnew;
       C[i] = c;
       S[i] = s;
     }
@@ -536,7 +542,8 @@ std::string shape(int n, int lda, long long strideA, int batch) {
 
 // ev (optional): 4 events recorded around the three passes.
 void launchSyev(int n, double* A, int lda, long long strideA, double* W, int* info, int batch, double* work,
-                std::size_t lwork, cudaStream_t stream, unsigned long long* prof, cudaEvent_t* ev) {
+                std::size_t lwork, cudaStream_t stream, unsigned long long* prof, cudaEvent_t* ev,
+                int qlLanes = 0) {
   if (n < 1 || n > kSyevMaxN || lda < n || strideA < (long long)lda * n || batch < 0)
     throw GpuError("syevBatched: bad arguments (" + shape(n, lda, strideA, batch) + "; n must be 1.." +
                    std::to_string(kSyevMaxN) + ")");
@@ -552,7 +559,9 @@ void launchSyev(int n, double* A, int lda, long long strideA, double* W, int* in
   int dev = 0, sms = 0;
   SPEX_CUDA(cudaGetDevice(&dev));
   SPEX_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  const int lanes = batch <= 32 * sms ? 1 : 4;
+  const int lanes = qlLanes > 0 ? qlLanes : batch <= 32 * sms ? 1 : 4;
+  if (lanes != 1 && lanes != 2 && lanes != 4 && lanes != 8)
+    throw GpuError("syevBatched: QL lanes " + std::to_string(lanes) + " (1, 2, 4 or 8)");
   const std::size_t shm2 = sizeof(double) * 2 * std::size_t(n) * lanes;
   const std::size_t shm3 = sizeof(double) * (((std::size_t(n) * n + 7 * n + 1) & ~std::size_t(1)) + 2 * kChunk);
   const int threads3 = std::max(64, (n + 31) / 32 * 32);
@@ -562,10 +571,12 @@ void launchSyev(int n, double* A, int lda, long long strideA, double* W, int* in
   syevReduceKernel<<<batch, kReduceThreads, shm1, stream>>>(n, A, lda, strideA, work, S, prof);
   SPEX_CUDA_LAUNCH("syevReduceKernel");
   if (ev) SPEX_CUDA(cudaEventRecord(ev[1], stream));
-  if (lanes == 1)
-    syevQlKernel<1><<<batch, 1, shm2, stream>>>(n, batch, work, S, prof);
-  else
-    syevQlKernel<4><<<(batch + 3) / 4, 4, shm2, stream>>>(n, batch, work, S, prof);
+  switch (lanes) {
+  case 1: syevQlKernel<1><<<batch, 1, shm2, stream>>>(n, batch, work, S, prof); break;
+  case 2: syevQlKernel<2><<<(batch + 1) / 2, 2, shm2, stream>>>(n, batch, work, S, prof); break;
+  case 4: syevQlKernel<4><<<(batch + 3) / 4, 4, shm2, stream>>>(n, batch, work, S, prof); break;
+  default: syevQlKernel<8><<<(batch + 7) / 8, 8, shm2, stream>>>(n, batch, work, S, prof); break;
+  }
   SPEX_CUDA_LAUNCH("syevQlKernel");
   if (ev) SPEX_CUDA(cudaEventRecord(ev[2], stream));
   syevApplyKernel<<<batch, threads3, shm3, stream>>>(n, A, lda, strideA, W, info, work, S, prof);
@@ -593,7 +604,7 @@ void syevBatched(int n, double* A, int lda, long long strideA, double* W, int* i
 }
 
 SyevProfile syevBatchedProfile(int n, double* A, int lda, long long strideA, double* W, int* info, int batch,
-                               double* work, std::size_t lwork) {
+                               double* work, std::size_t lwork, int qlLanes) {
   unsigned long long* prof = nullptr;
   SPEX_CUDA(cudaMalloc(&prof, 8 * sizeof(unsigned long long)));
   cudaEvent_t ev[4] = {};
@@ -601,7 +612,7 @@ SyevProfile syevBatchedProfile(int n, double* A, int lda, long long strideA, dou
   try {
     SPEX_CUDA(cudaMemset(prof, 0, 8 * sizeof(unsigned long long)));
     for (cudaEvent_t& e : ev) SPEX_CUDA(cudaEventCreate(&e));
-    launchSyev(n, A, lda, strideA, W, info, batch, work, lwork, nullptr, prof, ev);
+    launchSyev(n, A, lda, strideA, W, info, batch, work, lwork, nullptr, prof, ev, qlLanes);
     SPEX_CUDA(cudaEventSynchronize(ev[3]));
     float ms[3] = {};
     for (int k = 0; k < 3; ++k) SPEX_CUDA(cudaEventElapsedTime(&ms[k], ev[k], ev[k + 1]));

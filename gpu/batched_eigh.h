@@ -51,6 +51,8 @@ void syevBatched(int n, double* A, int lda, long long strideA, double* W, int* i
 // clock-cycle counts per stage (thread 0 of a block, or the matrix's thread in the QL
 // pass; means per matrix), the mean QL sweeps and rotations, and how many matrices
 // fell back to the in-block QL: for the benchmark notes, not for production.
+// qlLanes: matrices per warp in the QL pass (1, 2, 4 or 8; 0: as syevBatched chooses,
+// 1 where the batch fits the GPU at once, else 4).
 struct SyevProfile {
   double seconds = 0, reduceSeconds = 0, qlSeconds = 0, applySeconds = 0;
   double tridiagonalCycles = 0, formQCycles = 0, qlCycles = 0, applyCycles = 0;
@@ -58,6 +60,6 @@ struct SyevProfile {
   long long fallbacks = 0;
 };
 SyevProfile syevBatchedProfile(int n, double* A, int lda, long long strideA, double* W, int* info,
-                               int batch, double* work, std::size_t lwork);
+                               int batch, double* work, std::size_t lwork, int qlLanes = 0);
 
 } // namespace spex::gpu

@@ -1,15 +1,16 @@
 // CudaEngine: host orchestration. Reads nothing, computes nothing per patch: it
 // uploads, launches and copies back (see cuda_engine.h). Device memory, the device
-// timeline (pooled events), device discovery and the batched eigensolver live in
+// timeline (pooled events), device discovery and the batched linear algebra live in
 // their own files (device_memory.h, device_timeline.h, device_discovery.cpp,
-// batched_eigh.h). Per device:
+// batched_cholesky.h, batched_eigh.h). Per device:
 //   H2D       image, PSF coefficients, patch table          (stream 0)
-//   spots     every (fiber, bin) stamp the device's patches use, once
+//   spots     every (fiber, bin) stamp the device's patches use, once; each patch's
+//             fiber coupling width (read back: the band its batch is solved on)
 //   per batch of P patches (P from the memory budget), alternating between
 //   workspaces (streams 1..W):
 //     normal equations  sparse A^T W A, y, fluxweight, pixmask_fraction, prior
-//     solve             batched Cholesky blocked by fiber, L^-1 (diagonal-block kernel +
-//                       batched GEMMs), f = L^-T L^-1 y
+//     solve             Cholesky and L^-1 on the batch's block band
+//                       (potrfBlockBandedBatched, trtriBlockBandedBatched), f = L^-T L^-1 y
 //     decorrelate       fiber blocks of iCov^-1 (batched GEMMs), their eigen-pairs
 //                       (syevBatched), C_s^-1/2, flux, ivar, resolution into the frame
 //     chi2pix           model over the box, chi2pix, pixmask, f, model image
@@ -17,6 +18,7 @@
 //   D2H       the device's rows of the frame arrays and the model image
 #include "cuda_engine.h"
 
+#include "batched_cholesky.h"
 #include "batched_eigh.h"
 #include "device_discovery.h"
 #include "device_memory.h"
@@ -34,6 +36,7 @@
 #include <nvtx3/nvToolsExt.h>
 
 #include <algorithm>
+#include <functional>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
@@ -346,8 +349,7 @@ void launchBatch(Workspace& w, BatchView v, const DevPatch* table, int first, in
                                 cudaMemcpyDeviceToDevice, s));
   });
   tl.phase(kPhaseSolve, w.lane, batchId, s, [&] {
-    const double one = 1.0, zero = 0.0, minus = -1.0;
-    const long long sT = (long long)nb * std::max(F - 1, 1) * nb;
+    const long long sT = gpu::blockBandedScratch(F, nb);
     tl.phase("cholesky", w.lane, batchId, s, [&] {
       if (w.potrf) {
         checkCusolver(cusolverDnDpotrfBatched(w.solver, CUBLAS_FILL_MODE_LOWER, n, w.Aptr.get(), n,
@@ -355,48 +357,17 @@ void launchBatch(Workspace& w, BatchView v, const DevPatch* table, int first, in
                       "cusolverDnDpotrfBatched");
         return;
       }
-      // Blocked by fiber (nb): diagonal block in shared memory (with its inverse), then
-      // panel L_ik = A_ik L_kk^-T and trailing update A -= L_panel L_panel^T as batched
-      // GEMMs (tensor-core fp64). Twice the trailing flops of a SYRK, at GEMM speed.
-      // On the block band (shape.w < F - 1) the panel is the w blocks below the
-      // diagonal one: the blocks further down are zero in A and stay zero in L.
-      SPEX_CUDA(cudaMemsetAsync(v.info, 0, sizeof(int) * count, s));
-      for (int k = 0; k < F; ++k) {
-        // Steps timed apart (nested ranges; a profile sums them per name).
-        tl.phase("diagonal block", w.lane, batchId, s, [&] { gpu::launchCholeskyDiag(v, k, s); }, 2);
-        const int M = std::min(n - (k + 1) * nb, shape.w * nb);
-        if (M <= 0) continue;
-        const long long dk = (long long)k * nb * (n + 1);
-        tl.phase("panel", w.lane, batchId, s, [&] {
-          checkCublas(cublasDgemmStridedBatched(w.cublas, CUBLAS_OP_N, CUBLAS_OP_T, M, nb, nb, &one,
-                                                v.A + dk + nb, n, nn, v.X + dk, n, nn, &zero, v.T, M,
-                                                sT, count),
-                      "cublasDgemmStridedBatched (panel)");
-          gpu::launchCopyPanel(v, k, M, sT, s);
-        }, 2);
-        tl.phase("trailing update", w.lane, batchId, s, [&] {
-          checkCublas(cublasDgemmStridedBatched(w.cublas, CUBLAS_OP_N, CUBLAS_OP_T, M, M, nb, &minus,
-                                                v.T, M, sT, v.T, M, sT, &one,
-                                                v.A + dk + (long long)nb * (n + 1), n, nn, count),
-                      "cublasDgemmStridedBatched (trailing)");
-        }, 2);
-      }
+      // On the batch's block band (gpu/batched_cholesky.h); its steps timed apart
+      // (nested ranges; a profile sums them per name).
+      gpu::potrfBlockBandedBatched(w.cublas, F, nb, shape.w, v.A, v.X, v.T, sT, v.info, count, s,
+                                   [&](const char* step, const std::function<void()>& work) {
+                                     tl.phase(step, w.lane, batchId, s, work, 2);
+                                   });
     }, 1);
     tl.phase("inverse", w.lane, batchId, s, [&] {
-    if (w.potrf) gpu::launchTriangularInverseDiag(v, s); // else the Cholesky made X_kk
-    // Row block i of X = L^-1: X(i, 0:i) = -X_ii L(i, 0:i) X(0:i, 0:i), where L(i, j)
-    // is zero outside the band j >= i - w (potrf's factor: dense).
-    for (int i = 1; i < F; ++i) {
-      const int K = i * nb, j0 = w.potrf ? 0 : std::max(0, i - shape.w), KL = (i - j0) * nb;
-      checkCublas(cublasDgemmStridedBatched(w.cublas, CUBLAS_OP_N, CUBLAS_OP_N, nb, K, KL, &one,
-                                            v.A + (long long)i * nb + (long long)j0 * nb * n, n, nn,
-                                            v.X + (long long)j0 * nb, n, nn, &zero, v.T, nb, sT, count),
-                  "cublasDgemmStridedBatched (L X)");
-      checkCublas(cublasDgemmStridedBatched(w.cublas, CUBLAS_OP_N, CUBLAS_OP_N, nb, K, nb, &minus,
-                                            v.X + (long long)i * nb * (n + 1), n, nn, v.T, nb, sT,
-                                            &zero, v.X + (long long)i * nb, n, nn, count),
-                  "cublasDgemmStridedBatched (X_ii T)");
-    }
+      if (w.potrf) gpu::launchTriangularInverseDiag(v, s); // else the Cholesky made X_kk
+      // potrf's factor is dense (its zeros outside the band are computed, not kept).
+      gpu::trtriBlockBandedBatched(w.cublas, F, nb, w.potrf ? F - 1 : shape.w, v.A, v.X, v.T, sT, count, s);
     }, 1);
     gpu::launchSolveFlux(v, s);
   });

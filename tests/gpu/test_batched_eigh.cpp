@@ -208,8 +208,9 @@ private slots:
 
   void workspaceSizesAgree() {
     // The recorded rotations (pass 2) and the in-block QL (pass 3's fallback) do the
-    // same arithmetic: the three workspace sizes give the same eigen-pairs to rounding
-    // (the sign of a vector included), on the engine's block size.
+    // same arithmetic (one rotation function, explicit roundings): the three workspace
+    // sizes give the same eigen-pairs to rounding (the sign of a vector and the basis
+    // of a repeated eigenvalue's space included), on the engine's block size.
     std::vector<double> V[3], W[3];
     const Work ws[3] = {Work::Full, Work::Least, Work::Short};
     for (int k = 0; k < 3; ++k) {
@@ -257,14 +258,22 @@ private slots:
     }
     QCOMPARE(p.fallbacks, 0LL);
     // The engine's batches: 199 patches x 5 kept blocks per stream at the default budget.
-    for (int rep = 0; rep < 3; ++rep) {
-      const int small = 995;
-      check(cudaMemcpy(d.A, A.data(), std::size_t(n) * n * small * sizeof(double), cudaMemcpyHostToDevice), "H2D");
-      const gpu::SyevProfile q = gpu::syevBatchedProfile(n, d.A, n, n * n, d.W, d.info, small, d.work,
-                                                         gpu::syevBatchedWorkspace(n, small));
-      qInfo("%d blocks of %d: %.3f ms (reduce %.3f, QL %.3f, apply %.3f)", small, n, q.seconds * 1e3,
-            q.reduceSeconds * 1e3, q.qlSeconds * 1e3, q.applySeconds * 1e3);
-    }
+    // Matrices per warp in the QL pass (0: the solver's choice), on the engine's batch
+    // and on the whole frame: the same eigenvalues to the bit whatever the grouping.
+    std::vector<double> Wref, Wl(std::size_t(n) * batch);
+    for (int lanes : {0, 1, 2, 4, 8})
+      for (int small : {995, 1235, batch}) {
+        check(cudaMemcpy(d.A, A.data(), std::size_t(n) * n * small * sizeof(double), cudaMemcpyHostToDevice),
+              "H2D");
+        const gpu::SyevProfile q = gpu::syevBatchedProfile(n, d.A, n, n * n, d.W, d.info, small, d.work,
+                                                           gpu::syevBatchedWorkspace(n, small), lanes);
+        qInfo("%d blocks of %d, QL lanes %d: %.3f ms (reduce %.3f, QL %.3f, apply %.3f)", small, n, lanes,
+              q.seconds * 1e3, q.reduceSeconds * 1e3, q.qlSeconds * 1e3, q.applySeconds * 1e3);
+        check(cudaMemcpy(Wl.data(), d.W, std::size_t(n) * small * sizeof(double), cudaMemcpyDeviceToHost), "D2H W");
+        if (Wref.empty() && small == batch) Wref = Wl;
+        if (!Wref.empty())
+          for (std::size_t k = 0; k < std::size_t(n) * small; ++k) QCOMPARE(Wl[k], Wref[k]);
+      }
     check(cudaMemcpy(d.A, A.data(), A.size() * sizeof(double), cudaMemcpyHostToDevice), "H2D");
     p = gpu::syevBatchedProfile(n, d.A, n, n * n, d.W, d.info, batch, d.work, lwork);
     std::vector<double> W(std::size_t(n) * batch);
