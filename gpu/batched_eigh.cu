@@ -35,8 +35,10 @@ __device__ __forceinline__ double warpSum(double x) {
 }
 
 // One rotation of an implicit QL sweep at i (dsteqr / tqli), shared by pass 2 and pass
-// 3's fallback so that both do the same arithmetic to the last bit (explicit
-// roundings: no contraction the compiler could choose differently at the two sites).
+// 3's fallback. (Written with explicit roundings, __dmul_rn / __fma_rn, the two sites
+// agree to the bit, but the QL pass is 18 % slower: docs/benchmarks.md, version 15;
+// the compiler's contraction may differ between the sites, which moves eigenvectors of
+// repeated eigenvalues within their space and nothing else.)
 // From e(i), d(i), d(i + 1) and the sweep's state (s, c, p, g): returns r = the new
 // e(i + 1), 0 where the block splits (then nothing else changes), else updates the
 // state and sets dnew = the new d(i + 1). r and 1/r come from one rsqrt (the entries
@@ -44,18 +46,18 @@ __device__ __forceinline__ double warpSum(double x) {
 // whole solver).
 __device__ __forceinline__ double qlRotation(double ei, double di, double di1, double& s, double& c,
                                              double& p, double& g, double& dnew) {
-  const double f = __dmul_rn(s, ei), bb = __dmul_rn(c, ei);
-  const double q = __fma_rn(f, f, __dmul_rn(g, g));
+  const double f = s * ei, bb = c * ei;
+  const double q = f * f + g * g;
   const double rr = q > 0.0 ? rsqrt(q) : 0.0;
-  const double r = __dmul_rn(q, rr);
+  const double r = q * rr;
   if (r == 0.0) return 0.0;
-  s = __dmul_rn(f, rr);
-  c = __dmul_rn(g, rr);
-  const double gg = __dsub_rn(di1, p);
-  const double t = __fma_rn(__dsub_rn(di, gg), s, __dmul_rn(__dmul_rn(2.0, c), bb));
-  p = __dmul_rn(s, t);
-  dnew = __dadd_rn(gg, p);
-  g = __fma_rn(c, t, -bb);
+  s = f * rr;
+  c = g * rr;
+  const double gg = di1 - p;
+  const double t = (di - gg) * s + 2.0 * c * bb;
+  p = s * t;
+  dnew = gg + p;
+  g = c * t - bb;
   return r;
 }
 
@@ -232,7 +234,7 @@ __global__ void __launch_bounds__(kReduceThreads, 4)
 // at). Records every sweep's rotations; stops recording (and leaves the matrix to
 // pass 3's own QL) when its share of the workspace is full.
 // kQlLanes matrices per block (one warp): 1 where the batch fits the GPU in one wave
-// (lanes of one warp would wait for each other's branches), 4 for large batches.
+// (lanes of one warp would wait for each other's branches), 8 for large batches.
 template <int kQlLanes>
 __global__ void __launch_bounds__(kQlLanes) syevQlKernel(int n, int batch, double* work, long long S,
                                                          unsigned long long* prof) {
@@ -290,7 +292,7 @@ __global__ void __launch_bounds__(kQlLanes) syevQlKernel(int n, int batch, doubl
     }
     double g = (D_(l + 1) - D_(l)) / (2.0 * E_(l));
     double r = hypot(g, 1.0);
-    g = __dadd_rn(__dsub_rn(D_(m), D_(l)), E_(l) / (g + copysign(r, g)));
+    g = D_(m) - D_(l) + E_(l) / (g + copysign(r, g));
     double s = 1.0, c = 1.0, p = 0.0;
     int i = m - 1;
     bool split = false;
@@ -304,7 +306,7 @@ __global__ void __launch_bounds__(kQlLanes) syevQlKernel(int n, int batch, doubl
       r = qlRotation(ei, di, di1, s, c, p, g, dnew);
       E_(i + 1) = r;
       if (r == 0.0) { // the block splits here: the rotations so far stand
-        D_(i + 1) = __dsub_rn(di1, p);
+        D_(i + 1) = di1 - p;
         E_(m) = 0.0;
         split = true;
         break;
@@ -360,7 +362,7 @@ __device__ int qlSweep(int n, double* d, double* e, double* C, double* S, int& l
     if (++iter > kMaxQlIterations) return -1;
     double g = (d[l + 1] - d[l]) / (2.0 * e[l]);
     double r = hypot(g, 1.0);
-    g = __dadd_rn(__dsub_rn(d[m], d[l]), e[l] / (g + copysign(r, g)));
+    g = d[m] - d[l] + e[l] / (g + copysign(r, g));
     double s = 1.0, c = 1.0, p = 0.0;
     int i = m - 1;
     bool split = false;
@@ -369,7 +371,7 @@ __device__ int qlSweep(int n, double* d, double* e, double* C, double* S, int& l
       r = qlRotation(e[i], d[i], d[i + 1], s, c, p, g, dnew);
       e[i + 1] = r;
       if (r == 0.0) {
-        d[i + 1] = __dsub_rn(d[i + 1], p);
+        d[i + 1] -= p;
         e[m] = 0.0;
         split = true;
         break;
@@ -559,7 +561,7 @@ void launchSyev(int n, double* A, int lda, long long strideA, double* W, int* in
   int dev = 0, sms = 0;
   SPEX_CUDA(cudaGetDevice(&dev));
   SPEX_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  const int lanes = qlLanes > 0 ? qlLanes : batch <= 32 * sms ? 1 : 4;
+  const int lanes = qlLanes > 0 ? qlLanes : batch <= 32 * sms ? 1 : 8;
   if (lanes != 1 && lanes != 2 && lanes != 4 && lanes != 8)
     throw GpuError("syevBatched: QL lanes " + std::to_string(lanes) + " (1, 2, 4 or 8)");
   const std::size_t shm2 = sizeof(double) * 2 * std::size_t(n) * lanes;

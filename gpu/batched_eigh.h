@@ -52,7 +52,7 @@ void syevBatched(int n, double* A, int lda, long long strideA, double* W, int* i
 // pass; means per matrix), the mean QL sweeps and rotations, and how many matrices
 // fell back to the in-block QL: for the benchmark notes, not for production.
 // qlLanes: matrices per warp in the QL pass (1, 2, 4 or 8; 0: as syevBatched chooses,
-// 1 where the batch fits the GPU at once, else 4).
+// 1 where the batch fits the GPU at once, else 8: docs/benchmarks.md, version 15).
 struct SyevProfile {
   double seconds = 0, reduceSeconds = 0, qlSeconds = 0, applySeconds = 0;
   double tridiagonalCycles = 0, formQCycles = 0, qlCycles = 0, applyCycles = 0;

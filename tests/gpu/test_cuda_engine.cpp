@@ -461,7 +461,11 @@ private slots:
         const auto it = sums.find(name);
         QVERIFY2(it != sums.end(), name);
         const double ratio = it->second.second / it->second.first;
-        QVERIFY2(std::abs(ratio - 1) < 0.05, qPrintable(QString("%1: ratio %2").arg(name).arg(ratio)));
+        // A phase of many short launches loses the gaps between them: the solve on the
+        // block band has ~38 launches a batch ~4 us apart in ~2.6 ms, up to ~6 %
+        // (0.946 measured on an H100, docs/benchmarks.md version 14).
+        const double tol = std::string(name) == "solve" ? 0.08 : 0.05;
+        QVERIFY2(std::abs(ratio - 1) < tol, qPrintable(QString("%1: ratio %2").arg(name).arg(ratio)));
       }
     }
   }
