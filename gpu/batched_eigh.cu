@@ -35,10 +35,9 @@ __device__ __forceinline__ double warpSum(double x) {
 }
 
 // One rotation of an implicit QL sweep at i (dsteqr / tqli), shared by pass 2 and pass
-// 3's fallback. (Written with explicit roundings, __dmul_rn / __fma_rn, the two sites
-// agree to the bit, but the QL pass is 18 % slower: docs/benchmarks.md, version 15;
-// the compiler's contraction may differ between the sites, which moves eigenvectors of
-// repeated eigenvalues within their space and nothing else.)
+// 3's fallback. The compiler may contract the two call sites differently, which moves
+// eigenvectors of repeated eigenvalues within their space and nothing else
+// (docs/benchmarks.md, version 15).
 // From e(i), d(i), d(i + 1) and the sweep's state (s, c, p, g): returns r = the new
 // e(i + 1), 0 where the block splits (then nothing else changes), else updates the
 // state and sets dnew = the new d(i + 1). r and 1/r come from one rsqrt (the entries
