@@ -6,6 +6,7 @@
 #include "../threads.h"
 #include "lapack.h"
 #include "patch_solver.h"
+#include "spot_cache.h"
 
 #include <algorithm>
 #include <atomic>
@@ -160,6 +161,10 @@ void CpuEngine::extractInto(const ExtractionRequest& req, ExtractionResult& resu
     const int total = int(todo.size());
     const double dw = plan.wave.dw;
 
+    // Spots shared by overlapping patches are evaluated once (spot_cache.h).
+    std::unique_ptr<SpotCache> spotCache;
+    if (m_options.spotCache) spotCache = std::make_unique<SpotCache>(psf, plan, todo);
+
     // Per-thread solvers and their scratch live in the engine between requests.
     std::vector<std::unique_ptr<Workspace>> ws;
     {
@@ -188,7 +193,8 @@ void CpuEngine::extractInto(const ExtractionRequest& req, ExtractionResult& resu
           const auto t0 = std::chrono::steady_clock::now();
           {
             ScopedRange rp(&rec, "patch", p.index);
-            solver.solve(p, plan, image, psf, opt, sol, &rec);
+            solver.solve(p, plan, image, psf, opt, sol, &rec, spotCache.get());
+            if (spotCache) spotCache->release(p);
             ScopedRange ra(&rec, "assemble", p.index);
             // Keep the central fibers and bins (EXTRACTION.md §3); each (fiber, bin)
             // belongs to one patch, so these writes never overlap between threads.
