@@ -363,8 +363,11 @@ std::string checkNesting(const Profile& p) {
   }
   for (std::size_t lane = 0; lane < byLane.size(); ++lane) {
     auto& v = byLane[lane];
+    // Ties: outer first; at one depth the one that ends first (an empty range at a
+    // sibling's start is beside it, not inside it).
     std::stable_sort(v.begin(), v.end(), [](const ProfileRange* x, const ProfileRange* y) {
-      return x->startNs != y->startNs ? x->startNs < y->startNs : x->depth < y->depth;
+      if (x->startNs != y->startNs) return x->startNs < y->startNs;
+      return x->depth != y->depth ? x->depth < y->depth : x->endNs < y->endNs;
     });
     std::vector<const ProfileRange*> open;
     for (const ProfileRange* r : v) {
