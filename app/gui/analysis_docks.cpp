@@ -2,6 +2,7 @@
 
 #include "widgets/background.h"
 
+#include "comparison_dock.h"
 #include "main_window.h"
 #include "user_messages.h"
 
@@ -76,9 +77,12 @@ AnalysisDocks::AnalysisDocks(MainWindow* window) : QObject(window), m_window(win
   buildRunDock();
   buildEngineDock();
   buildSweepDock();
+  m_resultDock = new ComparisonDock(window->document(), window->viewState(), window->cudaUsable(),
+                                    cudaBuilt() ? window->gpuDescription() : tr("this spexlab was built without CUDA"),
+                                    window);
   // Beside the spectrum, which stays in front.
   QDockWidget* spectrum = window->findChild<QDockWidget*>(QStringLiteral("spectrumDock"));
-  for (QDockWidget* d : {m_timelineDock, m_runDock, m_engineDock, m_sweepDock}) {
+  for (QDockWidget* d : {m_timelineDock, m_runDock, m_engineDock, static_cast<QDockWidget*>(m_resultDock), m_sweepDock}) {
     if (spectrum) window->tabifyDockWidget(spectrum, d);
     else window->addDockWidget(Qt::BottomDockWidgetArea, d);
   }
@@ -88,7 +92,7 @@ AnalysisDocks::AnalysisDocks(MainWindow* window) : QObject(window), m_window(win
   auto* menu = new QMenu(tr("&Analysis"), window->menuBar());
   if (window->helpMenu()) window->menuBar()->insertMenu(window->helpMenu()->menuAction(), menu);
   else window->menuBar()->addMenu(menu);
-  for (QDockWidget* d : {m_timelineDock, m_runDock, m_engineDock, m_sweepDock})
+  for (QDockWidget* d : {m_timelineDock, m_runDock, m_engineDock, static_cast<QDockWidget*>(m_resultDock), m_sweepDock})
     menu->addAction(d->toggleViewAction());
   menu->addSeparator();
   menu->addAction(tr("Open Chrome trace\u2026"), this, [this] {
@@ -117,6 +121,29 @@ AnalysisDocks::AnalysisDocks(MainWindow* window) : QObject(window), m_window(win
                        .arg(r->cancelled ? tr(", cancelled") : QString()),
                    profile, r);
           });
+  // Every run with a result can be compared with any other result.
+  auto pushRuns = [this] {
+    std::vector<ComparisonDock::Run> runs;
+    for (const Run& r : m_runs)
+      if (r.result) runs.push_back({r.label, r.result});
+    m_resultDock->setRuns(runs);
+  };
+  connect(this, &AnalysisDocks::runsChanged, this, pushRuns);
+  // A run keeps its own numbers: an extraction that merges into the document's result
+  // (same engine, grid and fibers) edits in place the object an earlier run of the
+  // history may share (Document::finishRun adopts a fresh run's result). Such a run
+  // gets its own copy before the first patch lands.
+  connect(window->job(), &ExtractionJob::engineStarted, this, [this, pushRuns](const QString& engine, int) {
+    const auto cur = m_window->document()->result(engine);
+    if (!cur) return;
+    std::shared_ptr<const ExtractionResult> copy;
+    for (Run& r : m_runs)
+      if (r.result == cur) {
+        if (!copy) copy = std::make_shared<const ExtractionResult>(*cur);
+        r.result = copy;
+      }
+    if (copy) pushRuns();
+  });
   // Patch indices of heatmaps belong to the plan they were made for.
   connect(window->document(), &Document::planChanged, this, [this] {
     m_window->ccdView()->clearPatchHeatmap();
@@ -470,9 +497,25 @@ void AnalysisDocks::buildEngineDock() {
   bar->addWidget(m_compareWhole);
   bar->addStretch(1);
   m_engineCompare = new EngineComparisonView;
-  if (!cudaBuilt())
-    m_engineCompare->showMessage(tr("CUDA is not available: this spexlab was built without the CUDA engine. "
-                                    "Build with -DSPEXLAB_CUDA=ON on a machine with a GPU to compare."));
+  if (!m_window->cudaUsable()) {
+    // Say so plainly, grey what cannot run, and offer the comparisons that can.
+    m_compareButton->setEnabled(false);
+    m_compareButton->setToolTip(tr("Needs a usable GPU"));
+    auto* others = new QPushButton(tr("Compare other results…"));
+    others->setObjectName(QStringLiteral("compareOtherResults"));
+    others->setToolTip(tr("A CPU run against an opened frame or another CPU run"));
+    bar->insertWidget(2, others);
+    connect(others, &QPushButton::clicked, this, [this] {
+      m_resultDock->show();
+      m_resultDock->raise();
+    });
+    m_engineCompare->showMessage(
+        (cudaBuilt() ? tr("CUDA is not available: no usable GPU here (%1).").arg(m_window->gpuDescription())
+                     : tr("CUDA is not available: this spexlab was built without the CUDA engine.")) +
+        QStringLiteral(" ") +
+        tr("A CPU run can still be compared with an opened frame (e.g. the pipeline's frame-*.fits) or with "
+           "another CPU run (other parameters): Compare other results…"));
+  }
   auto* lay = new QVBoxLayout(w);
   lay->setContentsMargins(2, 2, 2, 2);
   lay->addLayout(bar);

@@ -28,6 +28,7 @@ class QPushButton;
 
 namespace spex {
 
+class ComparisonDock;
 class EngineComparisonView;
 class MainWindow;
 class PhaseTable;
@@ -95,6 +96,8 @@ public:
   QDockWidget* runComparisonDock() const { return m_runDock; }
   QDockWidget* engineComparisonDock() const { return m_engineDock; }
   QDockWidget* sweepDock() const { return m_sweepDock; }
+  // Any two results (runs, the opened frame, frame files) compared (issue 14).
+  ComparisonDock* resultComparisonDock() const { return m_resultDock; }
 
 signals:
   void runsChanged();
@@ -130,6 +133,7 @@ private:
   QDockWidget* m_runDock = nullptr;
   QDockWidget* m_engineDock = nullptr;
   QDockWidget* m_sweepDock = nullptr;
+  ComparisonDock* m_resultDock = nullptr;
 
   TimelineView* m_timeline = nullptr;
   PhaseTable* m_phaseTable = nullptr;
