@@ -11,8 +11,11 @@
 #include "widgets/profiling/engine_comparison_view.h"
 #include "widgets/profiling/phase_table.h"
 #include "widgets/profiling/run_comparison_view.h"
+#include "widgets/profiling/slowest_patches.h"
 #include "widgets/profiling/sweep_view.h"
+#include "widgets/profiling/time_axis_state.h"
 #include "widgets/profiling/timeline_view.h"
+#include "widgets/profiling/zone_finder.h"
 #include "widgets/view_state.h"
 
 #include <QCheckBox>
@@ -30,6 +33,7 @@
 #include <QScrollArea>
 #include <QSplitter>
 #include <QStatusBar>
+#include <QTabWidget>
 #include <QVBoxLayout>
 #include <QtConcurrent>
 
@@ -73,6 +77,7 @@ AnalysisDocks* AnalysisDocks::of(MainWindow* window) {
 }
 
 AnalysisDocks::AnalysisDocks(MainWindow* window) : QObject(window), m_window(window) {
+  m_axis = new TimeAxisState(this);
   buildTimelineDock();
   buildRunDock();
   buildEngineDock();
@@ -147,6 +152,7 @@ AnalysisDocks::AnalysisDocks(MainWindow* window) : QObject(window), m_window(win
   // Patch indices of heatmaps belong to the plan they were made for.
   connect(window->document(), &Document::planChanged, this, [this] {
     m_window->ccdView()->clearPatchHeatmap();
+    showAppliedSweepSetting();
     const QSignalBlocker block(m_heatBox);
     m_heatBox->setCurrentIndex(0);
   });
@@ -188,6 +194,18 @@ AnalysisDocks::AnalysisDocks(MainWindow* window) : QObject(window), m_window(win
     }
     m_sweep = o.result;
     m_sweepView->setResult(m_sweep);
+    showAppliedSweepSetting();
+    // Each setting's extraction is a run of its own, for the timeline and the run
+    // comparison (the shown run stays).
+    for (const SweepRow& r : m_sweep.rows)
+      if (r.ok() && !r.profile.ranges.empty())
+        addRun(tr("sweep %1 nwavestep %2 nsub %3 pad %4 (%5 patches)")
+                   .arg(QString::fromStdString(r.engine))
+                   .arg(r.nwavestep)
+                   .arg(r.nsubbundles)
+                   .arg(r.wavepadFrac)
+                   .arg(r.patches),
+               std::make_shared<const Profile>(r.profile), nullptr, false);
     m_sweepBar->setValue(m_sweepBar->maximum());
     m_sweepLabel->setText(tr("%1 settings done%2 (%3 accuracy)")
                               .arg(m_sweep.rows.size())
@@ -258,17 +276,26 @@ void AnalysisDocks::buildTimelineDock() {
   bar->addWidget(m_heatBox);
 
   m_timeline = new TimelineView;
+  m_timeline->setTimeAxis(m_axis);
   auto* scroll = new QScrollArea;
   scroll->setWidget(m_timeline);
   scroll->setWidgetResizable(true);
   m_phaseTable = new PhaseTable;
+  m_phaseTable->setTimeAxis(m_axis);
   m_phaseLabel = new QLabel(m_phaseTable->description());
   m_phaseLabel->setWordWrap(true);
-  auto* right = new QWidget;
-  auto* rl = new QVBoxLayout(right);
+  auto* phases = new QWidget;
+  auto* rl = new QVBoxLayout(phases);
   rl->setContentsMargins(0, 0, 0, 0);
   rl->addWidget(m_phaseLabel);
   rl->addWidget(m_phaseTable, 1);
+  m_zoneFinder = new ZoneFinder;
+  m_slowest = new SlowestPatches;
+  auto* right = new QTabWidget;
+  right->setObjectName(QStringLiteral("timelineTabs"));
+  right->addTab(phases, tr("Phases"));
+  right->addTab(m_zoneFinder, tr("Find zone"));
+  right->addTab(m_slowest, tr("Slowest patches"));
   auto* split = new QSplitter(Qt::Horizontal);
   split->addWidget(scroll);
   split->addWidget(right);
@@ -290,16 +317,17 @@ void AnalysisDocks::buildTimelineDock() {
     if (!path.isEmpty()) exportTrace(path);
   });
   connect(m_heatBox, &QComboBox::currentIndexChanged, this, [this](int i) { setHeatmap(Heatmap(i)); });
-  connect(m_timeline, &TimelineView::selectionChanged, this, [this](qint64 t0, qint64 t1) {
-    m_phaseTable->setTimeRange(t0, t1);
-    m_phaseLabel->setText(m_phaseTable->description());
-  });
-  connect(m_timeline, &TimelineView::patchClicked, this, [this](int, int patch) {
-    const int i = shownRun();
-    const auto plan = m_window->document()->plan();
-    if (i < 0 || !m_runs[i].result || !plan || !samePlan(m_runs[i].result->params, plan->params)) return;
-    if (patch < int(plan->patches.size())) m_window->viewState()->setSelectedPatches({patch});
-  });
+  // The phase table follows the shared axis itself; the line above it says what of.
+  connect(m_axis, &TimeAxisState::selectionChanged, this,
+          [this] { m_phaseLabel->setText(m_phaseTable->description()); });
+  connect(m_timeline, &TimelineView::patchClicked, this, [this](int, int patch) { jumpToPatch(patch); });
+  // Find zone and slowest patches: show the zone on the timeline, the patch on the CCD.
+  auto showZone = [this](int rangeIndex) { m_timeline->showZone(0, rangeIndex); };
+  auto jump = [this](int patch) { jumpToPatch(patch); };
+  connect(m_zoneFinder, &ZoneFinder::zoneActivated, this, showZone);
+  connect(m_zoneFinder, &ZoneFinder::patchActivated, this, jump);
+  connect(m_slowest, &SlowestPatches::zoneActivated, this, showZone);
+  connect(m_slowest, &SlowestPatches::patchActivated, this, jump);
 
   m_timelineDock = new QDockWidget(tr("Timeline"), m_window);
   m_timelineDock->setObjectName(QStringLiteral("timelineDock"));
@@ -307,12 +335,46 @@ void AnalysisDocks::buildTimelineDock() {
 }
 
 void AnalysisDocks::addRun(const QString& label, std::shared_ptr<const Profile> profile,
-                           std::shared_ptr<const ExtractionResult> result) {
+                           std::shared_ptr<const ExtractionResult> result, bool show) {
   ++m_runCounter;
   m_runs.push_back({label, std::move(profile), std::move(result)});
   refreshRunCombos();
-  m_runBox->setCurrentIndex(int(m_runs.size()) - 1); // shows it
+  if (show) m_runBox->setCurrentIndex(int(m_runs.size()) - 1); // shows it
   emit runsChanged();
+}
+
+bool AnalysisDocks::jumpToPatch(int patch) {
+  const int i = shownRun();
+  const auto plan = m_window->document()->plan();
+  if (i < 0 || !m_runs[i].result || !plan || !samePlan(m_runs[i].result->params, plan->params) ||
+      m_runs[i].result->fiberMin != plan->fiberMin || patch < 0 || patch >= int(plan->patches.size())) {
+    setStatus(tr("Patch %1 is not on the CCD: the shown run has no per-patch results for the current patch plan.")
+                  .arg(patch));
+    return false;
+  }
+  // Select it and bring its kept region to the middle of the CCD (zoom unchanged).
+  const Patch& p = plan->patches[patch];
+  const auto psf = m_window->document()->psf();
+  ViewState* vs = m_window->viewState();
+  vs->setSelectedPatches({patch});
+  if (psf) {
+    const int f = p.fiber0 + p.nfiber / 2;
+    const double w = plan->wave.at(p.wave0 + p.nwave / 2);
+    vs->setCenter(QPointF(psf->x(f, w), psf->y(f, w)));
+  }
+  setStatus(tr("Patch %1: fibers %2–%3, %4–%5 Å")
+                .arg(patch)
+                .arg(m_window->viewState()->fiberNumber(p.fiber0))
+                .arg(m_window->viewState()->fiberNumber(p.fiber0 + p.nfiber - 1))
+                .arg(plan->wave.at(p.wave0), 0, 'f', 1)
+                .arg(plan->wave.at(p.wave0 + p.nwave - 1), 0, 'f', 1));
+  return true;
+}
+
+void AnalysisDocks::showAppliedSweepSetting() {
+  const auto plan = m_window->document()->plan();
+  if (plan) m_sweepView->setApplied(plan->params.nwavestep, plan->params.nsubbundles, plan->params.wavepadFrac);
+  else m_sweepView->clearApplied();
 }
 
 void AnalysisDocks::refreshRunCombos() {
@@ -336,6 +398,8 @@ void AnalysisDocks::showRun(int index) {
   if (index < 0 || index >= int(m_runs.size())) {
     m_timeline->setProfile(nullptr);
     m_phaseTable->setProfile(nullptr);
+    m_zoneFinder->setProfile(nullptr);
+    m_slowest->setProfile(nullptr);
     m_phaseLabel->setText(m_phaseTable->description());
     return;
   }
@@ -346,6 +410,8 @@ void AnalysisDocks::showRun(int index) {
   const Run& r = m_runs[index];
   m_timeline->setProfile(r.profile, r.label);
   m_phaseTable->setProfile(r.profile);
+  m_zoneFinder->setProfile(r.profile);
+  m_slowest->setProfile(r.profile);
   m_phaseLabel->setText(m_phaseTable->description());
   if (m_heatBox->currentIndex() > 0 && Heatmap(m_heatBox->currentIndex()) != Heatmap::Sweep)
     setHeatmap(Heatmap(m_heatBox->currentIndex()));
@@ -462,6 +528,7 @@ void AnalysisDocks::buildRunDock() {
     connect(b, &QComboBox::currentIndexChanged, this, [this] { updateRunComparison(); });
   }
   m_runCompare = new RunComparisonView;
+  m_runCompare->setTimeAxis(m_axis);
   auto* bar = new QHBoxLayout;
   bar->addWidget(new QLabel(tr("A")));
   bar->addWidget(m_runA, 1);

@@ -6,6 +6,9 @@
 
 #include "widgets/colormap.h"
 #include "widgets/comparison/frame_comparison_view.h"
+#include "image_tools.h"
+#include "widgets/residual_view.h"
+#include "widgets/side_by_side_view.h"
 #include "widgets/profiling/engine_comparison_view.h"
 
 #include "widgets/view_state.h"
@@ -36,6 +39,44 @@ bool waitForJob(MainWindow& w) {
   QEventLoop loop;
   QObject::connect(&w, &MainWindow::jobFinished, &loop, &QEventLoop::quit);
   loop.exec();
+  return true;
+}
+// "x0,y0,x1,y1" -> four numbers; false when it is not that.
+bool fourNumbers(const QString& text, double v[4]) {
+  const QStringList p = text.split(QLatin1Char(','));
+  if (p.size() != 4) return false;
+  for (int i = 0; i < 4; ++i) {
+    bool ok = false;
+    v[i] = p[i].trimmed().toDouble(&ok);
+    if (!ok) return false;
+  }
+  return true;
+}
+
+bool applyImageTools(MainWindow& w, const ScreenshotOptions& opt) {
+  if (opt.invert) {
+    ScaleSettings s = w.scale();
+    s.inverted = true;
+    w.setScale(s);
+  }
+  double v[4];
+  if (!opt.box.isEmpty()) {
+    if (!fourNumbers(opt.box, v)) {
+      std::fprintf(stderr, "spexlab: --box expects x0,y0,x1,y1 in CCD pixels, got '%s'\n", qPrintable(opt.box));
+      return false;
+    }
+    w.ccdView()->setBoxRegion(QRectF(QPointF(v[0], v[1]), QPointF(v[2], v[3])).normalized());
+  }
+  if (!opt.cut.isEmpty()) {
+    if (!fourNumbers(opt.cut, v)) {
+      std::fprintf(stderr, "spexlab: --cut expects x0,y0,x1,y1 in CCD pixels, got '%s'\n", qPrintable(opt.cut));
+      return false;
+    }
+    w.ccdView()->setCutLine(QLineF(v[0], v[1], v[2], v[3]));
+  }
+  // Side by side shows the residual view's arrays: let that finish first.
+  w.residualView()->waitForUpdate();
+  if (ImageTools* tools = ImageTools::of(&w)) tools->sideBySide()->waitForUpdate();
   return true;
 }
 } // namespace
@@ -187,6 +228,7 @@ int takeScreenshot(MainWindow& w, const ScreenshotOptions& opt) {
       return 2;
     }
   }
+  if (!applyImageTools(w, opt)) return 2;
   if (!opt.raise.isEmpty())
     for (QDockWidget* d : w.findChildren<QDockWidget*>())
       if (d->objectName().startsWith(opt.raise)) {
