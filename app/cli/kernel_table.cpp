@@ -9,7 +9,7 @@ std::string kernelTable(const Profile& p, int maxPerPhase) {
   std::ostringstream os;
   char line[512];
   const auto stats = p.kernelStats();
-  std::snprintf(line, sizeof line, "%-44s %7s %11s %10s %7s\n", "phase / kernel", "count", "total ms",
+  std::snprintf(line, sizeof line, "%-66s %7s %11s %10s %7s\n", "phase / kernel", "count", "total ms",
                 "mean us", "share");
   os << line;
   std::size_t i = 0;
@@ -19,7 +19,7 @@ std::string kernelTable(const Profile& p, int maxPerPhase) {
     double kernelSum = 0;
     while (end < stats.size() && stats[end].phase == phase) kernelSum += stats[end++].totalS;
     const double ptot = stats[i].phaseTotalS;
-    std::snprintf(line, sizeof line, "%-44s %7s %11.3f %10s %6.1f%%\n",
+    std::snprintf(line, sizeof line, "%-66s %7s %11.3f %10s %6.1f%%\n",
                   phase.empty() ? "(outside every phase)" : phase.c_str(), "", 1e3 * (ptot > 0 ? ptot : kernelSum),
                   "", ptot > 0 ? 100 * kernelSum / ptot : 0.0);
     os << line;
@@ -28,8 +28,8 @@ std::string kernelTable(const Profile& p, int maxPerPhase) {
     for (std::size_t k = i; k < end; ++k) {
       const KernelStats& s = stats[k];
       if (shown < maxPerPhase) {
-        std::string name = s.name.size() > 40 ? s.name.substr(0, 37) + "..." : s.name;
-        std::snprintf(line, sizeof line, "  %-42s %7d %11.3f %10.1f %6.1f%%\n", name.c_str(), s.count,
+        std::string name = s.name.size() > 64 ? s.name.substr(0, 61) + "..." : s.name;
+        std::snprintf(line, sizeof line, "  %-64s %7d %11.3f %10.1f %6.1f%%\n", name.c_str(), s.count,
                       1e3 * s.totalS, 1e6 * s.meanS, 100 * s.share);
         os << line;
         ++shown;
@@ -39,7 +39,7 @@ std::string kernelTable(const Profile& p, int maxPerPhase) {
       }
     }
     if (otherCount) {
-      std::snprintf(line, sizeof line, "  %-42s %7d %11.3f %10.1f %6.1f%%\n", "(other kernels)", otherCount,
+      std::snprintf(line, sizeof line, "  %-64s %7d %11.3f %10.1f %6.1f%%\n", "(other kernels)", otherCount,
                     1e3 * otherTotal, 1e6 * otherTotal / otherCount, ptot > 0 ? 100 * otherTotal / ptot : 0.0);
       os << line;
     }

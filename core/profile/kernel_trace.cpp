@@ -132,11 +132,15 @@ void attachKernelTrace(Profile& p, const KernelTraceInput& in) {
         if (w.startNs >= t1) break;
         if (w.depth != depth || w.endNs <= t0) continue;
         const int64_t mid = t0 + (t1 - t0) / 2, b0 = t0, b1 = t1;
-        if (mid < w.startNs + (w.endNs - w.startNs) / 2)
+        // Out on the side of its midpoint; one that lies wholly inside the sibling
+        // shrinks to nothing at that edge.
+        if (mid < w.startNs + (w.endNs - w.startNs) / 2) {
           t1 = std::min(t1, w.startNs);
-        else
+          t0 = std::min(t0, t1);
+        } else {
           t0 = std::max(t0, w.endNs);
-        if (t1 < t0) t1 = t0;
+          t1 = std::max(t1, t0);
+        }
         maxClamp = std::max({maxClamp, std::abs(t0 - b0), std::abs(t1 - b1)});
       }
     KernelRecord k;

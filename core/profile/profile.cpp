@@ -75,7 +75,7 @@ std::vector<int64_t> selfTimesNs(const Profile& p) {
   for (std::size_t i = 0; i < p.ranges.size(); ++i) self[i] = p.ranges[i].durationNs();
   const std::vector<int> parent = parentsOf(p);
   for (std::size_t i = 0; i < p.ranges.size(); ++i) {
-    if (parent[i] < 0) continue;
+    if (parent[i] < 0 || p.ranges[i].kernel >= 0) continue; // kernels are not phases
     const ProfileRange &c = p.ranges[i], &q = p.ranges[parent[i]];
     self[parent[i]] -= std::max<int64_t>(0, std::min(c.endNs, q.endNs) - std::max(c.startNs, q.startNs));
   }
@@ -87,7 +87,7 @@ std::vector<PatchTime> patchTimes(const Profile& p) {
   std::map<int, PatchTime> by;
   for (int i = 0; i < int(p.ranges.size()); ++i) {
     const ProfileRange& r = p.ranges[i];
-    if (r.patch < 0) continue;
+    if (r.patch < 0 || r.kernel >= 0) continue;
     if (parent[i] >= 0 && p.ranges[parent[i]].patch == r.patch) continue; // inside its own patch zone
     PatchTime& t = by[r.patch];
     t.patch = r.patch;
@@ -434,8 +434,11 @@ std::string checkNesting(const Profile& p) {
   }
   for (std::size_t lane = 0; lane < byLane.size(); ++lane) {
     auto& v = byLane[lane];
+    // Ties: outer first; at one depth the one that ends first (an empty range at a
+    // sibling's start is beside it, not inside it).
     std::stable_sort(v.begin(), v.end(), [](const ProfileRange* x, const ProfileRange* y) {
-      return x->startNs != y->startNs ? x->startNs < y->startNs : x->depth < y->depth;
+      if (x->startNs != y->startNs) return x->startNs < y->startNs;
+      return x->depth != y->depth ? x->depth < y->depth : x->endNs < y->endNs;
     });
     std::vector<const ProfileRange*> open;
     for (const ProfileRange* r : v) {

@@ -213,6 +213,29 @@ private slots:
     QVERIFY(ov);
     QCOMPARE(ov->startNs, int64_t(15'000)); // panel ends at 15 000
     QVERIFY2(checkNesting(g.p).empty(), checkNesting(g.p).c_str());
+
+    // A set of cholesky (depth 2) that lands wholly inside its sibling phase panel, in
+    // panel's first half (seen on an H100: the info reset before the first diagonal
+    // block): it shrinks to nothing at panel's start, beside it, and still nests.
+    Fixture h;
+    DeviceActivity m;
+    m.kind = DeviceActivity::Kind::Memset;
+    m.bytes = 28;
+    m.correlation = 202;
+    m.stream = 13;
+    m.startNs = uint64_t(12'100 - kOffset);
+    m.endNs = uint64_t(12'200 - kOffset);
+    h.in.activities.push_back(m);
+    h.in.external[202] = 2;
+    attachKernelTrace(h.p, h.in);
+    const ProfileRange* set = nullptr;
+    for (const ProfileRange& r : h.p.ranges)
+      if (r.kernel >= 0 && h.p.kernels[r.kernel].correlation == 202) set = &r;
+    QVERIFY(set);
+    QCOMPARE(set->depth, 2);
+    QCOMPARE(set->startNs, int64_t(12'000));
+    QCOMPARE(set->endNs, int64_t(12'000));
+    QVERIFY2(checkNesting(h.p).empty(), checkNesting(h.p).c_str());
   }
 
   void statisticsAndTrace() {
