@@ -104,6 +104,11 @@ CudaEngineOptions cudaOptions(const EngineOptions& eo) {
       throw InputError("SPEXLAB_CUDA_CHOLESKY='" + e + "': expected blocked or potrf");
     o.blockedCholesky = e == "blocked";
   }
+  if (const std::string e = env("SPEXLAB_CUDA_SOLVER"); !e.empty()) {
+    if (e != "auto" && e != "dense")
+      throw InputError("SPEXLAB_CUDA_SOLVER='" + e + "': expected auto or dense");
+    o.bandedSolve = e == "auto";
+  }
   return o;
 }
 
@@ -216,13 +221,14 @@ std::vector<std::string> engineMemoryNotes(const Engine& engine) {
     for (const CudaMemoryPlan& p : c->memoryPlans()) {
       if (!p.budgetBytes) continue;
       const double GiB = double(1ull << 30);
-      char buf[256];
+      char buf[320];
       std::snprintf(buf, sizeof buf,
                     "GPU %d: budget %.2f GiB; frame arrays %.2f GiB + %d stream%s x %d patches "
-                    "(%.1f MiB each, estimated) %.2f GiB; %d batches",
+                    "(%.1f MiB each, estimated) %.2f GiB; %d batches, %d on the block band (widest "
+                    "fiber coupling %d)",
                     p.device, double(p.budgetBytes) / GiB, double(p.fixedBytes) / GiB, p.streams,
                     p.streams == 1 ? "" : "s", p.batch, double(p.perPatchBytes) / double(1 << 20),
-                    double(p.batchBytes) / GiB, p.batches);
+                    double(p.batchBytes) / GiB, p.batches, p.bandedBatches, p.maxCoupling);
       out.push_back(buf);
     }
 #else

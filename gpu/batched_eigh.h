@@ -1,39 +1,65 @@
 // Batched symmetric eigensolver for small matrices (the 74 x 74 fiber blocks of the
 // signal decorrelation, EXTRACTION.md §4.4), shaped like LAPACK's dsyev with
-// jobz = 'V', uplo = 'L'. One thread block per matrix, the matrix in shared memory:
-// Householder tridiagonalisation (dsytd2), Q formed in place (dorgtr/dorg2r), then
-// implicit QL with shifts on the tridiagonal (dsteqr), its rotations computed by one
-// thread while the other warps apply the previous sweep's rotations to the rows of Q.
-// Tested alone against LAPACK's dsyevd on random SPD batches (tests/gpu/
-// test_batched_eigh.cpp).
+// jobz = 'V', uplo = 'L' and a caller-provided workspace. Three passes
+// (docs/benchmarks.md, CUDA engine, version 11):
+//   1. reduce  one thread block per matrix, the matrix in shared memory: Householder
+//              tridiagonalisation (dsytd2) and Q formed in place (dorgtr/dorg2r);
+//              Q back into A, the tridiagonal (d, e) into the workspace;
+//   2. QL      one thread per matrix: implicit QL with shifts on (d, e) (dsteqr), no
+//              vectors; every sweep's Givens rotations are recorded in the workspace.
+//              Thousands of these serial chains run at once instead of one per block;
+//   3. apply   one thread block per matrix: the recorded rotations applied to the
+//              rows of Q (a thread per row, no barrier), eigenvalues
+//              sorted ascending with their vectors.
+// A matrix whose rotations do not fit its share of the workspace runs the QL in pass
+// 3 instead (one thread computes the rotations while the others apply them): any
+// workspace from syevBatchedMinWorkspace up gives the same results, a larger one is
+// faster. Tested alone against LAPACK's dsyevd on random SPD batches
+// (tests/gpu/test_batched_eigh.cpp).
 #pragma once
 
 #include <cuda_runtime.h>
 
+#include <cstddef>
+
 namespace spex::gpu {
 
 // Largest n the shared-memory solver takes (n * n doubles must fit in a block's
-// shared memory beside a few vectors: 8 n^2 + 88 n bytes <= 227 KB).
+// shared memory beside a few vectors).
 constexpr int kSyevMaxN = 160;
+
+// Doubles of workspace for `batch` matrices of order n so that a matrix's recorded
+// rotations may number up to rotationsPerMatrix (0: 2 n^2; random SPD matrices of
+// n = 74 need ~1.05 n^2 on average).
+std::size_t syevBatchedWorkspace(int n, int batch, long long rotationsPerMatrix = 0);
+// The least workspace syevBatched accepts (no rotation record: every matrix then runs
+// its QL in the apply pass, as the one-kernel solver of version 9 did).
+std::size_t syevBatchedMinWorkspace(int n, int batch);
 
 // Eigen-decomposition of `batch` symmetric n x n matrices, column-major with leading
 // dimension lda, matrix b at A + b * strideA; only the lower triangle is read. On
 // return column j of each matrix holds the unit eigenvector of eigenvalue
 // W[b * n + j], eigenvalues ascending. info[b] = 0, or i > 0 when the QL iteration did
 // not converge for eigenvalue i (then W and A are not defined). n <= kSyevMaxN.
-// Asynchronous on `stream`; throws GpuError for bad arguments or a failed launch.
+// work: lwork >= syevBatchedMinWorkspace(n, batch) doubles of device memory, 16-byte
+// aligned, each matrix taking an equal share. Asynchronous on `stream`; throws
+// GpuError for bad arguments or a failed launch.
 void syevBatched(int n, double* A, int lda, long long strideA, double* W, int* info, int batch,
-                 cudaStream_t stream);
+                 double* work, std::size_t lwork, cudaStream_t stream);
 
-// The same, synchronous on the default stream, timed (CUDA events) and with each
-// matrix's mean clock cycles per stage as thread 0 of its block saw them, and its
-// mean QL sweeps and rotations: for the benchmark notes, not for production.
+// The same, synchronous on the default stream, each pass timed (CUDA events), with
+// clock-cycle counts per stage (thread 0 of a block, or the matrix's thread in the QL
+// pass; means per matrix), the mean QL sweeps and rotations, and how many matrices
+// fell back to the in-block QL: for the benchmark notes, not for production.
+// qlLanes: matrices per warp in the QL pass (1, 2, 4 or 8; 0: as syevBatched chooses,
+// 1 where the batch fits the GPU at once, else 8: docs/benchmarks.md, version 15).
 struct SyevProfile {
-  double seconds = 0;
-  double tridiagonalCycles = 0, formQCycles = 0, qlCycles = 0, writeCycles = 0;
+  double seconds = 0, reduceSeconds = 0, qlSeconds = 0, applySeconds = 0;
+  double tridiagonalCycles = 0, formQCycles = 0, qlCycles = 0, applyCycles = 0;
   double sweeps = 0, rotations = 0;
+  long long fallbacks = 0;
 };
 SyevProfile syevBatchedProfile(int n, double* A, int lda, long long strideA, double* W, int* info,
-                               int batch);
+                               int batch, double* work, std::size_t lwork, int qlLanes = 0);
 
 } // namespace spex::gpu

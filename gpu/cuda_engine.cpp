@@ -1,15 +1,16 @@
 // CudaEngine: host orchestration. Reads nothing, computes nothing per patch: it
 // uploads, launches and copies back (see cuda_engine.h). Device memory, the device
-// timeline (pooled events), device discovery and the batched eigensolver live in
+// timeline (pooled events), device discovery and the batched linear algebra live in
 // their own files (device_memory.h, device_timeline.h, device_discovery.cpp,
-// batched_eigh.h). Per device:
+// batched_cholesky.h, batched_eigh.h). Per device:
 //   H2D       image, PSF coefficients, patch table          (stream 0)
-//   spots     every (fiber, bin) stamp the device's patches use, once
+//   spots     every (fiber, bin) stamp the device's patches use, once; each patch's
+//             fiber coupling width (read back: the band its batch is solved on)
 //   per batch of P patches (P from the memory budget), alternating between
 //   workspaces (streams 1..W):
 //     normal equations  sparse A^T W A, y, fluxweight, pixmask_fraction, prior
-//     solve             batched Cholesky blocked by fiber, L^-1 (diagonal-block kernel +
-//                       batched GEMMs), f = L^-T L^-1 y
+//     solve             Cholesky and L^-1 on the batch's block band
+//                       (potrfBlockBandedBatched, trtriBlockBandedBatched), f = L^-T L^-1 y
 //     decorrelate       fiber blocks of iCov^-1 (batched GEMMs), their eigen-pairs
 //                       (syevBatched), C_s^-1/2, flux, ivar, resolution into the frame
 //     chi2pix           model over the box, chi2pix, pixmask, f, model image
@@ -17,10 +18,12 @@
 //   D2H       the device's rows of the frame arrays and the model image
 #include "cuda_engine.h"
 
+#include "batched_cholesky.h"
 #include "batched_eigh.h"
 #include "device_discovery.h"
 #include "device_memory.h"
 #include "device_timeline.h"
+#include "kernel_tracer.h"
 #include "kernels.h"
 
 #include "core/errors.h"
@@ -33,6 +36,7 @@
 #include <nvtx3/nvToolsExt.h>
 
 #include <algorithm>
+#include <functional>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
@@ -98,7 +102,8 @@ struct CudaEngine::Device {
   DeviceArray<DevLegendre> sets;
   DeviceArray<int2> corner;
   DeviceArray<DevPatch> patches, retryPatches;
-  PinnedArray<int> hInfo;
+  DeviceArray<int> coupling; // per patch of the request (CudaEngineOptions::bandedSolve)
+  PinnedArray<int> hInfo, hCoupling;
   PinnedArray<double> hChi2;
   EventPool events; // the timeline's and the streams' synchronisation events
   CudaMemoryPlan plan; // of the last extraction
@@ -302,9 +307,16 @@ const char* kPhaseDecorrelate = "decorrelate";
 const char* kPhaseChi2 = "chi2pix";
 const char* kPhaseD2H = "D2H";
 
+// What the host knows of a batch's patches: the fiber coupling width to solve on
+// (F - 1: dense) and the fiber blocks any of them keeps, [keptLo, keptHi).
+struct BatchShape {
+  int w = 0;
+  int keptLo = 0, keptHi = 0;
+};
+
 // The batch pipeline on workspace w for patches [first, first + count) of `table`.
 void launchBatch(Workspace& w, BatchView v, const DevPatch* table, int first, int count,
-                 double regularize, DeviceTimeline& tl, int batchId) {
+                 double regularize, const BatchShape& shape, DeviceTimeline& tl, int batchId) {
   v.patches = table + first;
   v.count = count;
   v.regularize = regularize;
@@ -337,8 +349,7 @@ void launchBatch(Workspace& w, BatchView v, const DevPatch* table, int first, in
                                 cudaMemcpyDeviceToDevice, s));
   });
   tl.phase(kPhaseSolve, w.lane, batchId, s, [&] {
-    const double one = 1.0, zero = 0.0, minus = -1.0;
-    const long long sT = (long long)nb * std::max(F - 1, 1) * nb;
+    const long long sT = gpu::blockBandedScratch(F, nb);
     tl.phase("cholesky", w.lane, batchId, s, [&] {
       if (w.potrf) {
         checkCusolver(cusolverDnDpotrfBatched(w.solver, CUBLAS_FILL_MODE_LOWER, n, w.Aptr.get(), n,
@@ -346,54 +357,27 @@ void launchBatch(Workspace& w, BatchView v, const DevPatch* table, int first, in
                       "cusolverDnDpotrfBatched");
         return;
       }
-      // Blocked by fiber (nb): diagonal block in shared memory (with its inverse), then
-      // panel L_ik = A_ik L_kk^-T and trailing update A -= L_panel L_panel^T as batched
-      // GEMMs (tensor-core fp64). Twice the trailing flops of a SYRK, at GEMM speed.
-      SPEX_CUDA(cudaMemsetAsync(v.info, 0, sizeof(int) * count, s));
-      for (int k = 0; k < F; ++k) {
-        // Steps timed apart (nested ranges; a profile sums them per name).
-        tl.phase("diagonal block", w.lane, batchId, s, [&] { gpu::launchCholeskyDiag(v, k, s); }, 2);
-        const int M = n - (k + 1) * nb;
-        if (M <= 0) break;
-        const long long dk = (long long)k * nb * (n + 1);
-        tl.phase("panel", w.lane, batchId, s, [&] {
-          checkCublas(cublasDgemmStridedBatched(w.cublas, CUBLAS_OP_N, CUBLAS_OP_T, M, nb, nb, &one,
-                                                v.A + dk + nb, n, nn, v.X + dk, n, nn, &zero, v.T, M,
-                                                sT, count),
-                      "cublasDgemmStridedBatched (panel)");
-          gpu::launchCopyPanel(v, k, sT, s);
-        }, 2);
-        tl.phase("trailing update", w.lane, batchId, s, [&] {
-          checkCublas(cublasDgemmStridedBatched(w.cublas, CUBLAS_OP_N, CUBLAS_OP_T, M, M, nb, &minus,
-                                                v.T, M, sT, v.T, M, sT, &one,
-                                                v.A + dk + (long long)nb * (n + 1), n, nn, count),
-                      "cublasDgemmStridedBatched (trailing)");
-        }, 2);
-      }
+      // On the batch's block band (gpu/batched_cholesky.h); its steps timed apart
+      // (nested ranges; a profile sums them per name).
+      gpu::potrfBlockBandedBatched(w.cublas, F, nb, shape.w, v.A, v.X, v.T, sT, v.info, count, s,
+                                   [&](const char* step, const std::function<void()>& work) {
+                                     tl.phase(step, w.lane, batchId, s, work, 2);
+                                   });
     }, 1);
     tl.phase("inverse", w.lane, batchId, s, [&] {
-    if (w.potrf) gpu::launchTriangularInverseDiag(v, s); // else the Cholesky made X_kk
-    // Row block i of X = L^-1: X(i, 0:i) = -X_ii L(i, 0:i) X(0:i, 0:i).
-    for (int i = 1; i < F; ++i) {
-      const int K = i * nb;
-      checkCublas(cublasDgemmStridedBatched(w.cublas, CUBLAS_OP_N, CUBLAS_OP_N, nb, K, K, &one,
-                                            v.A + (long long)i * nb, n, nn, v.X, n, nn, &zero,
-                                            v.T, nb, sT, count),
-                  "cublasDgemmStridedBatched (L X)");
-      checkCublas(cublasDgemmStridedBatched(w.cublas, CUBLAS_OP_N, CUBLAS_OP_N, nb, K, nb, &minus,
-                                            v.X + (long long)i * nb * (n + 1), n, nn, v.T, nb, sT,
-                                            &zero, v.X + (long long)i * nb, n, nn, count),
-                  "cublasDgemmStridedBatched (X_ii T)");
-    }
+      if (w.potrf) gpu::launchTriangularInverseDiag(v, s); // else the Cholesky made X_kk
+      // potrf's factor is dense (its zeros outside the band are computed, not kept).
+      gpu::trtriBlockBandedBatched(w.cublas, F, nb, w.potrf ? F - 1 : shape.w, v.A, v.X, v.T, sT, count, s);
     }, 1);
     gpu::launchSolveFlux(v, s);
   });
   tl.phase(kPhaseDecorrelate, w.lane, batchId, s, [&] {
     const double one = 1.0, zero = 0.0;
     if (!v.noise) {
-      // C_s = X(s0:, s)^T X(s0:, s): the fiber blocks of iCov^-1 (X lower triangular).
+      // C_s = X(s0:, s)^T X(s0:, s): the fiber blocks of iCov^-1 (X lower triangular),
+      // for the blocks some patch of the batch keeps.
       tl.phase("fiber blocks", w.lane, batchId, s, [&] {
-      for (int f = 0; f < F; ++f) {
+      for (int f = shape.keptLo; f < shape.keptHi; ++f) {
         const long long o = (long long)f * nb * (n + 1);
         checkCublas(cublasDgemmStridedBatched(w.cublas, CUBLAS_OP_T, CUBLAS_OP_N, nb, nb,
                                               n - f * nb, &one, v.X + o, n, nn, v.X + o, n, nn,
@@ -408,7 +392,10 @@ void launchBatch(Workspace& w, BatchView v, const DevPatch* table, int first, in
         tl.phase("eigh", w.lane, batchId, s, [&] {
           gpu::launchGatherKeptBlocks(v, s);
           if (!w.cusolverEigh) {
-            gpu::syevBatched(nb, v.K, nb, (long long)nb * nb, v.KW, w.info2.get(), count * v.maxKept, s);
+            // Its workspace (the rotation record) is A: the factor is not needed after the
+            // solve, and count patches' A hold ~n^2 / maxKept doubles per fiber block.
+            gpu::syevBatched(nb, v.K, nb, (long long)nb * nb, v.KW, w.info2.get(), count * v.maxKept,
+                             w.A.get(), w.A.capacity(), s);
             return;
           }
           checkCusolver(cusolverDnXsyevBatched(
@@ -537,12 +524,17 @@ struct DeviceRun {
 // Opens the device's timeline and uploads the image and the PSF. Runs on its own
 // thread while the host builds the patch plan, so the copies are off the critical path.
 void prefetch(CudaEngine::Device& dev, DeviceRun& run, const ExtractionRequest& req,
-              std::size_t budget, ProfileRecorder& rec) {
+              std::size_t budget, ProfileRecorder& rec, gpu::KernelTracer* tracer) {
   SPEX_CUDA(cudaSetDevice(dev.index));
   const std::string prefix = "cuda:" + std::to_string(dev.index) + " stream ";
   run.mainLane = rec.lane(prefix + "0");
   for (std::size_t k = 0; k < dev.ws.size(); ++k)
     dev.ws[k]->lane = rec.lane(prefix + std::to_string(k + 1));
+  if (tracer) {
+    run.tl.setTracer(tracer);
+    tracer->addStream(dev.index, dev.main, run.mainLane);
+    for (auto& w : dev.ws) tracer->addStream(dev.index, w->stream, w->lane);
+  }
   // Time origin: an event the host has waited for.
   run.t0 = run.pool.acquire();
   SPEX_CUDA(cudaEventRecord(run.t0, dev.main));
@@ -633,7 +625,8 @@ void runDevice(CudaEngine::Device& dev, DeviceRun& run, const CudaEngineOptions&
     {
       const std::size_t nfw = std::size_t(nrow) * nwave;
       std::size_t g = dev.spotV.growth(nspot * st.nx * st.ny) + dev.corner.growth(nspot) +
-                      dev.res.growth(nfw * nk) + (req.model ? dev.model.growth(npixImg) : 0);
+                      dev.res.growth(nfw * nk) + (req.model ? dev.model.growth(npixImg) : 0) +
+                      (opt.bandedSolve ? dev.coupling.growth(std::max(ntodo, 1)) : 0);
       for (auto* a : {&dev.flux, &dev.ivarOut, &dev.chi2pix, &dev.pixmask, &dev.deconv}) g += a->growth(nfw);
       makeRoom(dev, g, opt.memoryBudgetBytes);
     }
@@ -643,6 +636,13 @@ void runDevice(CudaEngine::Device& dev, DeviceRun& run, const CudaEngineOptions&
     st.v = dev.spotV.get();
     st.corner = dev.corner.get();
     gpu::launchSpotTable(dpsf, st, plan.wave.wmin, plan.wave.dw, ms);
+    if (opt.bandedSolve && ntodo > 0) {
+      // Each patch's fiber coupling, for the batches' band (read back before they start).
+      dev.coupling.need(ntodo, &dev.held, "fiber coupling");
+      gpu::launchFiberCoupling(dev.patches.get(), ntodo, st, nb, dev.coupling.get(), ms);
+      SPEX_CUDA(cudaMemcpyAsync(dev.hCoupling.get(ntodo), dev.coupling.get(), ntodo * sizeof(int),
+                                cudaMemcpyDeviceToHost, ms));
+    }
     // Frame arrays of this device's rows, zeroed (failed patches stay zero).
     const std::size_t nfw = std::size_t(nrow) * nwave;
     for (auto* a : {&dev.flux, &dev.ivarOut, &dev.chi2pix, &dev.pixmask, &dev.deconv}) {
@@ -778,6 +778,28 @@ void runDevice(CudaEngine::Device& dev, DeviceRun& run, const CudaEngineOptions&
 
   int* hInfo = dev.hInfo.get(std::max(ntodo, 1));
   double* hChi2 = dev.hChi2.get(std::max(ntodo, 1));
+  // The shape of a batch of patches idx(0 .. count-1): its widest fiber coupling (the
+  // band it is solved on; F - 1, dense, without bandedSolve) and the blocks it keeps.
+  const int* hCoupling = nullptr;
+  if (opt.bandedSolve && ntodo > 0) {
+    SPEX_CUDA(cudaStreamSynchronize(ms)); // the couplings, measured with the spot table
+    hCoupling = dev.hCoupling.get(ntodo);
+  }
+  auto shapeOf = [&](int count, auto idx) {
+    BatchShape b;
+    b.w = hCoupling ? 0 : F - 1;
+    b.keptLo = F;
+    for (int k = 0; k < count; ++k) {
+      const int i = idx(k);
+      if (hCoupling) b.w = std::max(b.w, hCoupling[i]);
+      b.keptLo = std::min(b.keptLo, table[i].keptFiberOff);
+      b.keptHi = std::max(b.keptHi, table[i].keptFiberOff + table[i].nfiber);
+    }
+    if (hCoupling) dev.plan.maxCoupling = std::max(dev.plan.maxCoupling, b.w);
+    b.w = std::clamp(b.w, std::min(1, F - 1), F - 1);
+    if (b.w < F - 1) ++dev.plan.bandedBatches;
+    return b;
+  };
   std::vector<int> batchOf(ntodo, -1);
   std::vector<int> laneOf(ntodo, 0);
   int launched = 0, batchId = 0;
@@ -785,7 +807,8 @@ void runDevice(CudaEngine::Device& dev, DeviceRun& run, const CudaEngineOptions&
     if (cancel.cancelled()) break;
     Workspace& w = *dev.ws[batchId % W];
     const int count = std::min(P, ntodo - first);
-    launchBatch(w, v, dev.patches.get(), first, count, req.params.regularize, tl, batchId);
+    const BatchShape shape = shapeOf(count, [&](int k) { return first + k; });
+    launchBatch(w, v, dev.patches.get(), first, count, req.params.regularize, shape, tl, batchId);
     SPEX_CUDA(cudaMemcpyAsync(hInfo + first, w.info.get(), count * sizeof(int),
                               cudaMemcpyDeviceToHost, w.stream));
     SPEX_CUDA(cudaMemcpyAsync(hChi2 + first, w.chi2.get(), count * sizeof(double),
@@ -814,7 +837,8 @@ void runDevice(CudaEngine::Device& dev, DeviceRun& run, const CudaEngineOptions&
     std::vector<double> rChi2(retry.size());
     for (int first = 0; first < int(rt.size()); first += P) {
       const int count = std::min(P, int(rt.size()) - first);
-      launchBatch(w, v, dev.retryPatches.get(), first, count, kRetryRegularize, tl, batchId++);
+      const BatchShape shape = shapeOf(count, [&](int k) { return retry[first + k]; });
+      launchBatch(w, v, dev.retryPatches.get(), first, count, kRetryRegularize, shape, tl, batchId++);
       SPEX_CUDA(cudaMemcpyAsync(rInfo.data() + first, w.info.get(), count * sizeof(int),
                                 cudaMemcpyDeviceToHost, w.stream));
       SPEX_CUDA(cudaMemcpyAsync(rChi2.data() + first, w.chi2.get(), count * sizeof(double),
@@ -895,6 +919,9 @@ ExtractionResult CudaEngine::extract(const ExtractionRequest& req, ProgressSink&
                                      const CancelToken& cancel) {
   ProfileRecorder rec;
   rec.setThreadLaneName("main");
+  // The kernel profile: CUPTI records from here until the devices are idle.
+  std::unique_ptr<gpu::KernelTracer> tracer;
+  if (req.profileKernels) tracer = std::make_unique<gpu::KernelTracer>(rec);
   ExtractionResult result;
   PatchPlan plan;
   std::vector<int> todo;
@@ -911,7 +938,7 @@ ExtractionResult CudaEngine::extract(const ExtractionRequest& req, ProgressSink&
     for (std::size_t d = 0; d < m_devices.size(); ++d)
       prefetchers.emplace_back([&, d] {
         try {
-          prefetch(*m_devices[d], *runs[d], req, m_options.memoryBudgetBytes, rec);
+          prefetch(*m_devices[d], *runs[d], req, m_options.memoryBudgetBytes, rec, tracer.get());
         } catch (...) {
           prefetchErrors[d] = std::current_exception();
         }
@@ -1043,6 +1070,7 @@ ExtractionResult CudaEngine::extract(const ExtractionRequest& req, ProgressSink&
     }
   }
   result.profile = rec.finish();
+  if (tracer) tracer->finish(result.profile);
   return result;
 }
 

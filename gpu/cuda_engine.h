@@ -64,6 +64,13 @@ struct CudaEngineOptions {
   // Cholesky: true (default), blocked by fiber with batched GEMMs (docs/benchmarks.md,
   // version 6); false, cusolverDnDpotrfBatched. Factory switch: SPEXLAB_CUDA_CHOLESKY.
   bool blockedCholesky = true;
+  // Normal equations on their block band (default): each patch's fiber coupling width
+  // w is measured on the device from its stamps (fibers further apart than w share no
+  // pixel, so those blocks of iCov are exactly zero); a batch's blocked Cholesky then
+  // updates only the w blocks below each diagonal block, and L^-1 multiplies only the
+  // band of L; where w reaches the patch's width the batch is solved densely. false:
+  // always dense. Same results to rounding. Factory switch: SPEXLAB_CUDA_SOLVER.
+  bool bandedSolve = true;
 };
 
 // How one device's memory was split in the engine's last extraction (for reports).
@@ -76,6 +83,8 @@ struct CudaMemoryPlan {
   int streams = 0;
   int batch = 0;                 // patches per batch
   int batches = 0;               // batches launched
+  int maxCoupling = -1;          // widest fiber coupling of a patch (-1: not measured)
+  int bandedBatches = 0;         // batches solved on their block band
 };
 
 class CudaEngine : public Engine {

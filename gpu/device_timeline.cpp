@@ -19,6 +19,7 @@ cudaEvent_t EventPool::acquire() {
 }
 
 void DeviceTimeline::flush(ProfileRecorder& rec, cudaEvent_t t0, int64_t hostT0) {
+  std::vector<PhaseWindow> windows;
   for (const Pending& p : m_pending) {
     float ta = 0, tb = 0;
     SPEX_CUDA(cudaEventElapsedTime(&ta, t0, p.a));
@@ -30,8 +31,21 @@ void DeviceTimeline::flush(ProfileRecorder& rec, cudaEvent_t t0, int64_t hostT0)
     r.lane = p.lane;
     r.depth = p.depth;
     r.patch = p.id;
+    if (m_tracer) {
+      PhaseWindow w;
+      w.id = p.traceId;
+      w.name = p.name;
+      w.root = p.root;
+      w.lane = p.lane;
+      w.depth = p.depth;
+      w.patch = p.id;
+      w.startNs = r.startNs;
+      w.endNs = r.endNs;
+      windows.push_back(std::move(w));
+    }
     rec.add(std::move(r));
   }
+  if (m_tracer) m_tracer->addPhases(std::move(windows));
   drop();
 }
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "core/profile/profile.h"
+#include "kernel_tracer.h"
 #include "kernels.h"
 
 #include <cuda_runtime.h>
@@ -39,21 +40,34 @@ public:
   DeviceTimeline(const DeviceTimeline&) = delete;
   DeviceTimeline& operator=(const DeviceTimeline&) = delete;
 
+  // With a tracer (the kernel profile), each phase tags its launches with an
+  // external correlation id, and flush() hands the tracer the phases' windows.
+  void setTracer(KernelTracer* t) { m_tracer = t; }
+
   // Runs launch() between two events on stream s. depth 1: a step inside a phase
   // (e.g. "cholesky" inside "solve"), 2: a step of a step. id: batch (-1: none).
   template <class F>
   void phase(const char* name, int lane, int id, cudaStream_t s, F&& launch, int depth = 0) {
     const cudaEvent_t a = m_pool.acquire(), b = m_pool.acquire();
-    m_pending.push_back(Pending{name, lane, id, a, b, depth}); // nested phases append after it
+    const uint64_t traceId = m_tracer ? m_tracer->nextPhaseId() : 0;
+    const char* root = m_open.empty() ? name : m_pending[m_open.front()].name;
+    m_pending.push_back(Pending{name, lane, id, a, b, depth, traceId, root}); // nested phases append after it
+    m_open.push_back(m_pending.size() - 1);
     SPEX_CUDA(cudaEventRecord(a, s));
     nvtxRangePushA(name);
+    if (m_tracer) KernelTracer::push(traceId);
+    auto close = [&] {
+      if (m_tracer) KernelTracer::pop();
+      nvtxRangePop();
+      m_open.pop_back();
+    };
     try {
       launch();
     } catch (...) {
-      nvtxRangePop();
+      close();
       throw;
     }
-    nvtxRangePop();
+    close();
     SPEX_CUDA(cudaEventRecord(b, s));
   }
 
@@ -71,9 +85,13 @@ private:
     int id;
     cudaEvent_t a, b;
     int depth;
+    uint64_t traceId; // external correlation id (0: not traced)
+    const char* root; // the outermost open phase when it began
   };
   EventPool& m_pool;
   std::vector<Pending> m_pending;
+  std::vector<std::size_t> m_open; // indices of the phases being launched, outermost first
+  KernelTracer* m_tracer = nullptr;
 };
 
 } // namespace spex::gpu

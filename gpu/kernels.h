@@ -110,13 +110,18 @@ void launchLegendreSums(const double* coeff, int ncoeff, const double* u, int co
 void launchGaussHermiteBasis(int deg, int hsize, const double* d, const double* sigma,
                              int count, double* out, cudaStream_t stream);
 
+// out[p] = the fiber coupling width of patch p: the largest fiber distance between two
+// stamps that overlap inside its box (blocks of iCov further apart are exactly zero).
+void launchFiberCoupling(const DevPatch* patches, int count, const SpotTable& st, int nb, int* out,
+                         cudaStream_t stream);
 void launchNormalEquations(const BatchView& b, cudaStream_t stream);
 void launchPrior(const BatchView& b, cudaStream_t stream);
 void launchTriangularInverseDiag(const BatchView& b, cudaStream_t stream);
 // Blocked Cholesky step k: factor diagonal block k in place, X_kk = L_kk^-1, info on
-// failure; copy a panel T (M x nb, ld M, stride sT) back below diagonal block k.
+// failure; copy a panel T (M x nb, ld M, stride sT) back below diagonal block k (M
+// rows: the whole column below the block, or its band).
 void launchCholeskyDiag(const BatchView& b, int k, cudaStream_t stream);
-void launchCopyPanel(const BatchView& b, int k, long long sT, cudaStream_t stream);
+void launchCopyPanel(const BatchView& b, int k, int M, long long sT, cudaStream_t stream);
 void launchSolveFlux(const BatchView& b, cudaStream_t stream);
 void launchDecorrelateSignal(const BatchView& b, cudaStream_t stream);
 void launchGatherKeptBlocks(const BatchView& b, cudaStream_t stream);

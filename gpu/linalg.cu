@@ -100,11 +100,11 @@ __global__ void cholDiagKernel(BatchView b, int k) {
   if (threadIdx.x == 0 && bad && b.info[p] == 0) b.info[p] = k * nb + bad;
 }
 
-// A's panel below diagonal block k (rows (k+1) nb .., columns of block k) <- T, where
-// T (M x nb, leading dimension M, stride sT per patch) holds A_panel L_kk^-T.
-__global__ void copyPanelKernel(BatchView b, int k, long long sT) {
+// A's panel below diagonal block k (rows (k+1) nb .. (k+1) nb + M, columns of block
+// k) <- T, where T (M x nb, leading dimension M, stride sT per patch) holds
+// A_panel L_kk^-T.
+__global__ void copyPanelKernel(BatchView b, int k, int M, long long sT) {
   const int p = blockIdx.x, c = blockIdx.y, nb = b.nb, n = b.n;
-  const int M = n - (k + 1) * nb;
   const double* T = b.T + (std::size_t)p * sT + (std::size_t)c * M;
   double* A = b.A + (std::size_t)p * n * n + (std::size_t)(k * nb + c) * n + (k + 1) * nb;
   for (int r = threadIdx.x; r < M; r += blockDim.x) A[r] = T[r];
@@ -504,8 +504,8 @@ void launchCholeskyDiag(const BatchView& b, int k, cudaStream_t stream) {
   SPEX_CUDA_LAUNCH("cholDiagKernel");
 }
 
-void launchCopyPanel(const BatchView& b, int k, long long sT, cudaStream_t stream) {
-  copyPanelKernel<<<dim3(b.count, b.nb), 128, 0, stream>>>(b, k, sT);
+void launchCopyPanel(const BatchView& b, int k, int M, long long sT, cudaStream_t stream) {
+  copyPanelKernel<<<dim3(b.count, b.nb), 128, 0, stream>>>(b, k, M, sT);
   SPEX_CUDA_LAUNCH("copyPanelKernel");
 }
 

@@ -160,7 +160,46 @@ __global__ void priorKernel(BatchView b) {
   for (int a = nReal + threadIdx.x; a < b.n; a += blockDim.x) A[a + (long long)a * b.n] = red[0];
 }
 
+// One block per patch: the patch's fiber coupling width, the largest |j - i| between
+// fibers i, j with two stamps whose overlap inside the patch box is not empty (the
+// test normalEquationsKernel fills iCov by, so blocks further apart are exactly zero;
+// as PatchSolver's coupling in core/extract/patch_solver.cpp).
+__global__ void fiberCouplingKernel(const DevPatch* patches, SpotTable st, int nb, int* out) {
+  __shared__ int wmax;
+  const DevPatch pt = patches[blockIdx.x];
+  if (threadIdx.x == 0) wmax = 0;
+  __syncthreads();
+  const int nx = st.nx, ny = st.ny, nReal = pt.nfiberPad * nb;
+  for (int a = threadIdx.x; a < nReal; a += blockDim.x) {
+    const int i = a / nb;
+    const int2 ca = st.corner[st.index(pt.fiberPad0 + i, pt.wavePad0 + a % nb)];
+    // Farthest fiber first; nearer ones than the width found so far cannot widen it.
+    for (int j = pt.nfiberPad - 1; j > i + *(volatile int*)&wmax; --j) {
+      bool hit = false;
+      for (int kb = 0; kb < nb && !hit; ++kb) {
+        const int2 cb = st.corner[st.index(pt.fiberPad0 + j, pt.wavePad0 + kb)];
+        const int ox0 = max(max(ca.x, cb.x), pt.x0), ox1 = min(min(ca.x, cb.x) + nx, pt.x1);
+        const int oy0 = max(max(ca.y, cb.y), pt.y0), oy1 = min(min(ca.y, cb.y) + ny, pt.y1);
+        hit = ox0 < ox1 && oy0 < oy1;
+      }
+      if (hit) {
+        atomicMax(&wmax, j - i);
+        break;
+      }
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) out[blockIdx.x] = wmax;
+}
+
 } // namespace
+
+void launchFiberCoupling(const DevPatch* patches, int count, const SpotTable& st, int nb, int* out,
+                         cudaStream_t stream) {
+  if (count <= 0) return;
+  fiberCouplingKernel<<<count, 128, 0, stream>>>(patches, st, nb, out);
+  SPEX_CUDA_LAUNCH("fiberCouplingKernel");
+}
 
 void launchNormalEquations(const BatchView& b, cudaStream_t stream) {
   const int npix = b.spots.nx * b.spots.ny;

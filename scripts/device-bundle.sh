@@ -11,7 +11,7 @@ shift || true
 DATA=${SPEXLAB_TEST_DATA:-../shared/data}
 STAGE=$(mktemp -d)
 mkdir -p "$STAGE/bin" "$STAGE/lib" "$STAGE/data" .device
-bins=("$BUILD/app/spexlab-cli" "$BUILD"/tests/gpu/test_cuda_engine "$BUILD"/tests/gpu/test_device_psf "$BUILD"/tests/gpu/test_batched_eigh "$@")
+bins=("$BUILD/app/spexlab-cli" "$BUILD"/tests/gpu/test_cuda_engine "$BUILD"/tests/gpu/test_device_psf "$BUILD"/tests/gpu/test_batched_eigh "$BUILD"/tests/gpu/test_batched_cholesky "$@")
 # The workbench, when the build has it, runs there offscreen (device-run.sh step gui):
 # it needs Qt's offscreen platform plugin and a font (fontconfig finds it through the
 # fonts.conf written here).
@@ -26,7 +26,9 @@ if [ -x "$BUILD/app/gui/spexlab" ] && [ -n "$QTPLUG" ]; then
      > "$STAGE/fonts.conf"
 fi
 libs_of() {
-  # Everything ldd resolves outside glibc and the CUDA toolkit.
+  # Everything ldd resolves outside glibc and the CUDA toolkit; and CUPTI (4 MB, the
+  # kernel profile), in case the GPU machine's toolkit lacks it.
+  ldd "$1" | awk '/libcupti/ && /=> \// {print $3}' | while read -r lib; do cp -nL "$lib" "$STAGE/lib/"; done
   ldd "$1" | awk '/=> \// {print $3}' | grep -v -E '/(libc|libm|libpthread|libdl|librt|ld-linux[^/]*|libstdc\+\+|libgcc_s)\.so' \
     | grep -v -E '/usr/local/cuda|libcuda\.so|libcu(blas|solver|sparse|blasLt|dart)|libnvJitLink' \
     | while read -r lib; do cp -nL "$lib" "$STAGE/lib/"; done

@@ -3,6 +3,7 @@
 # bundle made by scripts/device-bundle.sh and runs the named steps, logs under $OUT.
 #   gpu     nvidia-smi summary          psf     test_device_psf
 #   eigh    test_batched_eigh (syevBatched against LAPACK dsyevd)
+#   chol    test_batched_cholesky (block-banded Cholesky and L^-1 against LAPACK dpotrf/dtrtri)
 #   eighab  warm median with each fiber-block eigensolver (SPEXLAB_CUDA_EIGH), same process order
 #   engine  test_cuda_engine (CUDA vs CPU, pulls, non-SPD, subsets)
 #   cold    simulate a full r frame to files, then one cold `extract --engine cuda`
@@ -14,9 +15,16 @@
 #           (SPEXLAB_CUDA_MEMORY, SPEXLAB_CUDA_BATCH; the default is 4 GiB)
 #   bench1  bench on GPU 0 only (--gpus 0); bench2 over GPUs 0 and 1 (--gpus 0,1)
 #   memcheck / racecheck   compute-sanitizer on the small engine tests
+#   raceeigh  compute-sanitizer racecheck on syevBatched (three workspace sizes)
+#   solverab  warm medians with SPEXLAB_CUDA_SOLVER=auto|dense (block band or dense), two
+#             streams alternating, then one stream each (phase times)
 #   gui     the workbench offscreen on the frame of `cold` (made if missing): CPU vs
 #           CUDA on the whole frame, twice in one process, screenshot + tables
 #   ceilings  spexlab-cli bench --ceilings alone (cuBLAS DGEMM/cuSOLVER rates)
+#   kernels   the kernel profile (CUPTI): test_cuda_engine kernelProfileMatchesPhases (kernels
+#             vs phase device times, one and two streams), the warm median of bench with and
+#             without --profile-kernels (its cost), and a Chrome trace with kernels of one
+#             `extract --profile-kernels` on the frame of `cold` (made if missing)
 #   batch20   spexlab-cli batch of 20 full r frames on GPU 0, IO overlapped: frames/hour,
 #             summary table, trace batch-1.json (bench-batch.sh)
 #   procs5    5 batch processes at once on GPU 0 (4 frames each, --gpu-memory 0.15):
@@ -45,6 +53,7 @@ for step in "$@"; do
     gpu) nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,driver_version --format=csv | tee $OUT/gpu.txt
          ldd $B/test_cuda_engine | grep "not found" ;;
     psf) timeout 120 $B/test_device_psf 2>&1 | tee $OUT/test_device_psf.log | grep -E "PASS|FAIL|SKIP|QINFO|Totals|Loc" ;;
+    chol) timeout 120 $B/test_batched_cholesky 2>&1 | tee $OUT/test_batched_cholesky.log | grep -E "PASS|FAIL|SKIP|QINFO|Totals|Loc" ;;
     eigh) timeout 120 $B/test_batched_eigh 2>&1 | tee $OUT/test_batched_eigh.log | grep -E "PASS|FAIL|SKIP|QINFO|Totals|Loc" ;;
     eighab) for k in tridiagonal cusolver tridiagonal cusolver; do echo "eigh $k:"; SPEXLAB_CUDA_EIGH=$k timeout 100 $B/spexlab-cli bench --engine cuda --psf $PSF --repeat 5 2>&1 \
                | tee $OUT/bench_eigh_$k.txt | grep -E "^wall|^eigh|^decorrelate|peak|memory:"; done ;;
@@ -72,7 +81,15 @@ for step in "$@"; do
     memcheck) timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 $B/test_cuda_engine subsetAndSmallBatchesMatch nonSpdPatchesBehaveLikeCpu 2>&1 \
                 | tee $OUT/memcheck.log | grep -E "ERROR SUMMARY|PASS|FAIL|Totals"; echo "memcheck rc ${PIPESTATUS[0]}"
               timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 $B/test_batched_eigh otherSizesAndStrides 2>&1 \
-                | tee $OUT/memcheck_eigh.log | grep -E "ERROR SUMMARY|PASS|FAIL|Totals"; echo "memcheck eigh rc ${PIPESTATUS[0]}" ;;
+                | tee $OUT/memcheck_eigh.log | grep -E "ERROR SUMMARY|PASS|FAIL|Totals"; echo "memcheck eigh rc ${PIPESTATUS[0]}"
+              timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 $B/test_batched_cholesky 2>&1 \
+                | tee $OUT/memcheck_chol.log | grep -E "ERROR SUMMARY|PASS|FAIL|Totals"; echo "memcheck cholesky rc ${PIPESTATUS[0]}" ;;
+    solverab) for k in auto dense auto dense; do echo "solver $k:"; SPEXLAB_CUDA_SOLVER=$k timeout 100 $B/spexlab-cli bench --engine cuda --psf $PSF --repeat 5 2>&1 \
+               | tee $OUT/bench_solver_$k.txt | grep -E "^wall|^cholesky|^inverse|^fiber blocks|^solve|^eigh|memory:"; done
+              echo "one stream:"; for k in auto dense; do echo "solver $k, 1 stream:"; SPEXLAB_CUDA_STREAMS=1 SPEXLAB_CUDA_SOLVER=$k timeout 100 $B/spexlab-cli bench --engine cuda --psf $PSF --repeat 5 2>&1 \
+               | tee $OUT/bench_solver1_$k.txt | grep -E "^wall|^cholesky|^inverse|^fiber blocks|^eigh|^panel|^trailing|^diagonal"; done ;;
+    raceeigh) timeout 300 compute-sanitizer --tool racecheck --error-exitcode 9 $B/test_batched_eigh workspaceSizesAgree 2>&1 \
+                | tee $OUT/racecheck_eigh.log | grep -E "ERROR SUMMARY|RACE|PASS|FAIL|Totals"; echo "racecheck eigh rc ${PIPESTATUS[0]}" ;;
     racecheck) timeout 300 compute-sanitizer --tool racecheck --error-exitcode 9 $B/test_cuda_engine subsetAndSmallBatchesMatch 2>&1 \
                 | tee $OUT/racecheck.log | grep -E "ERROR SUMMARY|RACE|PASS|FAIL|Totals"; echo "racecheck rc ${PIPESTATUS[0]}" ;;
     gui) mkdir -p $D/frame /tmp/xdg-run && chmod 700 /tmp/xdg-run
@@ -89,6 +106,16 @@ for step in "$@"; do
         SPEXLAB_PSF=$PSF timeout 500 bash ./bench-batch.sh -N 4 -P 5 --cli $B/spexlab-cli --dir $D/bb \
           -- --engine cuda --gpus 0 --gpu-memory 0.15 2>&1 | tee $OUT/procs5mps.txt
         echo quit | nvidia-cuda-mps-control; unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY ;;
+    kernels) timeout 300 $B/test_cuda_engine kernelProfileMatchesPhases 2>&1 | tee $OUT/test_kernel_profile.log \
+               | grep -E "PASS|FAIL|SKIP|QINFO|Totals|Loc|QWARN"
+             for k in plain kernels plain kernels; do f=""; [ $k = kernels ] && f=--profile-kernels
+               echo "bench $k:"; timeout 150 $B/spexlab-cli bench --engine cuda --psf $PSF --repeat 5 --quiet $f 2>&1 \
+                 | tee $OUT/bench_$k.txt | grep -E "^wall|peak"; done
+             mkdir -p $D/frame
+             [ -f $D/frame/preproc.fits ] || $B/spexlab-cli simulate -o $D/frame --psf $PSF -w 5760,7620,0.8 > $OUT/simulate.log 2>&1
+             walltime $B/spexlab-cli extract -i $D/frame/preproc.fits -p $D/frame/psf.fits -o $D/frame/frame-k.fits \
+               -w 5760,7620,0.8 --engine cuda --profile-kernels --profile $OUT/trace-kernels.json > $OUT/extract-kernels.log 2>&1
+             head -40 $OUT/extract-kernels.log ;;
     ceilings) timeout 200 $B/spexlab-cli bench --engine cuda --psf $PSF --repeat 1 --ceilings 2>&1 | tee $OUT/ceilings.txt ;;
   esac
 done

@@ -59,6 +59,11 @@ ParameterPanel::ParameterPanel(QWidget* parent) : QWidget(parent) {
   m_engine->addItem(tr("Auto (CUDA if a GPU is found)"), QStringLiteral("auto"));
   m_threads = intBox(this, 0, 1024);
   m_threads->setSpecialValueText(tr("all (%1)").arg(QThread::idealThreadCount()));
+  m_profileKernels = new QCheckBox(tr("kernel profile (CUPTI)"), this);
+  m_profileKernels->setObjectName(QStringLiteral("profileKernels"));
+  m_profileKernels->setToolTip(tr("CUDA runs record every kernel and copy with CUPTI: the timeline shows "
+                                  "them under their phase, the phase table lists them per phase. Slower "
+                                  "(docs/profiling.md)."));
   m_summary = new QLabel(this);
   m_summary->setWordWrap(true);
   m_nwavestep->setToolTip(tr("wavelength bins kept per patch (--nwavestep)"));
@@ -93,10 +98,11 @@ ParameterPanel::ParameterPanel(QWidget* parent) : QWidget(parent) {
   auto* f4 = new QFormLayout(run);
   f4->addRow(tr("engine"), m_engine);
   f4->addRow(tr("CPU threads"), m_threads);
+  f4->addRow(m_profileKernels);
   m_actions = new QVBoxLayout;
   f4->addRow(m_actions);
 
-  m_form = {grid, geo, solve, m_engine, m_threads};
+  m_form = {grid, geo, solve, m_engine, m_threads, m_profileKernels};
 
   auto* lay = new QVBoxLayout(this);
   lay->addWidget(grid);
@@ -113,6 +119,7 @@ ParameterPanel::ParameterPanel(QWidget* parent) : QWidget(parent) {
     connect(b, &QSpinBox::valueChanged, this, &ParameterPanel::emitChanged);
   for (QComboBox* b : {m_mode, m_engine})
     connect(b, &QComboBox::currentIndexChanged, this, &ParameterPanel::emitChanged);
+  connect(m_profileKernels, &QCheckBox::toggled, this, &ParameterPanel::emitChanged);
   connect(m_psferrFromPsf, &QCheckBox::toggled, this, [this](bool on) {
     m_psferr->setEnabled(!on);
     emitChanged();
@@ -136,6 +143,7 @@ RunSettings ParameterPanel::settings() const {
   s.params.mode = Decorrelation(m_mode->currentData().toInt());
   s.engine = m_engine->currentData().toString();
   s.threads = m_threads->value();
+  s.profileKernels = m_profileKernels->isChecked();
   return s;
 }
 
@@ -160,6 +168,7 @@ void ParameterPanel::setSettings(const RunSettings& s) {
   const int e = m_engine->findData(s.engine);
   m_engine->setCurrentIndex(e >= 0 ? e : 0);
   m_threads->setValue(s.threads);
+  m_profileKernels->setChecked(s.profileKernels);
   m_loading = false;
 }
 

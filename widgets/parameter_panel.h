@@ -25,6 +25,9 @@ struct RunSettings {
   PatchParams params;
   QString engine = QStringLiteral("cpu"); // "cpu", "cuda", "both", "auto"
   int threads = 0;                          // 0: all cores
+  // CUDA engine: record every kernel and copy through CUPTI into the run's profile
+  // (the timeline's stream lanes, the phase table's kernel rows); off by default.
+  bool profileKernels = false;
 };
 
 class ParameterPanel : public QWidget {
@@ -70,6 +73,7 @@ private:
   QComboBox* m_mode = nullptr;
   QComboBox* m_engine = nullptr;
   QSpinBox* m_threads = nullptr;
+  QCheckBox* m_profileKernels = nullptr;
   QLabel* m_summary = nullptr;
   QVBoxLayout* m_actions = nullptr;
   QList<QWidget*> m_form; // what setEditable greys

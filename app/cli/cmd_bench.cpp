@@ -4,6 +4,7 @@
 #include "app/engine_factory.h"
 #include "cli_common.h"
 #include "engine_options.h"
+#include "kernel_table.h"
 #include "mpi_job.h"
 #include "core/errors.h"
 #include "core/io/preproc_io.h"
@@ -105,7 +106,8 @@ int cmdBench(const std::vector<std::string>& args) {
   int specmin = 0, nspec = -1, threads = 0, repeat = 1;
   int64_t seed = 42;
   double psferr = 0;
-  bool json = false, decorrelate = false, quiet = false, ceilings = false, model = false;
+  bool json = false, decorrelate = false, quiet = false, ceilings = false, model = false,
+       profileKernels = false;
   PatchParams params;
   app.add_option("-i,--input", input, "preproc image (default: simulated through the PSF)");
   app.add_option("-p,--psf", psfPath, "PSF file (default: the synthetic PSF)");
@@ -129,6 +131,9 @@ int cmdBench(const std::vector<std::string>& args) {
   app.add_option("--patches", patches, "plan indices, e.g. 10,11,12: time a selection on a warm engine");
   app.add_flag("-m,--model", model, "also build the CCD model image (nothing is written)");
   app.add_flag("--json", json, "print the result as JSON");
+  app.add_flag("--profile-kernels", profileKernels,
+               "CUDA engine: record every kernel and copy (CUPTI) in every run and print the per-kernel "
+               "table of the last (the walls then include its cost)");
   app.add_flag("--ceilings", ceilings, "also measure the GPU's DGEMM and copy ceilings");
   app.add_flag("--quiet", quiet, "no progress bar");
   if (!parseArgs(app, args)) return 0;
@@ -167,6 +172,7 @@ int cmdBench(const std::vector<std::string>& args) {
   req.params = params;
   req.threads = threads;
   req.model = model;
+  req.profileKernels = profileKernels;
   if (!patches.empty()) {
     std::vector<int> pick;
     for (double v : numberList(patches, "--patches")) {
@@ -207,7 +213,7 @@ int cmdBench(const std::vector<std::string>& args) {
     for (const PhaseStats& s : r.profile.phaseStats())
       phases.push_back({{"name", s.name}, {"count", s.count}, {"total_s", s.totalS},
                         {"mean_s", s.meanS}, {"min_s", s.minS}, {"max_s", s.maxS}});
-    const nlohmann::ordered_json out = {{"engine", choice.engine->name()},
+    nlohmann::ordered_json out = {{"engine", choice.engine->name()},
                                 {"source", in.source},
                                 {"nfiber", r.nfiber},
                                 {"nwave", r.nwave},
@@ -216,7 +222,16 @@ int cmdBench(const std::vector<std::string>& args) {
                                 {"walls_s", walls},
                                 {"cpu_s", cpus},
                                 {"median_s", median},
+                                {"profile_kernels", profileKernels},
                                 {"phases", std::move(phases)}};
+    if (!r.profile.kernels.empty()) {
+      nlohmann::ordered_json ks = nlohmann::ordered_json::array();
+      for (const KernelStats& s : r.profile.kernelStats())
+        ks.push_back({{"phase", s.phase}, {"name", s.name}, {"kind", s.kind}, {"count", s.count},
+                      {"total_s", s.totalS}, {"mean_s", s.meanS}, {"phase_total_s", s.phaseTotalS},
+                      {"share", s.share}});
+      out["kernels"] = std::move(ks);
+    }
     // A path need not be UTF-8: replace what is not, rather than fail after the run.
     std::printf("%s\n", out.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());
     return 0;
@@ -226,6 +241,8 @@ int cmdBench(const std::vector<std::string>& args) {
               choice.engine->name().c_str(), nthreads, nthreads == 1 ? "" : "s");
   std::printf("input: %s (prepared in %.1f s)\n\n", in.source.c_str(), prepS);
   std::printf("%s", phaseTable(r, lanes).c_str());
+  if (!r.profile.kernels.empty())
+    std::printf("\nkernel profile (last run):\n%s", kernelTable(r.profile).c_str());
   std::printf("\nwall: median %.3f s over %d run%s (", median, repeat, repeat == 1 ? "" : "s");
   for (std::size_t i = 0; i < walls.size(); ++i) std::printf("%s%.3f", i ? ", " : "", walls[i]);
   std::printf(")\ncpu time (user + system, all threads): ");

@@ -12,6 +12,7 @@
 #include "core/io/preproc_io.h"
 #include "core/io/psf_io.h"
 #include "engine_options.h"
+#include "kernel_table.h"
 #include "extract_checks.h"
 #include "mpi_job.h"
 #include "signals.h"
@@ -33,7 +34,8 @@ struct ExtractOptions {
   PatchParams params;
   double psferr = std::numeric_limits<double>::quiet_NaN();
   bool verbose = false, quiet = false, mpi = false, decorrelate = false, noScores = false,
-       barycentric = false, useSpecter = false, gpuSpecter = false, gpu = false, noGpu = false;
+       barycentric = false, useSpecter = false, gpuSpecter = false, gpu = false, noGpu = false,
+       profileKernels = false;
   CLI::Option *nspecOpt = nullptr, *psferrOpt = nullptr;
 };
 
@@ -84,6 +86,9 @@ void addOptions(CLI::App& app, ExtractOptions& o) {
   app.add_option("-t,--threads", o.threads, "CPU threads (0: all cores)")
       ->check(CLI::NonNegativeNumber)->capture_default_str();
   app.add_option("--profile", o.profile, "write a Chrome trace of the run (JSON)");
+  app.add_flag("--profile-kernels", o.profileKernels,
+               "CUDA engine: record every kernel and copy (CUPTI) into the trace and print a per-kernel "
+               "table (slower; docs/profiling.md)");
   app.add_flag("--quiet", o.quiet, "print nothing but warnings and errors");
 }
 
@@ -211,6 +216,7 @@ int runExtract(ExtractOptions& o, const std::string& prog) {
   req.params = o.params;
   req.model = !o.model.empty();
   req.threads = o.threads;
+  req.profileKernels = o.profileKernels;
   std::string stepNote;
   req.params.nwavestep = boundNwavestep(req.params.nwavestep, req, stepNote);
   if (!stepNote.empty()) std::fprintf(stderr, "%s: %s\n", prog.c_str(), stepNote.c_str());
@@ -218,6 +224,9 @@ int runExtract(ExtractOptions& o, const std::string& prog) {
   MadeEngine made = engineMade.get();
   EngineChoice& choice = made.choice;
   if (!choice.note.empty() && mpi.root()) std::fprintf(stderr, "%s: %s\n", prog.c_str(), choice.note.c_str());
+  if (o.profileKernels && choice.engine->name() == "cpu" && mpi.root())
+    std::fprintf(stderr, "%s: --profile-kernels: the CPU engine runs no GPU kernels; nothing to record\n",
+                 prog.c_str());
   if (o.verbose && !o.quiet) {
     std::printf("#--- Extraction Parameters ---\n");
     std::printf("input:       %s\npsf:         %s\noutput:      %s\n", in.c_str(), o.psf.c_str(), o.output.c_str());
@@ -300,6 +309,7 @@ int runExtract(ExtractOptions& o, const std::string& prog) {
                 r.patches.size(), r.profile.wallNs * 1e-9, readS, writeS, regularized, failed);
     std::printf("  %ld bins masked; wrote %s%s%s\n", masked, o.output.c_str(),
                 o.model.empty() ? "" : " and ", o.model.c_str());
+    if (!r.profile.kernels.empty()) std::printf("\nkernel profile:\n%s", kernelTable(r.profile).c_str());
   }
   return reportUnusableBins(r, "extract");
 }

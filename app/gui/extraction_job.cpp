@@ -104,6 +104,7 @@ void ExtractionJob::run(JobSpec spec) {
       req.patches = spec.patches;
       req.model = spec.model;
       req.threads = spec.threads;
+      req.profileKernels = spec.profileKernels;
       const PatchPlan plan = makePatchPlan(*spec.psf, spec.wave, spec.fiberMin, spec.nFiber, spec.params);
       const int total = spec.patches ? int(spec.patches->size()) : int(plan.patches.size());
       if (spec.freshResults.contains(name)) {

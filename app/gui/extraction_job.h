@@ -47,6 +47,7 @@ struct JobSpec {
   // thread) and hands it over with liveResultReady before that engine's first patch.
   QStringList freshResults;
   int ndiag = 0; // the live result's resolution diagonals
+  bool profileKernels = false; // ExtractionRequest::profileKernels (CUDA runs)
 };
 
 class ExtractionJob : public QObject {

@@ -764,6 +764,7 @@ bool MainWindow::runExtraction(bool wholeFrame) {
   spec.params = plan->params;
   spec.patches = patches;
   spec.threads = rs.threads;
+  spec.profileKernels = rs.profileKernels;
   spec.model = true;
   spec.engines = engines;
   if (!m_job->start(std::move(spec))) return false;

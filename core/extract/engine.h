@@ -42,6 +42,11 @@ struct ExtractionRequest {
   std::optional<std::vector<int>> patches; // indices into the plan; nullopt: all
   bool model = false;                      // also build the CCD model image
   int threads = 0;                         // CPU threads; 0: all cores
+  // CUDA engine: record every kernel, copy and set through CUPTI into the result's
+  // profile, under the phase each ran in (docs/profiling.md, "Kernel profile"). Costs
+  // time; a build without CUPTI fails the extraction with a GpuError saying so. The
+  // CPU engine has no kernels and ignores it.
+  bool profileKernels = false;
 };
 
 struct PatchDiagnostics {

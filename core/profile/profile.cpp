@@ -75,7 +75,7 @@ std::vector<int64_t> selfTimesNs(const Profile& p) {
   for (std::size_t i = 0; i < p.ranges.size(); ++i) self[i] = p.ranges[i].durationNs();
   const std::vector<int> parent = parentsOf(p);
   for (std::size_t i = 0; i < p.ranges.size(); ++i) {
-    if (parent[i] < 0) continue;
+    if (parent[i] < 0 || p.ranges[i].kernel >= 0) continue; // kernels are not phases
     const ProfileRange &c = p.ranges[i], &q = p.ranges[parent[i]];
     self[parent[i]] -= std::max<int64_t>(0, std::min(c.endNs, q.endNs) - std::max(c.startNs, q.startNs));
   }
@@ -87,7 +87,7 @@ std::vector<PatchTime> patchTimes(const Profile& p) {
   std::map<int, PatchTime> by;
   for (int i = 0; i < int(p.ranges.size()); ++i) {
     const ProfileRange& r = p.ranges[i];
-    if (r.patch < 0) continue;
+    if (r.patch < 0 || r.kernel >= 0) continue;
     if (parent[i] >= 0 && p.ranges[parent[i]].patch == r.patch) continue; // inside its own patch zone
     PatchTime& t = by[r.patch];
     t.patch = r.patch;
@@ -114,7 +114,7 @@ std::vector<PhaseStats> Profile::phaseStats(int64_t t0, int64_t t1) const {
   };
   for (std::size_t i = 0; i < ranges.size(); ++i) {
     const ProfileRange& r = ranges[i];
-    if (r.endNs <= t0 || r.startNs >= t1) continue;
+    if (r.kernel >= 0 || r.endNs <= t0 || r.startNs >= t1) continue;
     // Clip to the window so statistics of a selected time range add up.
     const double d = double(std::min(r.endNs, t1) - std::max(r.startNs, t0)) * 1e-9;
     PhaseStats& s = find(r.name);
@@ -139,6 +139,53 @@ std::vector<PhaseStats> Profile::phaseStats(int64_t t0, int64_t t1) const {
   return out;
 }
 
+std::vector<KernelStats> Profile::kernelStats(int64_t t0, int64_t t1) const {
+  std::vector<KernelStats> out;
+  if (kernels.empty()) return out;
+  if (t1 < 0) t1 = std::max<int64_t>(wallNs, 1);
+  auto clipped = [&](const ProfileRange& r) {
+    return double(std::min(r.endNs, t1) - std::max(r.startNs, t0)) * 1e-9;
+  };
+  std::map<std::pair<std::string, std::string>, std::size_t> index; // (phase, name)
+  for (const ProfileRange& r : ranges) {
+    if (r.kernel < 0 || std::size_t(r.kernel) >= kernels.size()) continue;
+    if (r.endNs <= t0 || r.startNs >= t1) continue;
+    const KernelRecord& k = kernels[r.kernel];
+    auto [it, added] = index.try_emplace({k.phase, r.name}, out.size());
+    if (added) {
+      out.push_back({});
+      out.back().phase = k.phase;
+      out.back().name = r.name;
+      out.back().kind = k.kind;
+    }
+    KernelStats& s = out[it->second];
+    const double d = clipped(r);
+    s.minS = s.count ? std::min(s.minS, d) : d;
+    s.maxS = s.count ? std::max(s.maxS, d) : d;
+    s.count++;
+    s.totalS += d;
+  }
+  // The phases' device time in the same window (phase ranges only).
+  std::map<std::string, double> phaseTotal;
+  for (const KernelStats& s : out) phaseTotal[s.phase] = 0;
+  for (const ProfileRange& r : ranges) {
+    if (r.kernel >= 0 || r.endNs <= t0 || r.startNs >= t1) continue;
+    auto it = phaseTotal.find(r.name);
+    if (it != phaseTotal.end()) it->second += clipped(r);
+  }
+  for (KernelStats& s : out) {
+    s.meanS = s.count ? s.totalS / s.count : 0;
+    s.phaseTotalS = phaseTotal[s.phase];
+    s.share = s.phaseTotalS > 0 ? s.totalS / s.phaseTotalS : 0;
+  }
+  std::sort(out.begin(), out.end(), [](const KernelStats& a, const KernelStats& b) {
+    if (a.phase != b.phase)
+      return a.phaseTotalS != b.phaseTotalS ? a.phaseTotalS > b.phaseTotalS : a.phase < b.phase;
+    return a.totalS != b.totalS ? a.totalS > b.totalS : a.name < b.name;
+  });
+  return out;
+}
+
 std::string Profile::toChromeTrace() const {
   // One "X" event per range (ts/dur in microseconds, tid = lane, args.patch) and "M"
   // events naming the lanes, as DESIGN.md says. Nanoseconds are kept exactly in
@@ -150,20 +197,51 @@ std::string Profile::toChromeTrace() const {
                       {"args", {{"name", lanes[i]}}}});
   // Microseconds; a correctly rounded division prints as the shortest decimal (12.345).
   auto us = [](int64_t ns) { return double(ns) / 1000.0; };
-  for (const ProfileRange& r : ranges)
-    events.push_back({{"ph", "X"},
-                      {"name", r.name},
-                      {"pid", 1},
-                      {"tid", r.lane},
-                      {"ts", us(r.startNs)},
-                      {"dur", us(r.durationNs())},
-                      {"args",
-                       {{"patch", r.patch},
-                        {"depth", r.depth},
-                        {"ts_ns", r.startNs},
-                        {"dur_ns", r.durationNs()}}}});
+  for (const ProfileRange& r : ranges) {
+    json e = {{"ph", "X"},
+              {"name", r.name},
+              {"pid", 1},
+              {"tid", r.lane},
+              {"ts", us(r.startNs)},
+              {"dur", us(r.durationNs())},
+              {"args",
+               {{"patch", r.patch},
+                {"depth", r.depth},
+                {"ts_ns", r.startNs},
+                {"dur_ns", r.durationNs()}}}};
+    if (r.kernel >= 0 && std::size_t(r.kernel) < kernels.size()) {
+      // A device activity: Perfetto shows "cat" and the args; fromChromeTrace reads them.
+      const KernelRecord& k = kernels[r.kernel];
+      e["cat"] = k.kind;
+      json& a = e["args"];
+      a["kernel_kind"] = k.kind;
+      a["phase"] = k.phase;
+      a["root_phase"] = k.rootPhase;
+      a["device"] = k.device;
+      a["stream"] = k.stream;
+      a["correlation"] = k.correlation;
+      if (k.kind == "kernel") {
+        a["grid"] = {k.grid[0], k.grid[1], k.grid[2]};
+        a["block"] = {k.block[0], k.block[1], k.block[2]};
+        a["registers"] = k.registers;
+        a["static_shared"] = k.staticShared;
+        a["dynamic_shared"] = k.dynamicShared;
+        if (!k.symbol.empty()) a["symbol"] = k.symbol;
+      } else {
+        a["bytes"] = k.bytes;
+        if (!k.copyKind.empty()) a["copy_kind"] = k.copyKind;
+      }
+    }
+    events.push_back(std::move(e));
+  }
+  json other = {{"wall_ns", wallNs}};
+  if (kernelTrace.on)
+    other["kernel_trace"] = {{"clock_shift_ns", kernelTrace.clockShiftNs},
+                             {"max_clamp_ns", kernelTrace.maxClampNs},
+                             {"unattributed", kernelTrace.unattributed},
+                             {"dropped", kernelTrace.dropped}};
   const json root = {{"displayTimeUnit", "ns"},
-                     {"otherData", {{"wall_ns", wallNs}}},
+                     {"otherData", std::move(other)},
                      {"traceEvents", std::move(events)}};
   // Names come from users (zones, lanes): invalid UTF-8 is replaced, never an error.
   return root.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
@@ -206,7 +284,16 @@ Profile Profile::fromChromeTrace(const std::string& text) {
   const json* events = root.is_array() ? &root : member(root, "traceEvents");
   if (!events || !events->is_array()) throw SpexError("Chrome trace has no traceEvents array");
   Profile p;
-  if (const json* od = member(root, "otherData")) p.wallNs = intOf(*od, "wall_ns");
+  if (const json* od = member(root, "otherData")) {
+    p.wallNs = intOf(*od, "wall_ns");
+    if (const json* kt = member(*od, "kernel_trace"); kt && kt->is_object()) {
+      p.kernelTrace.on = true;
+      p.kernelTrace.clockShiftNs = intOf(*kt, "clock_shift_ns");
+      p.kernelTrace.maxClampNs = intOf(*kt, "max_clamp_ns");
+      p.kernelTrace.unattributed = int(intOf(*kt, "unattributed"));
+      p.kernelTrace.dropped = uint64_t(std::max<int64_t>(0, intOf(*kt, "dropped")));
+    }
+  }
   // Lanes are keyed by (pid, tid); names from "M" thread_name events.
   std::map<std::pair<int64_t, int64_t>, int> laneOf;
   auto lane = [&](int64_t pid, int64_t tid) {
@@ -247,6 +334,36 @@ Profile Profile::fromChromeTrace(const std::string& text) {
     if (args) {
       r.patch = int(intOf(*args, "patch", r.patch));
       r.depth = int(intOf(*args, "depth", r.depth));
+      const json* kind = member(*args, "kernel_kind");
+      if (kind && kind->is_string()) {
+        KernelRecord k;
+        k.kind = kind->get<std::string>();
+        auto str = [&](const char* key) {
+          const json* v = member(*args, key);
+          return v && v->is_string() ? v->get<std::string>() : std::string();
+        };
+        auto triple = [&](const char* key, int* out) {
+          const json* v = member(*args, key);
+          if (!v || !v->is_array()) return;
+          for (std::size_t i = 0; i < 3 && i < v->size(); ++i)
+            if ((*v)[i].is_number()) out[i] = (*v)[i].get<int>();
+        };
+        k.phase = str("phase");
+        k.rootPhase = str("root_phase");
+        k.copyKind = str("copy_kind");
+        k.symbol = str("symbol");
+        k.device = int(intOf(*args, "device"));
+        k.stream = int(intOf(*args, "stream"));
+        k.correlation = unsigned(intOf(*args, "correlation"));
+        triple("grid", k.grid);
+        triple("block", k.block);
+        k.registers = int(intOf(*args, "registers"));
+        k.staticShared = int(intOf(*args, "static_shared"));
+        k.dynamicShared = int(intOf(*args, "dynamic_shared"));
+        k.bytes = uint64_t(std::max<int64_t>(0, intOf(*args, "bytes")));
+        r.kernel = int(p.kernels.size());
+        p.kernels.push_back(std::move(k));
+      }
     }
     p.ranges.push_back(std::move(r));
   }
@@ -258,9 +375,19 @@ Profile Profile::fromChromeTrace(const std::string& text) {
 void Profile::append(const Profile& other, int64_t offsetNs) {
   std::vector<int> map(other.lanes.size());
   for (std::size_t i = 0; i < other.lanes.size(); ++i) map[i] = laneIndex(other.lanes[i]);
+  const int kernelBase = int(kernels.size());
+  kernels.insert(kernels.end(), other.kernels.begin(), other.kernels.end());
+  if (other.kernelTrace.on) {
+    kernelTrace.on = true;
+    kernelTrace.clockShiftNs = std::max(kernelTrace.clockShiftNs, other.kernelTrace.clockShiftNs);
+    kernelTrace.maxClampNs = std::max(kernelTrace.maxClampNs, other.kernelTrace.maxClampNs);
+    kernelTrace.unattributed += other.kernelTrace.unattributed;
+    kernelTrace.dropped += other.kernelTrace.dropped;
+  }
   for (ProfileRange r : other.ranges) {
     r.startNs += offsetNs;
     r.endNs += offsetNs;
+    if (r.kernel >= 0) r.kernel += kernelBase;
     r.lane = (r.lane >= 0 && std::size_t(r.lane) < map.size()) ? map[r.lane] : laneIndex("?");
     ranges.push_back(std::move(r));
   }
@@ -307,8 +434,11 @@ std::string checkNesting(const Profile& p) {
   }
   for (std::size_t lane = 0; lane < byLane.size(); ++lane) {
     auto& v = byLane[lane];
+    // Ties: outer first; at one depth the one that ends first (an empty range at a
+    // sibling's start is beside it, not inside it).
     std::stable_sort(v.begin(), v.end(), [](const ProfileRange* x, const ProfileRange* y) {
-      return x->startNs != y->startNs ? x->startNs < y->startNs : x->depth < y->depth;
+      if (x->startNs != y->startNs) return x->startNs < y->startNs;
+      return x->depth != y->depth ? x->depth < y->depth : x->endNs < y->endNs;
     });
     std::vector<const ProfileRange*> open;
     for (const ProfileRange* r : v) {

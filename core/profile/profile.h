@@ -20,7 +20,50 @@ struct ProfileRange {
   int lane = 0;        // index into Profile::lanes
   int depth = 0;       // nesting depth within its lane, 0 = outermost
   int patch = -1;      // patch or batch id, -1 if none
+  // Index into Profile::kernels when this range is a device activity (a kernel, copy
+  // or set recorded by the CUDA engine's kernel profile), -1 for a phase. Such a range
+  // sits on its stream's lane one level below the phase it ran in.
+  int kernel = -1;
   int64_t durationNs() const { return endNs - startNs; }
+};
+
+// What CUPTI recorded about one device activity (docs/profiling.md, "Kernel profile").
+// Its time, lane and depth are those of the ProfileRange pointing at it.
+struct KernelRecord {
+  std::string kind;       // "kernel", "memcpy" or "memset"
+  std::string phase;      // innermost engine phase it ran in ("" none found)
+  std::string rootPhase;  // outermost phase of that nesting ("" none)
+  int device = 0;         // CUDA device ordinal
+  int stream = 0;         // CUPTI stream id
+  unsigned correlation = 0; // CUPTI correlation id of the launching API call
+  int grid[3] = {0, 0, 0};  // kernels: grid and block size
+  int block[3] = {0, 0, 0};
+  int registers = 0;        // registers per thread
+  int staticShared = 0;     // bytes of shared memory per block
+  int dynamicShared = 0;
+  uint64_t bytes = 0;       // copies and sets: bytes moved
+  std::string copyKind;     // copies: "HtoD", "DtoH", "DtoD", ...
+  std::string symbol;       // kernels: the mangled name (the range's name is shortened)
+};
+
+// How the device activities were fitted to the engine's phases (kernel_trace.h).
+struct KernelTraceInfo {
+  bool on = false;           // the run recorded a kernel profile
+  int64_t clockShiftNs = 0;  // shift applied to CUPTI times to meet the phases' event times
+  int64_t maxClampNs = 0;    // most any activity was trimmed to stay inside its phase
+  int unattributed = 0;      // activities of the engine's streams outside every phase
+  uint64_t dropped = 0;      // records CUPTI dropped (buffers full)
+};
+
+// One kernel (or copy) name inside one phase: the phase table's per-kernel breakdown.
+struct KernelStats {
+  std::string phase;  // innermost phase ("" for activities outside every phase)
+  std::string name;
+  std::string kind;   // "kernel", "memcpy", "memset"
+  int count = 0;
+  double totalS = 0, meanS = 0, minS = 0, maxS = 0;
+  double phaseTotalS = 0; // total device time of the phase's ranges (same window)
+  double share = 0;       // totalS / phaseTotalS (0 when the phase is unknown)
 };
 
 struct PhaseStats {
@@ -38,11 +81,18 @@ struct Profile {
   std::vector<std::string> lanes;     // "main", "cpu thread 1", "cuda:0 stream 1"
   std::vector<ProfileRange> ranges;
   int64_t wallNs = 0;                 // wall time of the whole run
+  std::vector<KernelRecord> kernels;  // device activities (ranges with kernel >= 0)
+  KernelTraceInfo kernelTrace;
 
   int laneIndex(const std::string& name); // finds or adds
   // Per-phase statistics over ranges intersecting [t0, t1) (whole profile by default),
   // sorted by total time, descending; share is relative to the window (or wallNs).
+  // Kernel ranges are not phases: they are left out here (see kernelStats).
   std::vector<PhaseStats> phaseStats(int64_t t0 = 0, int64_t t1 = -1) const;
+  // Per (phase, kernel name) statistics of the kernel ranges intersecting [t0, t1)
+  // (clipped to it, as phaseStats), with each one's share of its phase's device time;
+  // ordered by phase total, then kernel total, both descending. Empty without kernels.
+  std::vector<KernelStats> kernelStats(int64_t t0 = 0, int64_t t1 = -1) const;
 
   std::string toChromeTrace() const;                   // {"traceEvents":[...]}
   static Profile fromChromeTrace(const std::string&);  // throws SpexError

@@ -31,6 +31,7 @@
 #include <QStatusBar>
 #include <QSignalSpy>
 #include <QTemporaryDir>
+#include <QCheckBox>
 #include <QTest>
 #include <QTimer>
 #include <QDir>
@@ -551,12 +552,23 @@ private slots:
       if (b->defaultAction() == m_w->cancelAction()) cancel = b;
     QVERIFY(cancel);
     QVERIFY(!cancel->isEnabled()); // nothing to cancel yet
+    // The kernel-profile switch (off by default) goes in and out of the settings.
+    auto* kernels = panel->findChild<QCheckBox*>(QStringLiteral("profileKernels"));
+    QVERIFY(kernels);
+    QVERIFY(!panel->settings().profileKernels && !kernels->isChecked());
+    RunSettings k = panel->settings();
+    k.profileKernels = true;
+    panel->setSettings(k);
+    QVERIFY(kernels->isChecked() && panel->settings().profileKernels);
+    k.profileKernels = false;
+    panel->setSettings(k);
     QSignalSpy done(m_w.get(), &MainWindow::jobFinished);
     QVERIFY(m_w->runExtraction(true));
     // Cancel live, settings greyed.
     QVERIFY(cancel->isEnabled() && cancel->isVisibleTo(panel));
     QVERIFY(!panel->isEditable());
     for (QAbstractSpinBox* b : panel->findChildren<QAbstractSpinBox*>()) QVERIFY(!b->isEnabled());
+    QVERIFY(!kernels->isEnabled());
     QTest::mouseClick(cancel, Qt::LeftButton);
     QTRY_VERIFY_WITH_TIMEOUT(done.count() > 0, 120000);
     QCOMPARE(done.first().first().toBool(), true);

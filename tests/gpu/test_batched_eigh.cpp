@@ -1,6 +1,8 @@
 // gpu::syevBatched (gpu/batched_eigh.h) alone against LAPACK's dsyevd (OpenBLAS) on
 // random symmetric positive definite batches: eigenvalues, residuals, orthogonality,
-// and the inverse square root C^-1/2 the signal decorrelation builds from them.
+// and the inverse square root C^-1/2 the signal decorrelation builds from them; with
+// a full workspace (rotations recorded by the one-thread-per-matrix QL pass), with
+// the least one (every matrix runs the in-block QL) and with one in between.
 #include "core/extract/lapack.h"
 #include "gpu/batched_eigh.h"
 #include "gpu/cuda_engine.h"
@@ -53,13 +55,27 @@ std::vector<double> randomSpd(int n, int lda, long long stride, int batch, doubl
 struct Device {
   double* A = nullptr;
   double* W = nullptr;
+  double* work = nullptr;
   int* info = nullptr;
   ~Device() {
     cudaFree(A);
     cudaFree(W);
+    cudaFree(work);
     cudaFree(info);
   }
 };
+
+// Workspace sizes the tests use: the default record, none, and a quarter of the
+// rotations a matrix needs (most matrices overflow part-way).
+enum class Work { Full, Least, Short };
+std::size_t workDoubles(Work w, int n, int batch) {
+  switch (w) {
+  case Work::Full: return gpu::syevBatchedWorkspace(n, batch);
+  case Work::Least: return gpu::syevBatchedMinWorkspace(n, batch);
+  case Work::Short: return gpu::syevBatchedWorkspace(n, batch, std::max(1LL, (long long)n * n / 4));
+  }
+  return 0;
+}
 
 void check(cudaError_t e, const char* what) {
   if (e != cudaSuccess) qFatal("%s: %s", what, cudaGetErrorString(e));
@@ -72,17 +88,23 @@ struct Errors {
   double invSqrt = 0;  // max ||C^-1/2 gpu - lapack||_F / ||lapack||_F
 };
 
-// Runs syevBatched and dsyevd on the same batch and measures the differences.
-Errors compareWithLapack(int n, int lda, long long stride, int batch, double decades, unsigned seed) {
+// Runs syevBatched and dsyevd on the same batch and measures the differences; the
+// eigenvectors and eigenvalues syevBatched gave are left in Vout, Wout when given.
+Errors compareWithLapack(int n, int lda, long long stride, int batch, double decades, unsigned seed,
+                         Work wk = Work::Full, std::vector<double>* Vout = nullptr,
+                         std::vector<double>* Wout = nullptr) {
   const std::vector<double> A = randomSpd(n, lda, stride, batch, decades, seed);
   Device d;
+  const std::size_t lwork = workDoubles(wk, n, batch);
+  check(cudaMalloc(&d.work, lwork * sizeof(double)), "cudaMalloc work");
+  check(cudaMemset(d.work, 0xff, lwork * sizeof(double)), "poison work");
   check(cudaMalloc(&d.A, A.size() * sizeof(double)), "cudaMalloc A");
   check(cudaMalloc(&d.W, std::size_t(n) * batch * sizeof(double)), "cudaMalloc W");
   check(cudaMalloc(&d.info, batch * sizeof(int)), "cudaMalloc info");
   check(cudaMemcpy(d.A, A.data(), A.size() * sizeof(double), cudaMemcpyHostToDevice), "H2D");
   check(cudaMemset(d.W, 0xff, std::size_t(n) * batch * sizeof(double)), "poison W"); // NaN
   check(cudaMemset(d.info, 0x7f, batch * sizeof(int)), "poison info");
-  gpu::syevBatched(n, d.A, lda, stride, d.W, d.info, batch, nullptr);
+  gpu::syevBatched(n, d.A, lda, stride, d.W, d.info, batch, d.work, lwork, nullptr);
   check(cudaDeviceSynchronize(), "syevBatched");
   std::vector<double> V(A.size()), W(std::size_t(n) * batch);
   std::vector<int> info(batch);
@@ -134,8 +156,12 @@ Errors compareWithLapack(int n, int lda, long long stride, int batch, double dec
       }
     err.invSqrt = std::max(err.invSqrt, std::sqrt(num / den));
   }
-  qInfo("n %d, lda %d, batch %d, %.0f decades: eigenvalues %.2e, residual %.2e, orthogonality %.2e, "
-        "C^-1/2 %.2e", n, lda, batch, decades, err.eig, err.residual, err.orth, err.invSqrt);
+  qInfo("n %d, lda %d, batch %d, %.0f decades, workspace %s: eigenvalues %.2e, residual %.2e, "
+        "orthogonality %.2e, C^-1/2 %.2e", n, lda, batch, decades,
+        wk == Work::Full ? "full" : wk == Work::Least ? "least" : "short", err.eig, err.residual, err.orth,
+        err.invSqrt);
+  if (Vout) *Vout = std::move(V);
+  if (Wout) *Wout = std::move(W);
   return err;
 }
 
@@ -169,12 +195,56 @@ private slots:
   }
 
   void otherSizesAndStrides() {
-    // Sizes around the warp width, the smallest ones, and lda > n with stride > lda n.
-    for (int n : {1, 2, 3, 5, 31, 33, 64, 100}) {
-      const int lda = n + 3;
-      const Errors e = compareWithLapack(n, lda, (long long)lda * n + 7, 20, 4.0, 10 + n);
+    // Sizes around the warp width, the smallest ones, the largest, and lda > n with
+    // stride > lda n; each with every workspace size.
+    for (Work wk : {Work::Full, Work::Least, Work::Short})
+      for (int n : {1, 2, 3, 5, 31, 33, 64, 100, gpu::kSyevMaxN}) {
+        const int lda = n + 3;
+        const Errors e = compareWithLapack(n, lda, (long long)lda * n + 7, n > 100 ? 6 : 20, 4.0, 10 + n, wk);
+        QVERIFY2(e.eig < 1e-12 && e.residual < 1e-12 && e.orth < 1e-12 && e.invSqrt < 1e-10,
+                 qPrintable(QString("n %1").arg(n)));
+      }
+  }
+
+  void workspaceSizesAgree() {
+    // The recorded rotations (pass 2) and the in-block QL (pass 3's fallback) run the
+    // same rotation function: the three workspace sizes give the same eigenvalues and
+    // the same C^-1/2 to rounding, on the engine's block size. (The vectors of a
+    // repeated eigenvalue, every fourth matrix here, may differ within their space
+    // where the compiler contracts the two sites differently.)
+    std::vector<double> V[3], W[3];
+    const Work ws[3] = {Work::Full, Work::Least, Work::Short};
+    for (int k = 0; k < 3; ++k) {
+      const Errors e = compareWithLapack(74, 74, 74 * 74, 64, 4.0, 5, ws[k], &V[k], &W[k]);
       QVERIFY2(e.eig < 1e-12 && e.residual < 1e-12 && e.orth < 1e-12 && e.invSqrt < 1e-10,
-               qPrintable(QString("n %1").arg(n)));
+               qPrintable(QString("workspace %1").arg(k)));
+    }
+    for (int k = 1; k < 3; ++k) {
+      const int n = 74;
+      double dv = 0, dw = 0, ds = 0;
+      for (std::size_t i = 0; i < V[0].size(); ++i) dv = std::max(dv, std::abs(V[k][i] - V[0][i]));
+      for (std::size_t b = 0; b < W[0].size() / n; ++b) {
+        const double* w0 = W[0].data() + b * n;
+        const double* wk = W[k].data() + b * n;
+        const double* v0 = V[0].data() + b * n * n;
+        const double* vk = V[k].data() + b * n * n;
+        for (int i = 0; i < n; ++i) dw = std::max(dw, std::abs(wk[i] - w0[i]) / std::abs(w0[n - 1]));
+        // C^-1/2 = V diag(w^-1/2) V^T from each workspace size.
+        double num = 0, den = 0;
+        for (int j = 0; j < n; ++j)
+          for (int i = 0; i < n; ++i) {
+            double a = 0, c = 0;
+            for (int q = 0; q < n; ++q) {
+              a += v0[i + q * n] * v0[j + q * n] / std::sqrt(w0[q]);
+              c += vk[i + q * n] * vk[j + q * n] / std::sqrt(wk[q]);
+            }
+            num += (a - c) * (a - c);
+            den += a * a;
+          }
+        ds = std::max(ds, std::sqrt(num / den));
+      }
+      qInfo("workspace %d vs full: max |dV| %.2e, max |dW| / max W %.2e, C^-1/2 %.2e", k, dv, dw, ds);
+      QVERIFY2(dw < 1e-13 && ds < 1e-10, qPrintable(QString("%1 %2").arg(dw).arg(ds)));
     }
   }
 
@@ -188,17 +258,44 @@ private slots:
       std::copy(A0.begin() + std::size_t(n) * n * (b % base), A0.begin() + std::size_t(n) * n * (b % base + 1),
                 A.begin() + std::size_t(n) * n * b);
     Device d;
+    const std::size_t lwork = gpu::syevBatchedWorkspace(n, batch);
+    check(cudaMalloc(&d.work, lwork * sizeof(double)), "cudaMalloc work");
     check(cudaMalloc(&d.A, A.size() * sizeof(double)), "cudaMalloc A");
     check(cudaMalloc(&d.W, std::size_t(n) * batch * sizeof(double)), "cudaMalloc W");
     check(cudaMalloc(&d.info, batch * sizeof(int)), "cudaMalloc info");
     gpu::SyevProfile p;
-    for (int rep = 0; rep < 3; ++rep) {
+    // Last: the full workspace, whose results are checked below. First the least one
+    // (every matrix runs the in-block QL, as the one-kernel solver of version 10 did).
+    for (int rep = 0; rep < 5; ++rep) {
+      const std::size_t lw = rep < 2 ? gpu::syevBatchedMinWorkspace(n, batch) : lwork;
       check(cudaMemcpy(d.A, A.data(), A.size() * sizeof(double), cudaMemcpyHostToDevice), "H2D");
-      p = gpu::syevBatchedProfile(n, d.A, n, n * n, d.W, d.info, batch);
-      qInfo("%d blocks of %d: %.2f ms; per block: tridiagonal %.0f, form Q %.0f, QL %.0f, write %.0f "
-            "cycles; %.1f sweeps, %.0f rotations", batch, n, p.seconds * 1e3, p.tridiagonalCycles,
-            p.formQCycles, p.qlCycles, p.writeCycles, p.sweeps, p.rotations);
+      p = gpu::syevBatchedProfile(n, d.A, n, n * n, d.W, d.info, batch, d.work, lw);
+      qInfo("%d blocks of %d, workspace %s: %.2f ms (reduce %.2f, QL %.2f, apply %.2f); per block: "
+            "tridiagonal %.0f, form Q %.0f, QL %.0f, apply %.0f cycles; %.1f sweeps, %.0f rotations, "
+            "%lld in-block QL", batch, n, rep < 2 ? "least" : "full", p.seconds * 1e3, p.reduceSeconds * 1e3,
+            p.qlSeconds * 1e3, p.applySeconds * 1e3, p.tridiagonalCycles, p.formQCycles, p.qlCycles,
+            p.applyCycles, p.sweeps, p.rotations, p.fallbacks);
     }
+    QCOMPARE(p.fallbacks, 0LL);
+    // The engine's batches: 199 patches x 5 kept blocks per stream at the default budget.
+    // Matrices per warp in the QL pass (0: the solver's choice), on the engine's batch
+    // and on the whole frame: the same eigenvalues to the bit whatever the grouping.
+    std::vector<double> Wref, Wl(std::size_t(n) * batch);
+    for (int lanes : {0, 1, 2, 4, 8})
+      for (int small : {995, 1235, batch}) {
+        check(cudaMemcpy(d.A, A.data(), std::size_t(n) * n * small * sizeof(double), cudaMemcpyHostToDevice),
+              "H2D");
+        const gpu::SyevProfile q = gpu::syevBatchedProfile(n, d.A, n, n * n, d.W, d.info, small, d.work,
+                                                           gpu::syevBatchedWorkspace(n, small), lanes);
+        qInfo("%d blocks of %d, QL lanes %d: %.3f ms (reduce %.3f, QL %.3f, apply %.3f)", small, n, lanes,
+              q.seconds * 1e3, q.reduceSeconds * 1e3, q.qlSeconds * 1e3, q.applySeconds * 1e3);
+        check(cudaMemcpy(Wl.data(), d.W, std::size_t(n) * small * sizeof(double), cudaMemcpyDeviceToHost), "D2H W");
+        if (Wref.empty() && small == batch) Wref = Wl;
+        if (!Wref.empty())
+          for (std::size_t k = 0; k < std::size_t(n) * small; ++k) QCOMPARE(Wl[k], Wref[k]);
+      }
+    check(cudaMemcpy(d.A, A.data(), A.size() * sizeof(double), cudaMemcpyHostToDevice), "H2D");
+    p = gpu::syevBatchedProfile(n, d.A, n, n * n, d.W, d.info, batch, d.work, lwork);
     std::vector<double> W(std::size_t(n) * batch);
     std::vector<int> info(batch);
     check(cudaMemcpy(W.data(), d.W, W.size() * sizeof(double), cudaMemcpyDeviceToHost), "D2H W");
@@ -211,10 +308,22 @@ private slots:
   }
 
   void badArgumentsAreErrors() {
-    QVERIFY_THROWS_EXCEPTION(std::exception, gpu::syevBatched(0, nullptr, 1, 1, nullptr, nullptr, 1, nullptr));
+    double* work = nullptr;
+    check(cudaMalloc(&work, 4096 * sizeof(double)), "cudaMalloc work");
+    QVERIFY_THROWS_EXCEPTION(std::exception, gpu::syevBatched(0, nullptr, 1, 1, nullptr, nullptr, 1, work, 4096, nullptr));
     QVERIFY_THROWS_EXCEPTION(std::exception, gpu::syevBatched(gpu::kSyevMaxN + 1, nullptr, 200, 40000,
-                                                              nullptr, nullptr, 1, nullptr));
-    QVERIFY_THROWS_EXCEPTION(std::exception, gpu::syevBatched(10, nullptr, 5, 100, nullptr, nullptr, 1, nullptr));
+                                                              nullptr, nullptr, 1, work, 4096, nullptr));
+    QVERIFY_THROWS_EXCEPTION(std::exception, gpu::syevBatched(10, nullptr, 5, 100, nullptr, nullptr, 1, work, 4096, nullptr));
+    // Workspace: too small, missing, misaligned.
+    const std::size_t least = gpu::syevBatchedMinWorkspace(10, 100);
+    QVERIFY(least > 0 && least < 4096);
+    QVERIFY_THROWS_EXCEPTION(std::exception, gpu::syevBatched(10, nullptr, 10, 100, nullptr, nullptr, 100, work,
+                                                              least - 1, nullptr));
+    QVERIFY_THROWS_EXCEPTION(std::exception, gpu::syevBatched(10, nullptr, 10, 100, nullptr, nullptr, 100, nullptr,
+                                                              least, nullptr));
+    QVERIFY_THROWS_EXCEPTION(std::exception, gpu::syevBatched(10, nullptr, 10, 100, nullptr, nullptr, 100, work + 1,
+                                                              least, nullptr));
+    cudaFree(work);
   }
 };
 

@@ -32,7 +32,7 @@ std::vector<PhaseStats> windowStats(const Profile& p, int64_t t0, int64_t t1, st
   std::vector<Acc> acc;
   for (std::size_t i = 0; i < p.ranges.size(); ++i) {
     const ProfileRange& r = p.ranges[i];
-    if (r.endNs <= t0 || r.startNs >= t1) continue;
+    if (r.kernel >= 0 || r.endNs <= t0 || r.startNs >= t1) continue; // kernels: setKernelStats
     auto it = std::find_if(acc.begin(), acc.end(), [&](const Acc& a) { return a.s.name == r.name; });
     if (it == acc.end()) {
       acc.push_back({});
@@ -69,14 +69,52 @@ void PhaseStatsModel::setStats(std::vector<PhaseStats> stats, std::vector<int> p
   endResetModel();
 }
 
+void PhaseStatsModel::setKernelStats(std::vector<KernelStats> kernels) {
+  beginResetModel();
+  m_kernels = std::move(kernels);
+  endResetModel();
+}
+
+int PhaseStatsModel::phaseRowOf(int row) const {
+  const int k = kernelIndex(row);
+  if (k < 0) return row;
+  for (std::size_t i = 0; i < m_stats.size(); ++i)
+    if (m_stats[i].name == m_kernels[k].phase) return int(i);
+  return -1;
+}
+
 int PhaseStatsModel::rowCount(const QModelIndex& parent) const {
-  return parent.isValid() ? 0 : int(m_stats.size());
+  return parent.isValid() ? 0 : int(m_stats.size() + m_kernels.size());
 }
 
 int PhaseStatsModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : ColumnCount; }
 
 QVariant PhaseStatsModel::data(const QModelIndex& index, int role) const {
-  if (!index.isValid() || index.row() >= int(m_stats.size())) return {};
+  if (!index.isValid() || index.row() >= rowCount()) return {};
+  if (const int ki = kernelIndex(index.row()); ki >= 0) {
+    // A kernel row: indented under its phase, its share is of the phase.
+    const KernelStats& k = m_kernels[ki];
+    const QString phase = k.phase.empty() ? tr("outside every phase") : QString::fromStdString(k.phase);
+    if (role == Qt::TextAlignmentRole) return index.column() == Name ? QVariant() : numberAlignment();
+    if (role == Qt::ToolTipRole)
+      return tr("%1 %2 in %3: %4 of the phase's device time %5")
+          .arg(QString::fromStdString(k.kind), QString::fromStdString(k.name), phase,
+               QStringLiteral("%1 %").arg(100 * k.share, 0, 'f', 1), formatDuration(k.phaseTotalS));
+    if (role == Qt::UserRole || role == Qt::DisplayRole) {
+      const bool raw = role == Qt::UserRole;
+      switch (index.column()) {
+      case Name: return raw ? QString::fromStdString(k.name) : QStringLiteral("    ↳ ") + QString::fromStdString(k.name);
+      case Count: return k.count;
+      case Total: return raw ? QVariant(k.totalS) : QVariant(formatDuration(k.totalS));
+      case Mean: return raw ? QVariant(k.meanS) : QVariant(formatDuration(k.meanS));
+      case Min: return raw ? QVariant(k.minS) : QVariant(formatDuration(k.minS));
+      case Max: return raw ? QVariant(k.maxS) : QVariant(formatDuration(k.maxS));
+      case Share: return raw ? QVariant(k.share) : QVariant(tr("%1 % of %2").arg(100 * k.share, 0, 'f', 1).arg(phase));
+      case Partial: return raw ? QVariant(0) : QVariant(QString());
+      }
+    }
+    return {};
+  }
   const PhaseStats& s = m_stats[index.row()];
   if (role == Qt::TextAlignmentRole) return index.column() == Name ? QVariant() : numberAlignment();
   if (role == Qt::DecorationRole && index.column() == Name) return phaseColor(s.name);
@@ -205,9 +243,49 @@ QVariant PhaseComparisonModel::headerData(int section, Qt::Orientation o, int ro
 
 // --- PhaseTable
 
+namespace {
+
+// Sorts phase rows by the column and keeps each phase's kernel rows right under it
+// (sorted among themselves); kernel rows of no listed phase come last.
+class KernelAwareProxy : public QSortFilterProxyModel {
+public:
+  using QSortFilterProxyModel::QSortFilterProxyModel;
+
+protected:
+  bool lessThan(const QModelIndex& l, const QModelIndex& r) const override {
+    // Qt puts l before r iff lessThan(l, r) ascending, iff lessThan(r, l) descending.
+    return sortOrder() == Qt::AscendingOrder ? before(l, r) : before(r, l);
+  }
+
+private:
+  bool before(const QModelIndex& a, const QModelIndex& b) const {
+    const auto* m = static_cast<const PhaseStatsModel*>(sourceModel());
+    const bool asc = sortOrder() == Qt::AscendingOrder;
+    auto valueLess = [&](const QModelIndex& x, const QModelIndex& y) {
+      const bool less = QSortFilterProxyModel::lessThan(x, y), greater = QSortFilterProxyModel::lessThan(y, x);
+      return asc ? less : greater;
+    };
+    const int ga = m->phaseRowOf(a.row()), gb = m->phaseRowOf(b.row());
+    if (ga != gb) {
+      if (ga < 0 || gb < 0) return gb < 0; // no phase: last
+      const QModelIndex pa = a.sibling(ga, a.column()), pb = b.sibling(gb, b.column());
+      if (valueLess(pa, pb)) return true;
+      if (valueLess(pb, pa)) return false;
+      return ga < gb;
+    }
+    const bool ka = m->kernelIndex(a.row()) >= 0, kb = m->kernelIndex(b.row()) >= 0;
+    if (ka != kb) return !ka; // the phase first
+    if (valueLess(a, b)) return true;
+    if (valueLess(b, a)) return false;
+    return a.row() < b.row();
+  }
+};
+
+} // namespace
+
 PhaseTable::PhaseTable(QWidget* parent) : QTableView(parent) {
   m_model = new PhaseStatsModel(this);
-  m_proxy = new QSortFilterProxyModel(this);
+  m_proxy = new KernelAwareProxy(this);
   m_proxy->setSourceModel(m_model);
   m_proxy->setSortRole(Qt::UserRole);
   setModel(m_proxy);
@@ -267,21 +345,31 @@ void PhaseTable::setTimeRange(qint64 t0, qint64 t1) {
 void PhaseTable::refresh() {
   if (!m_profile) {
     m_model->setStats({});
+    m_model->setKernelStats({});
     return;
   }
   if (!hasTimeRange()) {
     m_model->setStats(m_profile->phaseStats());
+    m_model->setKernelStats(m_profile->kernelStats());
     if (m_axis) showHighlight(m_axis->highlightedPhase());
     return;
   }
   std::vector<int> partial;
   auto stats = windowStats(*m_profile, m_t0, m_t1, &partial);
   m_model->setStats(std::move(stats), std::move(partial));
+  m_model->setKernelStats(m_profile->kernelStats(m_t0, m_t1));
   if (m_axis) showHighlight(m_axis->highlightedPhase());
 }
 
 QString PhaseTable::description() const {
   if (!m_profile) return tr("No profile");
+  if (!m_profile->kernels.empty())
+    return describeRange() + tr("; \u21b3 rows: the phase's kernels and copies (CUPTI), their time inside "
+                                "the range and their share of the phase's device time");
+  return describeRange();
+}
+
+QString PhaseTable::describeRange() const {
   if (hasTimeRange())
     return tr("Selected %1 \u2013 %2 (%3): zones overlapping it, counted whole (\u201cpartly in\u201d: "
               "how many stick out); shares are of the selection")

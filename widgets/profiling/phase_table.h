@@ -36,6 +36,16 @@ public:
   const std::vector<PhaseStats>& stats() const { return m_stats; }
   int partial(int row) const { return row < int(m_partial.size()) ? m_partial[row] : 0; }
 
+  // The per-kernel breakdown of a kernel profile (Profile::kernelStats): one row per
+  // kernel of a phase after the phase rows, kept under its phase whatever the sort;
+  // Share is then the kernel's share of its phase's device time. Empty: none.
+  void setKernelStats(std::vector<KernelStats> kernels);
+  const std::vector<KernelStats>& kernelStats() const { return m_kernels; }
+  // -1 for a phase row; else the kernel row's index into kernelStats().
+  int kernelIndex(int row) const { return row >= int(m_stats.size()) ? row - int(m_stats.size()) : -1; }
+  // The row of a kernel row's phase (-1 when its phase has no row).
+  int phaseRowOf(int row) const;
+
   int rowCount(const QModelIndex& parent = {}) const override;
   int columnCount(const QModelIndex& parent = {}) const override;
   QVariant data(const QModelIndex& index, int role) const override;
@@ -44,6 +54,7 @@ public:
 private:
   std::vector<PhaseStats> m_stats;
   std::vector<int> m_partial;
+  std::vector<KernelStats> m_kernels;
 };
 
 // Statistics of a selected time window [t0, t1) ns, Tracy's way: every zone that
@@ -100,6 +111,7 @@ public:
 
 private:
   void refresh();
+  QString describeRange() const;
   void rowClicked(const QModelIndex& index);
   void showHighlight(const QString& phase);
 

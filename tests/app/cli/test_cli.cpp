@@ -222,6 +222,27 @@ private slots:
     QCOMPARE(strict.code, 0);
   }
 
+  void profileKernelsOnTheCpuSaysSo() {
+    // --profile-kernels asks the CUDA engine for CUPTI records; the CPU engine has no
+    // kernels: the run goes on, says so once, and the trace holds no kernel records.
+    const QString out = QString::fromStdString(t("frame-k.fits"));
+    const QString trace = QString::fromStdString(t("trace-k.json"));
+    const Run r = cli({"extract", "-i", QString::fromStdString(preproc), "-p", QString::fromStdString(psf),
+                       "-o", out, "-w", "6000,6040,0.8", "-s", "0", "-n", "5", "--engine", "cpu",
+                       "--threads", "2", "--profile", trace, "--profile-kernels"});
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    QVERIFY2(r.err.contains("--profile-kernels: the CPU engine runs no GPU kernels"), qPrintable(r.err));
+    QVERIFY(!r.out.contains("kernel profile"));
+    std::ifstream in(trace.toStdString());
+    const std::string json((std::istreambuf_iterator<char>(in)), {});
+    const Profile p = Profile::fromChromeTrace(json);
+    QVERIFY(!p.ranges.empty());
+    QVERIFY(p.kernels.empty());
+    QVERIFY(!p.kernelTrace.on);
+    const Run help = cli({"extract", "--help"});
+    QVERIFY(help.out.contains("--profile-kernels"));
+  }
+
   void nanPixelsAreMaskedWithAWarning() {
     // Copy the shared preproc uncompressed and poison pixels on fiber 2's trace.
     const std::string p = t("nan-preproc.fits");

@@ -11,6 +11,7 @@
 
 #include "core/extract/compare.h"
 #include "core/extract/cpu_engine.h"
+#include "core/profile/kernel_trace.h"
 #include "widgets/ccd_view.h"
 #include "widgets/colormap.h"
 #include "widgets/heatmap_legend.h"
@@ -241,6 +242,87 @@ private slots:
       for (int r = 1; r < m->rowCount(); ++r)
         QVERIFY(m->data(m->index(r - 1, c), Qt::UserRole).toDouble() <= m->data(m->index(r, c), Qt::UserRole).toDouble());
     }
+  }
+
+  void phaseTableKeepsKernelsUnderTheirPhase() {
+    // A kernel profile (the real fitting code, core/profile/kernel_trace.h): two phases
+    // on a stream lane, kernels in each, one copy outside every phase.
+    Profile p;
+    p.lanes = {"main", "cuda:0 stream 1"};
+    p.wallNs = 100'000;
+    KernelTraceInput in;
+    auto phase = [&](uint64_t id, const char* name, int64_t t0, int64_t t1) {
+      PhaseWindow w;
+      w.id = id;
+      w.name = w.root = name;
+      w.lane = 1;
+      w.startNs = t0;
+      w.endNs = t1;
+      in.phases.push_back(w);
+      p.ranges.push_back({name, t0, t1, 1, 0, -1});
+    };
+    phase(1, "solve", 10'000, 40'000);
+    phase(2, "decorrelate", 40'000, 50'000);
+    auto kernel = [&](const char* sym, uint32_t corr, uint64_t ext, int64_t t0, int64_t t1) {
+      DeviceActivity a;
+      a.name = sym;
+      a.correlation = corr;
+      a.stream = 5;
+      a.startNs = uint64_t(t0);
+      a.endNs = uint64_t(t1);
+      in.activities.push_back(a);
+      if (ext) in.external[corr] = ext;
+    };
+    kernel("_Z4cholv", 1, 1, 10'000, 20'000);
+    kernel("_Z4cholv", 2, 1, 20'000, 25'000);
+    kernel("_Z4gemmv", 3, 1, 25'000, 39'000);
+    kernel("_Z3eigv", 4, 2, 40'000, 49'000);
+    kernel("_Z5stray", 5, 0, 60'000, 61'000); // outside every phase
+    in.streamLanes[{0, 5}] = 1;
+    attachKernelTrace(p, in);
+    auto prof = std::make_shared<const Profile>(p);
+    PhaseTable table;
+    table.setProfile(prof);
+    table.show();
+    QAbstractItemModel* m = table.model();
+    QCOMPARE(m->rowCount(), 2 + 4); // phases + (solve: chol, gemm; decorrelate: eig; none: stray)
+    QVERIFY(table.description().contains(QStringLiteral("CUPTI")));
+    auto text = [&](int r, int c) { return m->data(m->index(r, c), Qt::DisplayRole).toString(); };
+    for (int c = 0; c < PhaseStatsModel::ColumnCount; ++c)
+      for (Qt::SortOrder order : {Qt::AscendingOrder, Qt::DescendingOrder}) {
+        table.sortByColumn(c, order);
+        QString phaseAbove;
+        QStringList phases;
+        for (int r = 0; r < m->rowCount(); ++r) {
+          const QString name = text(r, PhaseStatsModel::Name);
+          if (!name.contains(QChar(0x21b3))) {
+            phaseAbove = name;
+            phases << name;
+            continue;
+          }
+          // A kernel row: right under its phase (the stray one after every phase).
+          const QString share = text(r, PhaseStatsModel::Share);
+          if (name.contains(QStringLiteral("stray"))) {
+            QCOMPARE(r, m->rowCount() - 1);
+            QVERIFY2(share.contains(QStringLiteral("outside")), qPrintable(share));
+          } else {
+            QVERIFY2(share.endsWith(QStringLiteral("of ") + phaseAbove), qPrintable(name + " / " + share));
+          }
+        }
+        QCOMPARE(phases.size(), 2);
+        // Phase rows in the column's order.
+        if (c == PhaseStatsModel::Total)
+          QCOMPARE(phases.first(), order == Qt::DescendingOrder ? QStringLiteral("solve") : QStringLiteral("decorrelate"));
+      }
+    // The numbers: chol in solve, 2 launches, 15 us of solve's 30 us.
+    table.sortByColumn(PhaseStatsModel::Total, Qt::DescendingOrder);
+    QCOMPARE(text(0, PhaseStatsModel::Name), QStringLiteral("solve"));
+    QVERIFY(text(1, PhaseStatsModel::Name).endsWith(QStringLiteral("chol")));
+    QCOMPARE(m->data(m->index(1, PhaseStatsModel::Count), Qt::UserRole).toInt(), 2);
+    QCOMPARE(m->data(m->index(1, PhaseStatsModel::Share), Qt::UserRole).toDouble(), 0.5);
+    QVERIFY(text(2, PhaseStatsModel::Name).endsWith(QStringLiteral("gemm")));
+    // Phase statistics do not count kernels: solve is one range.
+    QCOMPARE(m->data(m->index(0, PhaseStatsModel::Count), Qt::UserRole).toInt(), 1);
   }
 
   void timelineOfManyRangesCullsAndMerges() {

@@ -1,0 +1,117 @@
+// Block-banded Cholesky and L^-1 (batched_cholesky.h): the host side, cuBLAS GEMMs
+// around the shared-memory diagonal-block kernel of linalg.cu.
+#include "batched_cholesky.h"
+
+#include "core/errors.h"
+#include "kernels.h"
+
+#include <algorithm>
+#include <string>
+
+namespace spex::gpu {
+
+namespace {
+
+void checkCublasCall(cublasStatus_t st, const char* what) {
+  if (st != CUBLAS_STATUS_SUCCESS)
+    throw GpuError(std::string(what) + " failed (cuBLAS status " + std::to_string(int(st)) + ")");
+}
+
+void checkArgs(const char* who, int nblk, int nb, int w, const void* A, const void* X, const void* T,
+               long long strideT, int batch) {
+  if (nblk < 1 || nb < 1 || w < 0 || batch < 0 || !A || !X || !T || strideT < blockBandedScratch(nblk, nb))
+    throw GpuError(std::string(who) + ": bad arguments (nblk " + std::to_string(nblk) + ", nb " +
+                   std::to_string(nb) + ", w " + std::to_string(w) + ", batch " + std::to_string(batch) +
+                   ", scratch stride " + std::to_string(strideT) + " of at least " +
+                   std::to_string(blockBandedScratch(std::max(nblk, 1), std::max(nb, 1))) + ")");
+}
+
+// The kernels of linalg.cu read their matrices through a BatchView.
+BatchView view(int nblk, int nb, double* A, double* X, double* T, int* info, int batch) {
+  BatchView v;
+  v.F = nblk;
+  v.nb = nb;
+  v.n = nblk * nb;
+  v.A = A;
+  v.X = X;
+  v.T = T;
+  v.info = info;
+  v.count = batch;
+  return v;
+}
+
+} // namespace
+
+long long blockBandedScratch(int nblk, int nb) { return (long long)nb * std::max(nblk - 1, 1) * nb; }
+
+void potrfBlockBandedBatched(cublasHandle_t cublas, int nblk, int nb, int w, double* A, double* X,
+                             double* T, long long strideT, int* info, int batch, cudaStream_t stream,
+                             const BatchedStepHook& hook) {
+  checkArgs("potrfBlockBandedBatched", nblk, nb, w, A, X, T, strideT, batch);
+  if (!info) throw GpuError("potrfBlockBandedBatched: info is null");
+  if (batch == 0) return;
+  checkCublasCall(cublasSetStream(cublas, stream), "cublasSetStream");
+  auto step = [&](const char* name, const std::function<void()>& work) {
+    if (hook)
+      hook(name, work);
+    else
+      work();
+  };
+  const int n = nblk * nb;
+  const long long nn = (long long)n * n;
+  const double one = 1.0, zero = 0.0, minus = -1.0;
+  const BatchView v = view(nblk, nb, A, X, T, info, batch);
+  SPEX_CUDA(cudaMemsetAsync(info, 0, sizeof(int) * batch, stream));
+  for (int k = 0; k < nblk; ++k) {
+    step("diagonal block", [&] { launchCholeskyDiag(v, k, stream); });
+    // The panel: the w blocks below diagonal block k (further down A and L are zero).
+    const int M = std::min(n - (k + 1) * nb, w * nb);
+    if (M <= 0) continue;
+    const long long dk = (long long)k * nb * (n + 1);
+    // L_ik = A_ik L_kk^-T = A_ik X_kk^T into T, then back into A.
+    step("panel", [&] {
+      checkCublasCall(cublasDgemmStridedBatched(cublas, CUBLAS_OP_N, CUBLAS_OP_T, M, nb, nb, &one, A + dk + nb,
+                                                n, nn, X + dk, n, nn, &zero, T, M, strideT, batch),
+                      "cublasDgemmStridedBatched (panel)");
+      launchCopyPanel(v, k, M, strideT, stream);
+    });
+    // A -= L_panel L_panel^T over the M x M window (a GEMM: twice a SYRK's flops, at
+    // GEMM speed).
+    step("trailing update", [&] {
+      checkCublasCall(cublasDgemmStridedBatched(cublas, CUBLAS_OP_N, CUBLAS_OP_T, M, M, nb, &minus, T, M,
+                                                strideT, T, M, strideT, &one, A + dk + (long long)nb * (n + 1),
+                                                n, nn, batch),
+                      "cublasDgemmStridedBatched (trailing)");
+    });
+  }
+}
+
+void trtriBlockBandedBatched(cublasHandle_t cublas, int nblk, int nb, int w, const double* A, double* X,
+                             double* T, long long strideT, int batch, cudaStream_t stream) {
+  checkArgs("trtriBlockBandedBatched", nblk, nb, w, A, X, T, strideT, batch);
+  if (batch == 0) return;
+  checkCublasCall(cublasSetStream(cublas, stream), "cublasSetStream");
+  const int n = nblk * nb;
+  const long long nn = (long long)n * n;
+  const double one = 1.0, zero = 0.0, minus = -1.0;
+  // Row block i: X(i, 0:i) = -X_ii L(i, j0:i) X(j0:i, 0:i), L(i, j) zero for j < i - w.
+  for (int i = 1; i < nblk; ++i) {
+    const int K = i * nb, j0 = std::max(0, i - w), KL = (i - j0) * nb;
+    if (KL > 0)
+      checkCublasCall(cublasDgemmStridedBatched(cublas, CUBLAS_OP_N, CUBLAS_OP_N, nb, K, KL, &one,
+                                                A + (long long)i * nb + (long long)j0 * nb * n, n, nn,
+                                                X + (long long)j0 * nb, n, nn, &zero, T, nb, strideT, batch),
+                      "cublasDgemmStridedBatched (L X)");
+    else // block diagonal (w = 0): T = 0, so this block row of X is zero
+      checkCublasCall(cublasDgemmStridedBatched(cublas, CUBLAS_OP_N, CUBLAS_OP_N, nb, K, nb, &zero,
+                                                X + (long long)i * nb * (n + 1), n, nn, X + (long long)i * nb, n,
+                                                nn, &zero, T, nb, strideT, batch),
+                      "cublasDgemmStridedBatched (zero T)");
+    checkCublasCall(cublasDgemmStridedBatched(cublas, CUBLAS_OP_N, CUBLAS_OP_N, nb, K, nb, &minus,
+                                              X + (long long)i * nb * (n + 1), n, nn, T, nb, strideT, &zero,
+                                              X + (long long)i * nb, n, nn, batch),
+                    "cublasDgemmStridedBatched (X_ii T)");
+  }
+}
+
+} // namespace spex::gpu

@@ -1,0 +1,46 @@
+// Batched block-banded Cholesky and triangular inverse for the normal equations of
+// the patches (EXTRACTION.md §4.3), shaped like LAPACK's dpotrf and dtrtri ('L',
+// 'N'): `batch` symmetric positive definite matrices of order n = nblk * nb, matrix b
+// at A + b * n * n, column-major with leading dimension n, whose nb x nb blocks (i, j)
+// with |i - j| > w are zero (w = nblk - 1: dense). Blocked by nb: each diagonal block
+// factored (and inverted) in shared memory, the panel and trailing update of the w
+// blocks below it as batched GEMMs (cuBLAS, fp64 tensor cores); L^-1 by block rows,
+// multiplying only L's band. The same arithmetic as the dense blocked algorithm on the
+// non-zero blocks (docs/benchmarks.md, CUDA engine, version 14). Tested against LAPACK
+// on random SPD block-banded batches (tests/gpu/test_batched_cholesky.cpp).
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <functional>
+
+namespace spex::gpu {
+
+// Optional wrapper around each step (the engine times them in its device timeline):
+// called with the step's name ("diagonal block", "panel", "trailing update") and the
+// work, which it must run once.
+using BatchedStepHook = std::function<void(const char* step, const std::function<void()>& work)>;
+
+// Scratch doubles per matrix that both routines need (T: nb x (nblk - 1) nb).
+long long blockBandedScratch(int nblk, int nb);
+
+// A = L L^T. Reads the lower triangle of A (blocks below the band must be zero; the
+// upper triangle is never read, it may hold anything) and writes L over it; the
+// diagonal blocks of X (same layout as A) receive L_kk^-1 with zero upper triangles.
+// info[b] = 0, or j + 1 for the first column j whose pivot is not positive (as dpotrf);
+// the factorisation then goes on with a unit pivot so that no NaN spreads. T: scratch
+// of blockBandedScratch(nblk, nb) doubles per matrix at stride strideT. The cuBLAS
+// handle is set to `stream`. Asynchronous; throws GpuError for bad arguments and
+// failed launches.
+void potrfBlockBandedBatched(cublasHandle_t cublas, int nblk, int nb, int w, double* A, double* X,
+                             double* T, long long strideT, int* info, int batch, cudaStream_t stream,
+                             const BatchedStepHook& hook = {});
+
+// X = L^-1 (lower triangular), from L in A (band w) and the diagonal blocks of X that
+// potrfBlockBandedBatched wrote; X's blocks above the diagonal must be zero (they are
+// read as zeros by the GEMMs) and stay zero.
+void trtriBlockBandedBatched(cublasHandle_t cublas, int nblk, int nb, int w, const double* A, double* X,
+                             double* T, long long strideT, int batch, cudaStream_t stream);
+
+} // namespace spex::gpu
