@@ -62,5 +62,10 @@ double stretchValue(Stretch s, double t);
 // NaN renders as the colour of the low end.
 QImage renderImage(const Array2D<double>& data, ScaleRange range, Stretch stretch,
                    const QVector<QRgb>& table);
+// The same for data rows [y0, y1) x columns [x0, x1) only, written into the matching
+// pixels of `img` (a renderImage picture of the same data size; row 0 at the bottom).
+// For updating a picture where its data changed; on the calling thread.
+void renderRegion(const Array2D<double>& data, ScaleRange range, Stretch stretch, const QVector<QRgb>& table,
+                  QImage& img, int x0, int x1, int y0, int y1);
 
 } // namespace spex
