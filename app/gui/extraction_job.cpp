@@ -11,9 +11,7 @@ namespace spex {
 class ExtractionJob::Sink : public ProgressSink {
 public:
   Sink(ExtractionJob* job, QString engine) : m_job(job), m_engine(std::move(engine)) {}
-  void patchDone(const PatchOutput& out, int done, int total) override {
-    if (out.patch) m_job->enqueue(m_engine, out.patch->index, done, total);
-  }
+  void patchDone(int patch, int done, int total) override { m_job->enqueue(m_engine, patch, done, total); }
 
 private:
   ExtractionJob* m_job;

@@ -255,27 +255,18 @@ void CpuEngine::extractInto(const ExtractionRequest& req, ExtractionResult& resu
             noData += c.noData;
             nonFinite += c.nonFinite;
           }
-          PatchOutput out;
-          out.patch = &p;
-          out.diagnostics.patch = p.index;
-          out.diagnostics.seconds =
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-          out.diagnostics.chi2 = sol.chi2;
-          out.diagnostics.regularized = sol.regularized;
-          out.diagnostics.failed = sol.failed;
-          out.diagnostics.lane = rec.currentLane();
-          out.flux = Array2D<double>(p.nfiber, p.nwave);
-          out.ivar = Array2D<double>(p.nfiber, p.nwave);
-          for (int s = 0; s < p.nfiber; ++s)
-            for (int k = 0; k < p.nwave; ++k) {
-              out.flux(s, k) = result.flux(p.fiber0 + s - plan.fiberMin, p.wave0 + k);
-              out.ivar(s, k) = result.ivar(p.fiber0 + s - plan.fiberMin, p.wave0 + k);
-            }
+          PatchDiagnostics diag;
+          diag.patch = p.index;
+          diag.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+          diag.chi2 = sol.chi2;
+          diag.regularized = sol.regularized;
+          diag.failed = sol.failed;
+          diag.lane = rec.currentLane();
           {
             std::lock_guard lock(diagMutex);
-            result.patches.push_back(out.diagnostics);
+            result.patches.push_back(diag);
           }
-          progress.patchDone(out, done.fetch_add(1) + 1, total);
+          progress.patchDone(p.index, done.fetch_add(1) + 1, total);
         }
       } catch (...) {
         std::lock_guard lock(errorMutex);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <mutex>
 #include <limits>
 #include <cmath>
 
@@ -222,14 +223,26 @@ void mergePatches(ExtractionResult& into, ExtractionResult&& from, const PatchPl
 
 void Engine::extractInto(const ExtractionRequest& request, ExtractionResult& into, ProgressSink& progress,
                          const CancelToken& cancel) {
-  ExtractionResult fresh = extract(request, progress, cancel);
   if (!request.accumulate || !request.patches) {
-    into = std::move(fresh);
+    into = extract(request, progress, cancel);
     if (request.patches) into.lastPatches = *request.patches;
     return;
   }
+  // The patches are final in `into` only after the merge: report them then.
+  struct Held : ProgressSink {
+    std::mutex m;
+    std::vector<int> done;
+    void patchDone(int patch, int, int) override {
+      std::lock_guard lock(m);
+      done.push_back(patch);
+    }
+  } held;
+  ExtractionResult fresh = extract(request, held, cancel);
   const auto plan = requestPlan(request);
   mergePatches(into, std::move(fresh), *plan, *request.patches);
+  const int total = int(request.patches->size());
+  int n = 0;
+  for (int p : held.done) progress.patchDone(p, ++n, total);
 }
 
 } // namespace spex

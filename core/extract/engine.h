@@ -107,21 +107,15 @@ struct ExtractionResult {
   void allocate(const PatchPlan& plan, int ndiag, bool withModel, int npixX, int npixY);
 };
 
-// What one finished patch contributes, copied out for live views: kept fibers x
-// kept bins, flux per Angstrom and ivar per Angstrom^2 (frame units).
-struct PatchOutput {
-  const Patch* patch = nullptr;
-  Array2D<double> flux; // [patch->nfiber, patch->nwave]
-  Array2D<double> ivar;
-  PatchDiagnostics diagnostics;
-};
-
-// Where engines report progress; called from worker threads, so implementations
-// must be thread-safe and quick (queue the data, do not draw).
+// Where engines report progress: `patch` (a plan index) is done, its kept bins in the
+// result being filled are final (per Angstrom, masked) and will not change again in
+// this request. Called from worker threads, so implementations must be thread-safe
+// and quick (queue the index, do not draw); readers find the values in the result
+// itself (no copies cross this interface).
 class ProgressSink {
 public:
   virtual ~ProgressSink() = default;
-  virtual void patchDone(const PatchOutput& /*out*/, int /*done*/, int /*total*/) {}
+  virtual void patchDone(int /*patch*/, int /*done*/, int /*total*/) {}
 };
 
 class CancelToken {

@@ -402,7 +402,7 @@ private slots:
     struct CancelAfter : ProgressSink {
       CancelToken* t;
       std::atomic<int> n{0};
-      void patchDone(const PatchOutput&, int, int) override {
+      void patchDone(int, int, int) override {
         if (++n == 5) t->cancel();
       }
     } sink;
