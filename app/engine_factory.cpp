@@ -111,7 +111,8 @@ CudaEngineOptions cudaOptions(const EngineOptions& eo) {
 #endif
 namespace {
 // SPEXLAB_CPU_SOLVER (auto|dense|banded), read once here: how the CPU engine factors
-// the normal equations (core/extract/banded_solver.h). Unset or empty: auto.
+// the normal equations (core/extract/banded_solver.h). Unset or empty: auto. And
+// SPEXLAB_CPU_SPOT_CACHE (0|1, core/extract/spot_cache.h).
 CpuEngineOptions cpuOptionsFromEnvironment() {
   CpuEngineOptions o;
   const char* v = std::getenv("SPEXLAB_CPU_SOLVER");
@@ -124,6 +125,14 @@ CpuEngineOptions cpuOptionsFromEnvironment() {
     o.solver = NormalSolver::Banded;
   else
     throw InputError("SPEXLAB_CPU_SOLVER='" + s + "' (expected auto, dense or banded)");
+  // SPEXLAB_CPU_SPOT_CACHE=0 evaluates every patch's spots itself (for A/B timing; the
+  // results are the same bit for bit). Unset, empty or 1: the per-request spot cache.
+  const char* c = std::getenv("SPEXLAB_CPU_SPOT_CACHE");
+  const std::string cs = c ? c : "";
+  if (cs == "0")
+    o.spotCache = false;
+  else if (!cs.empty() && cs != "1")
+    throw InputError("SPEXLAB_CPU_SPOT_CACHE='" + cs + "' (expected 0 or 1)");
   return o;
 }
 } // namespace

@@ -80,6 +80,13 @@ CcdView::CcdView(ViewState* state, QWidget* parent) : ImageCanvas(state, parent)
   });
   connect(this, &ImageCanvas::clicked, this, &CcdView::onClick);
   connect(this, &ImageCanvas::rubberBandSelected, this, &CcdView::onBand);
+  connect(this, &ImageCanvas::contrastBiasChanged, this, [this](double c, double b) {
+    if (c == m_scale.contrast && b == m_scale.bias) return;
+    m_scale.contrast = c;
+    m_scale.bias = b;
+    recolor();
+    emit scaleAdjusted(m_scale);
+  });
   for (auto sig : {&ViewState::fibersChanged, &ViewState::waveChanged, &ViewState::patchesChanged,
                    &ViewState::hoverChanged})
     connect(state, sig, this, qOverload<>(&QWidget::update));
@@ -87,6 +94,11 @@ CcdView::CcdView(ViewState* state, QWidget* parent) : ImageCanvas(state, parent)
 
 void CcdView::setInputs(std::shared_ptr<const Image> image, std::shared_ptr<const GaussHermitePsf> psf) {
   m_image = std::move(image);
+  m_unit = QStringLiteral("e\u207b"); // DESI preproc images are in electrons
+  if (m_image) {
+    const QString u = QString::fromStdString(m_image->header.getString("BUNIT")).trimmed();
+    if (!u.isEmpty() && !u.startsWith(QLatin1String("electron"), Qt::CaseInsensitive)) m_unit = u;
+  }
   if (psf != m_psf) {
     m_psf = psf;
     m_traces = psf ? TraceGeometry(psf) : TraceGeometry();
@@ -180,18 +192,37 @@ void CcdView::setExtracted(const std::vector<std::shared_ptr<const ExtractionRes
 }
 
 void CcdView::setScale(const ScaleSettings& settings) {
+  const ScaleSettings old = m_scale;
   m_scale = settings;
-  render();
+  setContrastBias(settings.contrast, settings.bias); // the canvas' drag starts from them
+  // Only the table changed: re-colour the cached indices, no new limits or stretch.
+  ScaleSettings a = old, b = settings;
+  a.colormap = b.colormap;
+  a.contrast = b.contrast;
+  a.bias = b.bias;
+  a.inverted = b.inverted;
+  if (a == b && !m_index.isNull()) recolor();
+  else render();
 }
 
 void CcdView::render() {
   if (!m_image || m_image->pix.empty()) {
+    m_index = QImage();
+    clearColorBar();
     setPicture(QImage());
     return;
   }
   m_range = computeRange(m_image->pix, &m_image->ivar, m_scale);
-  setPicture(renderImage(m_image->pix, m_range, m_scale.stretch, colorTable(m_scale.colormap)));
+  m_index = renderIndex(m_image->pix, m_range, m_scale.stretch);
+  recolor();
   emit rangeChanged(m_range.lo, m_range.hi);
+}
+
+void CcdView::recolor() {
+  if (m_index.isNull()) return;
+  const QVector<QRgb> table = displayTable(m_scale);
+  setPicture(colorize(m_index, table));
+  setColorBar(table, m_range, m_scale.stretch, tr("%1 per pixel").arg(m_unit));
 }
 
 void CcdView::buildMaskLayer() {
@@ -306,8 +337,16 @@ QColor CcdView::patchHeatmapColor(int patch) const {
   if (patch < 0 || patch >= m_heatValues.size() || patch >= int(m_patchOutlines.size()) ||
       !std::isfinite(m_heatValues[patch]))
     return {};
-  const double t = m_heatHi > m_heatLo ? (m_heatValues[patch] - m_heatLo) / (m_heatHi - m_heatLo) : 1.0;
-  return colormapColor(Colormap::Viridis, t);
+  return heatmapLegend().color(m_heatValues[patch]);
+}
+
+HeatmapLegend CcdView::heatmapLegend() const {
+  HeatmapLegend l;
+  l.lo = m_heatLo;
+  l.hi = m_heatHi;
+  l.label = m_heatLabel;
+  for (double v : m_heatValues) l.count += std::isfinite(v);
+  return l;
 }
 
 int CcdView::patchAt(QPointF ccd) const {
@@ -344,10 +383,15 @@ void CcdView::paintOverlays(QPainter& p) {
       if (poly.boundingRect().intersects(vis)) p.drawPolygon(poly);
   }
   if (overlay(Overlay::PatchGrid)) {
-    p.setPen(cosmeticPen(QColor(255, 255, 255, 110)));
+    // A dark line under a light one: the grid reads on white, grey and every map.
     p.setBrush(Qt::NoBrush);
+    std::vector<int> shown;
     for (std::size_t i = 0; i < m_patchOutlines.size(); ++i)
-      if (m_patchBounds[i].intersects(vis)) p.drawPolygon(m_patchOutlines[i]);
+      if (m_patchBounds[i].intersects(vis)) shown.push_back(int(i));
+    p.setPen(cosmeticPen(QColor(0, 0, 0, 150), 3));
+    for (int i : shown) p.drawPolygon(m_patchOutlines[i]);
+    p.setPen(cosmeticPen(QColor(255, 255, 255, 200)));
+    for (int i : shown) p.drawPolygon(m_patchOutlines[i]);
   }
   if (!m_heatValues.isEmpty()) {
     p.setPen(Qt::NoPen);
@@ -400,18 +444,12 @@ void CcdView::paintOverlays(QPainter& p) {
   if (overlay(Overlay::IsoWavelength)) drawIsoWavelengths(p, vis);
   if (overlay(Overlay::FiberNumbers)) drawFiberNumbers(p, vis);
   if (!m_heatValues.isEmpty() && std::isfinite(m_heatLo)) {
-    // Colour bar, bottom left: min .. max of the heatmap with its label.
-    const QRect bar(12, height() - 34, 160, 10);
-    for (int x = 0; x < bar.width(); ++x)
-      p.fillRect(QRect(bar.left() + x, bar.top(), 1, bar.height()),
-                 colormapColor(Colormap::Viridis, double(x) / (bar.width() - 1)));
-    p.setPen(Qt::white);
-    p.drawRect(bar.adjusted(0, 0, -1, -1));
-    p.drawText(QPointF(bar.left(), bar.top() - 4), m_heatLabel);
-    p.drawText(QRect(bar.left(), bar.bottom() + 2, bar.width(), 14), Qt::AlignLeft,
-               QString::number(m_heatLo, 'g', 3));
-    p.drawText(QRect(bar.left(), bar.bottom() + 2, bar.width(), 14), Qt::AlignRight,
-               QString::number(m_heatHi, 'g', 3));
+    // Colour bar, bottom left, on its own panel (legible over any image).
+    const HeatmapLegend legend = heatmapLegend();
+    const QSize size = legend.size(p.fontMetrics());
+    m_heatLegendRect = legend.paint(p, QPoint(8, height() - 8 - size.height()));
+  } else {
+    m_heatLegendRect = {};
   }
 
   // Markers: the selected (fiber, wavelength) and the hover position from any view.
@@ -474,7 +512,6 @@ void CcdView::drawFiberNumbers(QPainter& p, const QRectF& vis) const {
   QFont font = p.font();
   font.setPointSizeF(8);
   p.setFont(font);
-  p.setPen(QColor(150, 240, 255));
   // Near the top of the view (largest visible row), inside each trace's rows.
   const double yTop = vis.bottom() - 14.0 / viewState()->zoom();
   for (int f = 0; f < m_traces.nfiber(); f += every) {
@@ -486,7 +523,7 @@ void CcdView::drawFiberNumbers(QPainter& p, const QRectF& vis) const {
     const QPointF w = toW.map(QPointF(x, y));
     const QString t = QString::number(viewState()->fiberNumber(f));
     const int tw = p.fontMetrics().horizontalAdvance(t);
-    p.drawText(QPointF(w.x() - tw / 2.0, std::max(w.y(), 12.0)), t);
+    drawHaloText(p, QPointF(w.x() - tw / 2.0, std::max(w.y(), 12.0)), t, QColor(150, 240, 255));
   }
 }
 

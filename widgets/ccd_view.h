@@ -5,6 +5,7 @@
 // Both go into the shared ViewState; the view never starts an extraction.
 #pragma once
 
+#include "heatmap_legend.h"
 #include "image_canvas.h"
 #include "image_scale.h"
 #include "trace_geometry.h"
@@ -74,12 +75,21 @@ public:
   QString patchHeatmapLabel() const { return m_heatLabel; }
   // The fill colour of a patch under the heatmap; invalid where it is not coloured.
   QColor patchHeatmapColor(int patch) const;
+  // The heatmap's colour bar (its values, label, colours) and where it was last drawn.
+  HeatmapLegend heatmapLegend() const;
+  QRect heatmapLegendRect() const { return m_heatLegendRect; }
   // The plan patch whose kept region holds a CCD point, -1 if none.
   int patchAt(QPointF ccd) const;
+
+  // The unit of the pixel values, shown on the colour bar (BUNIT, else electrons).
+  QString unit() const { return m_unit; }
 
 signals:
   void readoutChanged(const QString& text);
   void rangeChanged(double lo, double hi);
+  // Contrast or bias changed by a right-drag: the new settings (the window keeps the
+  // residual images and its saved settings in step).
+  void scaleAdjusted(const ScaleSettings& settings);
   void heatmapPatchClicked(int patch);
 
 protected:
@@ -87,6 +97,7 @@ protected:
 
 private:
   void render();
+  void recolor(); // the cached colour indices through the current table
   void buildMaskLayer();
   void rebuildPatchOutlines();
   void onHover(QPointF ccd);
@@ -101,6 +112,8 @@ private:
   TraceGeometry m_traces;
   ScaleSettings m_scale;
   ScaleRange m_range;
+  QImage m_index; // renderIndex of the image under m_range and the stretch
+  QString m_unit;
   std::array<bool, kOverlayCount> m_overlays{true, true, true, false, false, false, true};
 
   bool m_maskBuilt = false;
@@ -109,6 +122,7 @@ private:
   std::vector<QRectF> m_patchBounds;
   std::vector<QPolygonF> m_extractedOutlines;
   QVector<double> m_heatValues; // per plan patch, empty: no heatmap
+  QRect m_heatLegendRect;
   QString m_heatLabel;
   double m_heatLo = 0, m_heatHi = 0;
 };

@@ -77,6 +77,18 @@ QVector<QRgb> colorTable(Colormap map) {
   return table;
 }
 
+QVector<QRgb> adjustTable(const QVector<QRgb>& table, double contrast, double bias, bool inverted) {
+  if (table.size() != 256) return table;
+  QVector<QRgb> out(256);
+  for (int i = 0; i < 256; ++i) {
+    double t = i / 255.0;
+    if (inverted) t = 1.0 - t;
+    t = std::clamp((t - bias) * contrast + 0.5, 0.0, 1.0);
+    out[i] = table[int(std::lround(t * 255.0))];
+  }
+  return out;
+}
+
 QColor colormapColor(Colormap map, double t) { return QColor(interpolate(anchorsOf(map), t)); }
 
 } // namespace spex

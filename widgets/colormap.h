@@ -23,6 +23,11 @@ Colormap colormapFromName(const QString& name); // Grey when unknown
 // 256 opaque colours, index 0 = low end of the scale.
 QVector<QRgb> colorTable(Colormap map);
 
+// A table read through DS9's contrast and bias (entry i shows the colour of
+// (i/255 - bias) * contrast + 0.5, clamped) and optionally backwards. contrast 1,
+// bias 0.5, not inverted: the table unchanged.
+QVector<QRgb> adjustTable(const QVector<QRgb>& table, double contrast, double bias, bool inverted);
+
 // The colour of a value t in [0, 1] (clamped), for plots that want the same map.
 QColor colormapColor(Colormap map, double t);
 

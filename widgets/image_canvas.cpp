@@ -4,6 +4,7 @@
 #include <QKeyEvent>
 #include <QMouseEvent>
 #include <QPainter>
+#include <QPainterPath>
 #include <QWheelEvent>
 
 #include <algorithm>
@@ -14,6 +15,26 @@ namespace spex {
 namespace {
 constexpr double kKeyZoom = 1.25;
 constexpr int kClickSlop = 4; // screen pixels a press may move and still be a click
+
+constexpr int kPannerBox = 160;    // the overview panner fits in this square, px
+constexpr int kBarWidth = 220;     // colour bar gradient, px
+constexpr int kAxisBand = 18;      // room the pixel axes' labels take at the bottom
+
+// 1, 2, 5 x 10^k: the smallest at least `atLeast`.
+double niceTickStep(double atLeast) {
+  const double p = std::pow(10.0, std::floor(std::log10(std::max(atLeast, 1e-12))));
+  for (double m : {1.0, 2.0, 5.0, 10.0})
+    if (m * p >= atLeast) return m * p;
+  return 10 * p;
+}
+
+QString tickText(double v, double step) {
+  if (std::abs(v) < 1e-9 * std::max(1.0, step)) v = 0;
+  const double a = std::max(std::abs(v), step);
+  if (a >= 1e5 || a < 1e-3) return QString::number(v, 'g', 3);
+  const int decimals = step >= 1 ? 0 : int(std::ceil(-std::log10(step) - 1e-9));
+  return QString::number(v, 'f', std::clamp(decimals, 0, 4));
+}
 
 QTransform ccdToWidgetFor(QSizeF widget, QPointF c, double z) {
   // wx = W/2 + (x - cx) z ; wy = H/2 - (y - cy) z  (rows grow upwards on screen)
@@ -215,6 +236,7 @@ void ImageCanvas::paintEvent(QPaintEvent*) {
     p.setBrush(QColor(255, 200, 0, 40));
     p.drawRect(QRect(m_pressPos, m_lastPos).normalized());
   }
+  drawDecorations(p);
   m_lastPaintMs = timer.nsecsElapsed() * 1e-6;
 }
 
@@ -227,12 +249,26 @@ void ImageCanvas::wheelEvent(QWheelEvent* e) {
 }
 
 void ImageCanvas::mousePressEvent(QMouseEvent* e) {
-  if (e->button() != Qt::LeftButton) return;
   m_pressPos = m_lastPos = e->pos();
   m_pressCenter = m_state->center();
   m_moved = false;
-  m_drag = (e->modifiers() & Qt::ShiftModifier) ? Drag::Band : Drag::Pan;
+  if (e->button() == Qt::RightButton) {
+    m_drag = Drag::Contrast;
+    m_pressContrast = m_contrast;
+    m_pressBias = m_bias;
+    return;
+  }
+  if (e->button() != Qt::LeftButton) return;
   setFocus();
+  if (pannerShown() && pannerRect().contains(e->pos())) {
+    m_drag = Drag::Panner;
+    m_state->setCenter(pannerToCcd(e->position()));
+    return;
+  }
+  if (e->modifiers() & Qt::ShiftModifier) m_drag = Drag::Band;
+  else if (m_tool == Tool::Box) m_drag = Drag::Box;
+  else if (m_tool == Tool::Cut) m_drag = Drag::Cut;
+  else m_drag = Drag::Pan;
 }
 
 void ImageCanvas::mouseMoveEvent(QMouseEvent* e) {
@@ -242,22 +278,37 @@ void ImageCanvas::mouseMoveEvent(QMouseEvent* e) {
     const QPointF d = e->pos() - m_pressPos;
     const double z = m_state->zoom();
     m_state->setCenter(m_pressCenter - QPointF(d.x() / z, -d.y() / z));
-  } else if (m_drag == Drag::Band) {
+  } else if (m_drag == Drag::Panner) {
+    m_state->setCenter(pannerToCcd(e->position()));
+  } else if (m_drag == Drag::Contrast && m_moved) {
+    // DS9: across the width the bias runs over its whole range; up doubles the
+    // contrast every quarter of the height, down halves it.
+    const QPointF d = e->pos() - m_pressPos;
+    const double bias = std::clamp(m_pressBias + d.x() / std::max(1, width()), 0.0, 1.0);
+    const double contrast = std::clamp(m_pressContrast * std::pow(2.0, -d.y() / (0.25 * std::max(1, height()))), 0.05, 20.0);
+    setContrastBias(contrast, bias);
+  } else if (m_drag == Drag::Band || m_drag == Drag::Box || m_drag == Drag::Cut) {
     update();
   }
   emit hovered(toCcd(e->position()));
 }
 
 void ImageCanvas::mouseReleaseEvent(QMouseEvent* e) {
-  if (e->button() != Qt::LeftButton || m_drag == Drag::None) return;
+  if (m_drag == Drag::None) return;
+  if ((m_drag == Drag::Contrast) != (e->button() == Qt::RightButton)) return;
   const Drag drag = m_drag;
   m_drag = Drag::None;
+  if (drag == Drag::Contrast || drag == Drag::Panner) return;
   if (!m_moved) {
     emit clicked(toCcd(e->position()), e->modifiers());
   } else if (drag == Drag::Band) {
     const QRectF band = QRectF(toCcd(m_pressPos), toCcd(e->position())).normalized();
     update();
     emit rubberBandSelected(band, e->modifiers());
+  } else if (drag == Drag::Box) {
+    setBoxRegion(QRectF(toCcd(m_pressPos), toCcd(e->position())).normalized());
+  } else if (drag == Drag::Cut) {
+    setCutLine(QLineF(toCcd(m_pressPos), toCcd(e->position())));
   }
 }
 
@@ -293,6 +344,310 @@ void ImageCanvas::showEvent(QShowEvent* e) {
 void ImageCanvas::leaveEvent(QEvent* e) {
   QWidget::leaveEvent(e);
   emit hoverLeft();
+}
+
+// --- display aids ----------------------------------------------------------------
+
+void ImageCanvas::setColorBar(const QVector<QRgb>& table, ScaleRange range, Stretch stretch, const QString& unit) {
+  m_barTable = table;
+  m_barRange = range;
+  m_barStretch = stretch;
+  m_barUnit = unit;
+  update();
+}
+
+void ImageCanvas::clearColorBar() {
+  m_barTable.clear();
+  update();
+}
+
+void ImageCanvas::setColorBarVisible(bool on) {
+  m_barVisible = on;
+  update();
+}
+
+QRect ImageCanvas::colorBarRect() const {
+  if (!m_barVisible || !hasColorBar()) return {};
+  const int w = std::min(kBarWidth, width() / 2);
+  const int bottom = height() - 10 - (m_axes ? kAxisBand : 0);
+  // Panel: unit line, bar, tick labels; the bar is its middle row.
+  return QRect(width() - 18 - w, bottom - 46 + 18, w, 12);
+}
+
+QStringList ImageCanvas::colorBarLabels() const {
+  QStringList out;
+  if (!hasColorBar()) return out;
+  const double lo = m_barRange.lo, hi = m_barRange.hi;
+  const double step = niceTickStep((hi - lo) / 4.0);
+  out << tickText(lo, step / 10);
+  for (double v = std::ceil(lo / step) * step; v < hi; v += step)
+    if (v - lo > 0.2 * (hi - lo) && hi - v > 0.2 * (hi - lo)) out << tickText(v, step);
+  out << tickText(hi, step / 10) << m_barUnit;
+  return out;
+}
+
+void ImageCanvas::setPixelAxes(bool on) {
+  m_axes = on;
+  update();
+}
+
+QVector<double> ImageCanvas::axisTicks(Qt::Orientation o) const {
+  QVector<double> out;
+  const QRectF vis = visibleCcdRect();
+  const QSize ext = imageExtent();
+  const bool h = o == Qt::Horizontal;
+  const double span = h ? vis.width() : vis.height();
+  const int pixels = h ? width() : height();
+  if (span <= 0 || pixels <= 0) return out;
+  // About one labelled tick per 90 screen pixels, on whole CCD pixels.
+  const double step = std::max(1.0, niceTickStep(span * 90.0 / pixels));
+  const double lo = std::max(h ? vis.left() : vis.top(), 0.0);
+  const double hi = std::min(h ? vis.right() : vis.bottom(), ext.isValid() ? double(h ? ext.width() - 1 : ext.height() - 1) : 1e9);
+  for (double v = std::ceil(lo / step) * step; v <= hi; v += step) out << v;
+  return out;
+}
+
+void ImageCanvas::setPannerEnabled(bool on) {
+  m_pannerEnabled = on;
+  update();
+}
+
+QSize ImageCanvas::imageExtent() const {
+  const QSize s = m_state->imageSize();
+  return s.isValid() ? s : picture().size();
+}
+
+bool ImageCanvas::pannerShown() const {
+  if (!m_pannerEnabled || m_picture.levels.isEmpty()) return false;
+  const QSize ext = imageExtent();
+  if (!ext.isValid() || width() < 3 * kPannerBox / 2 || height() < 3 * kPannerBox / 2) return false;
+  // Zoomed in: some of the image is outside the view.
+  const QRectF vis = visibleCcdRect();
+  const QRectF all(-0.5, -0.5, ext.width(), ext.height());
+  return !vis.adjusted(-1, -1, 1, 1).contains(all);
+}
+
+QRect ImageCanvas::pannerRect() const {
+  if (!pannerShown()) return {};
+  const QSize ext = imageExtent();
+  const double s = double(kPannerBox) / std::max(ext.width(), ext.height());
+  const int w = std::max(8, int(std::lround(ext.width() * s))), h = std::max(8, int(std::lround(ext.height() * s)));
+  return QRect(width() - 10 - w, 10, w, h);
+}
+
+QPointF ImageCanvas::pannerToCcd(QPointF w) const {
+  const QRect r = pannerRect();
+  const QSize ext = imageExtent();
+  if (r.isEmpty()) return m_state->center();
+  const double u = std::clamp((w.x() - r.left()) / r.width(), 0.0, 1.0);
+  const double v = std::clamp((w.y() - r.top()) / r.height(), 0.0, 1.0);
+  return QPointF(u * ext.width() - 0.5, (1.0 - v) * ext.height() - 0.5);
+}
+
+QPointF ImageCanvas::ccdToPanner(QPointF c) const {
+  const QRect r = pannerRect();
+  const QSize ext = imageExtent();
+  if (r.isEmpty()) return {};
+  return QPointF(r.left() + (c.x() + 0.5) / ext.width() * r.width(),
+                 r.top() + (1.0 - (c.y() + 0.5) / ext.height()) * r.height());
+}
+
+void ImageCanvas::setCaption(const QString& text) {
+  m_caption = text;
+  update();
+}
+
+void ImageCanvas::setCrosshair(QPointF ccd) {
+  m_crossOn = true;
+  m_cross = ccd;
+  update();
+}
+
+void ImageCanvas::clearCrosshair() {
+  if (!m_crossOn) return;
+  m_crossOn = false;
+  update();
+}
+
+void ImageCanvas::setContrastBias(double contrast, double bias) {
+  if (contrast == m_contrast && bias == m_bias) return;
+  m_contrast = contrast;
+  m_bias = bias;
+  emit contrastBiasChanged(contrast, bias);
+}
+
+void ImageCanvas::setTool(Tool t) {
+  m_tool = t;
+  setCursor(t == Tool::Navigate ? Qt::ArrowCursor : Qt::CrossCursor);
+}
+
+void ImageCanvas::setBoxRegion(const QRectF& ccd) {
+  m_box = ccd;
+  update();
+  emit boxRegionChanged(ccd);
+}
+
+void ImageCanvas::setCutLine(const QLineF& ccd) {
+  m_cut = ccd;
+  update();
+  emit cutChanged(ccd);
+}
+
+void ImageCanvas::clearRegions() {
+  m_box = QRectF();
+  m_cut = QLineF();
+  update();
+}
+
+void ImageCanvas::drawHaloText(QPainter& p, const QPointF& baseline, const QString& text, const QColor& fill) {
+  // A dark outline under the glyphs: light text stays readable on white, grey,
+  // viridis yellow or the diverging map's pale middle alike.
+  QPainterPath path;
+  path.addText(baseline, p.font(), text);
+  p.save();
+  p.setRenderHint(QPainter::Antialiasing, true);
+  p.strokePath(path, QPen(QColor(0, 0, 0, 220), 3.0, Qt::SolidLine, Qt::RoundCap, Qt::RoundJoin));
+  p.fillPath(path, fill);
+  p.restore();
+}
+
+void ImageCanvas::drawDecorations(QPainter& p) {
+  p.save();
+  p.resetTransform();
+  QFont f = p.font();
+  f.setPointSizeF(9);
+  p.setFont(f);
+  drawRegions(p);
+  if (m_crossOn) {
+    const QPointF w = toWidget(m_cross);
+    for (const auto& [pen, alpha] : {std::pair{3.0, 160}, std::pair{1.0, 255}}) {
+      QPen q(alpha == 255 ? QColor(255, 255, 255) : QColor(0, 0, 0, alpha), pen);
+      p.setPen(q);
+      p.drawLine(QPointF(w.x(), 0), QPointF(w.x(), height()));
+      p.drawLine(QPointF(0, w.y()), QPointF(width(), w.y()));
+    }
+  }
+  if (m_axes) drawAxes(p);
+  if (m_barVisible && hasColorBar()) drawColorBar(p);
+  if (pannerShown()) drawPanner(p);
+  if (!m_caption.isEmpty()) {
+    QFont b = f;
+    b.setPointSizeF(11);
+    b.setBold(true);
+    p.setFont(b);
+    drawHaloText(p, QPointF(10, 10 + p.fontMetrics().ascent()), m_caption, QColor(255, 255, 255));
+    p.setFont(f);
+  }
+  p.restore();
+}
+
+void ImageCanvas::drawRegions(QPainter& p) const {
+  auto halo = [&p](auto drawFn) {
+    p.setBrush(Qt::NoBrush);
+    p.setPen(QPen(QColor(0, 0, 0, 200), 3.5));
+    drawFn();
+    p.setPen(QPen(QColor(120, 255, 120), 1.5));
+    drawFn();
+  };
+  p.setRenderHint(QPainter::Antialiasing, true);
+  QRectF box = m_box.isEmpty() ? QRectF() : QRectF(toWidget(m_box.topLeft()), toWidget(m_box.bottomRight())).normalized();
+  QLineF cut = m_cut.isNull() ? QLineF() : QLineF(toWidget(m_cut.p1()), toWidget(m_cut.p2()));
+  if (m_drag == Drag::Box && m_moved) box = QRectF(m_pressPos, m_lastPos).normalized();
+  if (m_drag == Drag::Cut && m_moved) cut = QLineF(m_pressPos, m_lastPos);
+  if (!box.isEmpty()) {
+    halo([&] { p.drawRect(box); });
+    drawHaloText(p, box.topLeft() + QPointF(3, -4), tr("box"), QColor(120, 255, 120));
+  }
+  if (!cut.isNull()) {
+    halo([&] {
+      p.drawLine(cut);
+      p.drawEllipse(cut.p1(), 4, 4); // the start: distance 0 of the cut plot
+    });
+    drawHaloText(p, cut.p2() + QPointF(5, -5), tr("cut"), QColor(120, 255, 120));
+  }
+  p.setRenderHint(QPainter::Antialiasing, false);
+}
+
+void ImageCanvas::drawAxes(QPainter& p) const {
+  const QColor text(235, 235, 235);
+  const QFontMetrics fm = p.fontMetrics();
+  const QRectF vis = visibleCcdRect();
+  const double stepX = niceTickStep(vis.width() * 90.0 / std::max(1, width()));
+  const double stepY = niceTickStep(vis.height() * 90.0 / std::max(1, height()));
+  for (double x : axisTicks(Qt::Horizontal)) {
+    const double wx = toWidget(QPointF(x, 0)).x();
+    p.setPen(QPen(QColor(0, 0, 0, 200), 3));
+    p.drawLine(QPointF(wx, height()), QPointF(wx, height() - 7));
+    p.setPen(QPen(text, 1));
+    p.drawLine(QPointF(wx, height()), QPointF(wx, height() - 7));
+    const QString t = tickText(x, std::max(1.0, stepX));
+    drawHaloText(p, QPointF(wx - fm.horizontalAdvance(t) / 2.0, height() - 9), t, text);
+  }
+  for (double y : axisTicks(Qt::Vertical)) {
+    const double wy = toWidget(QPointF(0, y)).y();
+    p.setPen(QPen(QColor(0, 0, 0, 200), 3));
+    p.drawLine(QPointF(0, wy), QPointF(7, wy));
+    p.setPen(QPen(text, 1));
+    p.drawLine(QPointF(0, wy), QPointF(7, wy));
+    drawHaloText(p, QPointF(10, wy + fm.ascent() / 2.0 - 1), tickText(y, std::max(1.0, stepY)), text);
+  }
+  drawHaloText(p, QPointF(width() - fm.horizontalAdvance(QStringLiteral("x [px]")) - 6, height() - 9 - fm.height()),
+               QStringLiteral("x [px]"), text);
+  drawHaloText(p, QPointF(10, height() - 9 - 2 * fm.height()), QStringLiteral("y [px]"), text);
+}
+
+void ImageCanvas::drawColorBar(QPainter& p) const {
+  const QRect bar = colorBarRect();
+  if (bar.isEmpty()) return;
+  const QRect panel = bar.adjusted(-8, -18, 8, 16);
+  p.setPen(Qt::NoPen);
+  p.setBrush(QColor(0, 0, 0, 165));
+  p.drawRoundedRect(panel, 4, 4);
+  // The gradient is linear in value, so the stretch shows as the colours' spacing.
+  QImage grad(256, 1, QImage::Format_RGB32);
+  for (int i = 0; i < 256; ++i)
+    grad.setPixel(i, 0, m_barTable[std::clamp(int(stretchValue(m_barStretch, i / 255.0) * 255.0 + 0.5), 0, 255)]);
+  p.drawImage(bar, grad);
+  p.setPen(QPen(QColor(230, 230, 230), 1));
+  p.setBrush(Qt::NoBrush);
+  p.drawRect(bar.adjusted(0, 0, -1, -1));
+  const QFontMetrics fm = p.fontMetrics();
+  p.setPen(QColor(245, 245, 245));
+  const double lo = m_barRange.lo, hi = m_barRange.hi;
+  const QStringList labels = colorBarLabels();
+  if (labels.size() < 3) return;
+  auto xOf = [&](double v) { return bar.left() + (v - lo) / (hi - lo) * (bar.width() - 1); };
+  const int base = bar.bottom() + 2 + fm.ascent();
+  p.drawText(QPointF(bar.left(), base), labels.first());
+  p.drawText(QPointF(bar.right() + 1 - fm.horizontalAdvance(labels[labels.size() - 2]), base), labels[labels.size() - 2]);
+  for (int i = 1; i + 2 < labels.size(); ++i) {
+    const double v = labels[i].toDouble();
+    const double x = xOf(v);
+    p.drawLine(QPointF(x, bar.bottom() - 3), QPointF(x, bar.bottom()));
+    p.drawText(QPointF(x - fm.horizontalAdvance(labels[i]) / 2.0, base), labels[i]);
+  }
+  p.drawText(QPointF(bar.left(), bar.top() - 4), labels.last());
+}
+
+void ImageCanvas::drawPanner(QPainter& p) const {
+  const QRect r = pannerRect();
+  if (r.isEmpty()) return;
+  const QImage& thumb = m_picture.levels.last();
+  p.setRenderHint(QPainter::SmoothPixmapTransform, true);
+  p.fillRect(r.adjusted(-2, -2, 2, 2), QColor(0, 0, 0, 200));
+  p.drawImage(r, thumb);
+  p.setRenderHint(QPainter::SmoothPixmapTransform, false);
+  p.setPen(QPen(QColor(200, 200, 200), 1));
+  p.setBrush(Qt::NoBrush);
+  p.drawRect(r.adjusted(-1, -1, 0, 0));
+  const QRectF vis = visibleCcdRect();
+  QRectF v = QRectF(ccdToPanner(vis.topLeft()), ccdToPanner(vis.bottomRight())).normalized().intersected(QRectF(r));
+  if (v.width() < 3) v.adjust(-1.5, 0, 1.5, 0);
+  if (v.height() < 3) v.adjust(0, -1.5, 0, 1.5);
+  p.setPen(QPen(QColor(0, 0, 0, 220), 3));
+  p.drawRect(v);
+  p.setPen(QPen(QColor(255, 210, 0), 1.5));
+  p.drawRect(v);
 }
 
 } // namespace spex

@@ -4,9 +4,16 @@
 // zoom, so pan and zoom cost the widget's pixels, not the image's.
 // Mouse: wheel zooms about the cursor, drag pans, shift+drag draws a rubber band,
 // click reports the CCD point. Keys: + - zoom, F fit, 1 one-to-one, arrows pan.
+// Display aids drawn by the canvas itself (so exports and screenshots hold them): a
+// colour bar with the limits and unit, pixel axes along the edges, an overview panner
+// when zoomed in, a caption naming the picture, a locked crosshair; right-drag changes
+// contrast and bias (DS9); a Box or Cut tool draws a region that owners analyse.
 #pragma once
 
+#include "image_scale.h"
 #include "view_state.h"
+
+#include <QLineF>
 
 #include <QImage>
 
@@ -66,6 +73,62 @@ public:
   // Zoom on a CCD rectangle (e.g. the lit fibers of a simulation).
   void zoomToRect(const QRectF& ccd);
 
+  // --- colour bar (bottom right): the table from lo to hi under the stretch, tick
+  //     values and the unit. Owners set it whenever limits, stretch or map change.
+  void setColorBar(const QVector<QRgb>& table, ScaleRange range, Stretch stretch, const QString& unit);
+  void clearColorBar();
+  void setColorBarVisible(bool on);
+  bool colorBarVisible() const { return m_barVisible; }
+  bool hasColorBar() const { return m_barTable.size() == 256; }
+  QRect colorBarRect() const;        // the gradient, widget coordinates; empty when not drawn
+  QStringList colorBarLabels() const; // tick texts, then the unit
+  ScaleRange colorBarRange() const { return m_barRange; }
+
+  // --- pixel axes: CCD column and row ticks along the bottom and left edges.
+  void setPixelAxes(bool on);
+  bool pixelAxes() const { return m_axes; }
+  QVector<double> axisTicks(Qt::Orientation o) const; // CCD x (Horizontal) or y values
+
+  // --- overview panner (top right): the whole image with the visible rectangle,
+  //     shown while the view does not hold the whole image; click or drag to pan.
+  void setPannerEnabled(bool on);
+  bool pannerEnabled() const { return m_pannerEnabled; }
+  bool pannerShown() const;
+  QRect pannerRect() const; // widget coordinates; empty when not shown
+  QPointF pannerToCcd(QPointF widget) const;
+  QPointF ccdToPanner(QPointF ccd) const;
+
+  // --- caption (top left): which picture this is ("data", "model", "χ").
+  void setCaption(const QString& text);
+  QString caption() const { return m_caption; }
+
+  // --- a crosshair at a CCD point (views showing the same CCD lock theirs).
+  void setCrosshair(QPointF ccd);
+  void clearCrosshair();
+  bool hasCrosshair() const { return m_crossOn; }
+  QPointF crosshair() const { return m_cross; }
+
+  // --- contrast and bias, DS9's convention: right-drag right raises the bias
+  //     (darker), up raises the contrast; the owner re-colours on contrastBiasChanged.
+  double contrast() const { return m_contrast; }
+  double bias() const { return m_bias; }
+  void setContrastBias(double contrast, double bias); // emits when it changes
+  void resetContrastBias() { setContrastBias(1.0, 0.5); }
+
+  // --- tools: Navigate (drag pans), Box (drag draws a box region), Cut (drag draws a
+  //     line). Shift+drag is the rubber band in every tool.
+  enum class Tool { Navigate, Box, Cut };
+  void setTool(Tool t);
+  Tool tool() const { return m_tool; }
+  QRectF boxRegion() const { return m_box; }   // CCD, empty when none
+  QLineF cutLine() const { return m_cut; }     // CCD, null when none
+  void setBoxRegion(const QRectF& ccd);
+  void setCutLine(const QLineF& ccd);
+  void clearRegions();
+
+  // Text drawn with a dark outline, readable on any colour (labels over images).
+  static void drawHaloText(QPainter& p, const QPointF& baseline, const QString& text, const QColor& fill);
+
 public slots:
   void fit();
   void zoomOneToOne();
@@ -77,6 +140,9 @@ signals:
   void hoverLeft();
   void clicked(QPointF ccd, Qt::KeyboardModifiers modifiers);
   void rubberBandSelected(QRectF ccd, Qt::KeyboardModifiers modifiers);
+  void contrastBiasChanged(double contrast, double bias);
+  void boxRegionChanged(QRectF ccd);
+  void cutChanged(QLineF ccd);
 
 protected:
   // Drawn after the picture with the painter in widget coordinates; use
@@ -96,6 +162,12 @@ protected:
 private:
   void drawPyramid(QPainter& p, const Pyramid& pyr) const;
   int imageRows() const;
+  void drawDecorations(QPainter& p);
+  void drawColorBar(QPainter& p) const;
+  void drawAxes(QPainter& p) const;
+  void drawPanner(QPainter& p) const;
+  void drawRegions(QPainter& p) const;
+  QSize imageExtent() const;
 
   QPointer<ViewState> m_state;
   Pyramid m_picture;
@@ -109,7 +181,23 @@ private:
   bool m_autoFit = true;    // the view is a fit the user has not changed yet
   bool m_inFit = false;
 
-  enum class Drag { None, Pan, Band };
+  QVector<QRgb> m_barTable;
+  ScaleRange m_barRange;
+  Stretch m_barStretch = Stretch::Linear;
+  QString m_barUnit;
+  bool m_barVisible = true;
+  bool m_axes = false;
+  bool m_pannerEnabled = true;
+  QString m_caption;
+  bool m_crossOn = false;
+  QPointF m_cross;
+  double m_contrast = 1.0, m_bias = 0.5;
+  double m_pressContrast = 1.0, m_pressBias = 0.5;
+  Tool m_tool = Tool::Navigate;
+  QRectF m_box;
+  QLineF m_cut;
+
+  enum class Drag { None, Pan, Band, Contrast, Panner, Box, Cut };
   Drag m_drag = Drag::None;
   QPoint m_pressPos;
   QPoint m_lastPos;

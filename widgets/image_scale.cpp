@@ -259,3 +259,53 @@ QImage renderImage(const Array2D<double>& data, ScaleRange range, Stretch stretc
 }
 
 } // namespace spex
+
+namespace spex {
+
+QImage renderIndex(const Array2D<double>& data, ScaleRange range, Stretch stretch) {
+  const int ny = data.rows, nx = data.cols;
+  QImage img(nx, ny, QImage::Format_Grayscale8);
+  if (img.isNull()) return img;
+  std::array<uchar, kLutSize> lut;
+  for (int k = 0; k < kLutSize; ++k)
+    lut[k] = uchar(std::clamp(int(stretchValue(stretch, double(k) / (kLutSize - 1)) * 255.0 + 0.5), 0, 255));
+  const double lo = range.lo;
+  const double scale = (kLutSize - 1) / (range.hi - range.lo);
+  uchar* bits = img.bits();
+  const qsizetype bpl = img.bytesPerLine();
+  QVector<int> rows(ny);
+  std::iota(rows.begin(), rows.end(), 0);
+  QtConcurrent::blockingMap(rows, [&](int r) {
+    const double* src = data.row(r);
+    uchar* dst = bits + bpl * (ny - 1 - r);
+    for (int c = 0; c < nx; ++c) {
+      const double t = (src[c] - lo) * scale;
+      const int k = !(t > 0) ? 0 : (t >= kLutSize - 1 ? kLutSize - 1 : int(t + 0.5));
+      dst[c] = lut[k];
+    }
+  });
+  return img;
+}
+
+QImage colorize(const QImage& index, const QVector<QRgb>& table) {
+  if (index.isNull() || table.size() != 256 || index.format() != QImage::Format_Grayscale8) return {};
+  const int ny = index.height(), nx = index.width();
+  QImage img(nx, ny, QImage::Format_RGB32);
+  uchar* bits = img.bits();
+  const qsizetype bpl = img.bytesPerLine();
+  const QRgb* t = table.constData();
+  QVector<int> rows(ny);
+  std::iota(rows.begin(), rows.end(), 0);
+  QtConcurrent::blockingMap(rows, [&](int r) {
+    const uchar* src = index.constScanLine(r);
+    QRgb* dst = reinterpret_cast<QRgb*>(bits + bpl * r);
+    for (int c = 0; c < nx; ++c) dst[c] = t[src[c]];
+  });
+  return img;
+}
+
+QVector<QRgb> displayTable(const ScaleSettings& s) {
+  return adjustTable(colorTable(s.colormap), s.contrast, s.bias, s.inverted);
+}
+
+} // namespace spex

@@ -9,6 +9,7 @@
 #include "core/array.h"
 
 #include <QImage>
+#include <QMetaType>
 #include <QString>
 #include <QStringList>
 #include <QVector>
@@ -36,6 +37,11 @@ struct ScaleSettings {
   double manualMin = 0;      // Manual limits
   double manualMax = 100;
   Colormap colormap = Colormap::Grey;
+  // DS9's colormap adjustments (right-drag on an image): the colour of t in [0, 1]
+  // is the map's colour at (t - bias) * contrast + 0.5; inverted reads the map backwards.
+  double contrast = 1.0;
+  double bias = 0.5;
+  bool inverted = false;
   bool operator==(const ScaleSettings&) const = default;
 };
 
@@ -68,4 +74,16 @@ QImage renderImage(const Array2D<double>& data, ScaleRange range, Stretch stretc
 void renderRegion(const Array2D<double>& data, ScaleRange range, Stretch stretch, const QVector<QRgb>& table,
                   QImage& img, int x0, int x1, int y0, int y1);
 
+// The same in two steps, so a colormap change (contrast, bias, invert) costs one table
+// lookup per pixel instead of a new stretch: renderIndex gives each pixel's 8-bit
+// colour index (Format_Grayscale8, row 0 at the bottom), colorize turns indices into
+// colours. renderImage(d, r, s, t) == colorize(renderIndex(d, r, s), t).
+QImage renderIndex(const Array2D<double>& data, ScaleRange range, Stretch stretch);
+QImage colorize(const QImage& index, const QVector<QRgb>& table);
+
+// The 256-entry table of the settings: colormap, inverted, contrast and bias applied.
+QVector<QRgb> displayTable(const ScaleSettings& settings);
+
 } // namespace spex
+
+Q_DECLARE_METATYPE(spex::ScaleSettings)

@@ -23,6 +23,11 @@ const char* modeName(int m) {
   static const char* names[] = {"data", "model", "data \u2212 model", "\u03c7 = (data \u2212 model)\u221aivar"};
   return names[m];
 }
+// What the caption on the image says.
+const char* shortName(int m) {
+  static const char* names[] = {"data", "model", "data \u2212 model", "\u03c7"};
+  return names[m];
+}
 constexpr double kChiLimit = ChiMap::kLimit; // chi image and histogram span +-5 sigma
 // Changed boxes up to this many pixels are redone in place on the GUI thread (about
 // 10 ms per million); more (a whole frame's run) go to a worker.
@@ -72,6 +77,11 @@ ResidualView::ResidualView(ViewState* state, QWidget* parent) : QWidget(parent),
   connect(m_modeBox, &QComboBox::currentIndexChanged, this, [this](int i) { setMode(Mode(i)); });
   connect(m_blinkWith, &QComboBox::currentIndexChanged, this, [this] { rebuild(); });
   connect(m_blink, &QCheckBox::toggled, this, &ResidualView::setBlink);
+  // Right-drag on this image sets the contrast and bias of data - model and chi (data
+  // and model follow the CCD view's).
+  connect(m_canvas, &ImageCanvas::contrastBiasChanged, this, [this] {
+    if (m_mode == Residual || m_mode == Chi || m_blinkWith->currentIndex() >= Residual) rebuild();
+  });
   connect(m_canvas, &ImageCanvas::hovered, this, [this](QPointF p) {
     const int c = int(std::lround(p.x())), r = int(std::lround(p.y()));
     if (!m_image || c < 0 || r < 0 || c >= m_image->nx || r >= m_image->ny) return;
@@ -137,6 +147,8 @@ void ResidualView::setInputs(std::shared_ptr<const Image> image, std::shared_ptr
     m_rebuildQueued = false;
     m_canvas->setPicture(QImage());
     m_canvas->setAlternatePicture(QImage());
+    m_canvas->clearColorBar();
+    m_canvas->setCaption(QString());
     m_note->clear();
     updateHistogram();
     return;
@@ -174,6 +186,20 @@ void ResidualView::blinkStep() {
   m_canvas->setShowAlternate(m_showingPartner);
   const int m = m_showingPartner ? m_blinkWith->currentIndex() : int(m_mode);
   m_note->setText(tr("showing %1").arg(QString::fromUtf8(modeName(m))));
+  showBarOf(m_showingPartner);
+}
+
+QString ResidualView::shownName() const {
+  if (m_shownIsData && !m_showingPartner) return QString::fromUtf8(shortName(Data));
+  return QString::fromUtf8(shortName(m_showingPartner ? m_blinkWith->currentIndex() : int(m_mode)));
+}
+
+void ResidualView::showBarOf(bool partner) {
+  // The caption on the image says which picture is shown: a blink is never ambiguous.
+  const Bar& b = partner ? m_partnerBar : m_shownBar;
+  if (b.table.size() == 256) m_canvas->setColorBar(b.table, b.range, b.stretch, b.unit);
+  else m_canvas->clearColorBar();
+  m_canvas->setCaption(m_image ? shownName() : QString());
 }
 
 void ChiMap::compute(const Image& img, const Array2D<double>& model) {
@@ -283,6 +309,9 @@ void ResidualView::modelChanged(quint64 from, quint64 to, const std::vector<Pixe
     return;
   }
   const Image& img = *m_image;
+  // Someone else holds the chi array (chi(): the side-by-side view, maybe its worker):
+  // they keep the old one and get a new pointer, so they see the change.
+  if (m_chiMap.use_count() > 1) m_chiMap = std::make_shared<ChiMap>(*m_chiMap);
   m_chiMap->update(img, *m_model, boxes);
   m_stats = m_chiMap->stats;
   m_histCounts = m_chiMap->histogram;
@@ -294,10 +323,11 @@ void ResidualView::modelChanged(quint64 from, quint64 to, const std::vector<Pixe
     return;
   }
   m_resid.reset();
-  const QVector<QRgb> dataTable = colorTable(m_dataScale.colormap);
-  const QVector<QRgb> chiTable = colorTable(Colormap::Diverging);
   auto patch = [&](Mode m, bool alternate) {
     if (m != Model && m != Chi) return; // the data does not change with the model
+    // The colours the picture was drawn with (colormap, contrast, bias, limits).
+    const Bar& bar = alternate ? m_partnerBar : m_shownBar;
+    if (bar.table.size() != 256) return;
     for (const PixelBox& b : boxes) {
       const int x0 = std::max(0, b.x0), x1 = std::min(img.nx, b.x1);
       const int y0 = std::max(0, b.y0), y1 = std::min(img.ny, b.y1);
@@ -306,9 +336,9 @@ void ResidualView::modelChanged(quint64 from, quint64 to, const std::vector<Pixe
       const QRect rect(x0, img.ny - y1, x1 - x0, y1 - y0);
       m_canvas->updatePicture(rect, [&](QImage& pic) {
         if (m == Model)
-          renderRegion(*m_model, m_dataRange, m_dataScale.stretch, dataTable, pic, x0, x1, y0, y1);
+          renderRegion(*m_model, bar.range, bar.stretch, bar.table, pic, x0, x1, y0, y1);
         else
-          renderRegion(m_chiMap->chi, {-kChiLimit, kChiLimit}, Stretch::Linear, chiTable, pic, x0, x1, y0, y1);
+          renderRegion(m_chiMap->chi, bar.range, bar.stretch, bar.table, pic, x0, x1, y0, y1);
       }, alternate);
     }
   };
@@ -341,37 +371,51 @@ void ResidualView::compute(Job& j) {
     for (std::size_t i = 0; i < r->size(); ++i) r->data[i] = img.pix.data[i] - j.model->data[i];
     j.resid = std::move(r);
   }
-  QImage shown = render(j, j.mode);
+  QImage shown = render(j, j.mode, &j.shownBar);
   j.shownIsData = shown.isNull() && !j.model;
-  if (j.shownIsData) shown = render(j, Data); // no model yet: the data, so it is never blank
+  if (j.shownIsData) shown = render(j, Data, &j.shownBar); // no model yet: the data, so it is never blank
   j.shown.build(shown);
-  j.partner.build(render(j, j.partnerMode));
+  j.partner.build(render(j, j.partnerMode, &j.partnerBar));
 }
 
-QImage ResidualView::render(const Job& j, Mode m) {
+QImage ResidualView::render(const Job& j, Mode m, Bar* bar) {
   const Image& img = *j.image;
+  Bar b;
+  QImage out;
+  const QString electrons = QStringLiteral("e\u207b per pixel");
   switch (m) {
   case Data:
-    if (img.pix.empty()) return {};
-    return renderImage(img.pix, j.dataRange, j.dataScale.stretch, colorTable(j.dataScale.colormap));
+    if (img.pix.empty()) break;
+    b = {displayTable(j.dataScale), j.dataRange, j.dataScale.stretch, electrons};
+    out = renderImage(img.pix, b.range, b.stretch, b.table);
+    break;
   case Model:
     // Same limits as the data so that blinking compares like with like.
-    if (!j.model) return {};
-    return renderImage(*j.model, j.dataRange, j.dataScale.stretch, colorTable(j.dataScale.colormap));
+    if (!j.model) break;
+    b = {displayTable(j.dataScale), j.dataRange, j.dataScale.stretch, electrons};
+    out = renderImage(*j.model, b.range, b.stretch, b.table);
+    break;
   case Residual: {
-    if (!j.resid) return {};
+    if (!j.resid) break;
     ScaleSettings s;
     s.limits = Limits::Percentile;
     s.percentile = 99.5;
     const ScaleRange r = computeRange(*j.resid, &img.ivar, s);
     const double lim = std::max(std::abs(r.lo), std::abs(r.hi));
-    return renderImage(*j.resid, {-lim, lim}, Stretch::Linear, colorTable(Colormap::Diverging));
+    b = {adjustTable(colorTable(Colormap::Diverging), j.contrast, j.bias, false), {-lim, lim}, Stretch::Linear,
+         electrons};
+    out = renderImage(*j.resid, b.range, b.stretch, b.table);
+    break;
   }
   case Chi:
-    if (!j.chi) return {};
-    return renderImage(j.chi->chi, {-kChiLimit, kChiLimit}, Stretch::Linear, colorTable(Colormap::Diverging));
+    if (!j.chi) break;
+    b = {adjustTable(colorTable(Colormap::Diverging), j.contrast, j.bias, false), {-kChiLimit, kChiLimit},
+         Stretch::Linear, QStringLiteral("\u03c7 [\u03c3]")};
+    out = renderImage(j.chi->chi, b.range, b.stretch, b.table);
+    break;
   }
-  return {};
+  if (bar && !out.isNull()) *bar = b;
+  return out;
 }
 
 void ResidualView::rebuild() {
@@ -398,6 +442,8 @@ void ResidualView::startJob() {
   j.haveRange = m_haveRange;
   j.mode = m_mode;
   j.partnerMode = Mode(m_blinkWith->currentIndex());
+  j.contrast = m_canvas->contrast();
+  j.bias = m_canvas->bias();
   m_jobConsumed = false;
   m_watcher.setFuture(QtConcurrent::run(backgroundPool(), [j]() mutable {
     compute(j);
@@ -469,6 +515,10 @@ void ResidualView::install(Job&& j) {
   m_canvas->setPicture(std::move(j.shown));
   m_canvas->setAlternatePicture(std::move(j.partner));
   m_canvas->setShowAlternate(false);
+  m_shownBar = j.shownBar;
+  m_partnerBar = j.partnerBar;
+  m_shownIsData = j.shownIsData;
+  showBarOf(false);
   updateHistogram();
   emit updated();
 }

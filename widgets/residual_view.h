@@ -97,6 +97,14 @@ public:
   ImageCanvas* canvas() const { return m_canvas; }
   QCustomPlot* histogram() const { return m_hist; }
   bool hasModel() const { return bool(m_model); }
+  // What the view shows, for views that show the same arrays another way (side by side).
+  std::shared_ptr<const Image> image() const { return m_image; }
+  std::shared_ptr<const Array2D<double>> model() const { return m_model; }
+  std::shared_ptr<const Array2D<double>> chi() const { return chiImage(); } // of the last update
+  ScaleSettings dataScale() const { return m_dataScale; }
+  QString modelName() const { return m_modelName; }
+  // The name of the picture on screen now (follows the blink): "data", "model", ...
+  QString shownName() const;
 
 signals:
   void readoutChanged(const QString& text);
@@ -106,6 +114,13 @@ protected:
   void resizeEvent(QResizeEvent* e) override;
 
 private:
+  // The colour bar of a rendered picture.
+  struct Bar {
+    QVector<QRgb> table;
+    ScaleRange range;
+    Stretch stretch = Stretch::Linear;
+    QString unit;
+  };
   // What a worker computes from a snapshot of the inputs; arrays already computed for
   // the same inputs are passed in and reused.
   struct Job {
@@ -121,9 +136,12 @@ private:
     Mode mode = Chi, partnerMode = Data;
     ImageCanvas::Pyramid shown, partner;
     bool shownIsData = false; // no model: the data stands in
+    double contrast = 1.0, bias = 0.5; // the canvas' right-drag, for data - model and chi
+    Bar shownBar, partnerBar;
   };
   static void compute(Job& job);
-  static QImage render(const Job& job, Mode m);
+  static QImage render(const Job& job, Mode m, Bar* bar = nullptr);
+  void showBarOf(bool partner);
 
   void rebuild(); // starts (or queues) a background update of the current state
   void startJob();
@@ -158,6 +176,8 @@ private:
   Mode m_mode = Chi;
   bool m_showingPartner = false;
   ChiStats m_stats;
+  Bar m_shownBar, m_partnerBar;
+  bool m_shownIsData = false;
 };
 
 } // namespace spex

@@ -21,6 +21,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <future>
 
 namespace spex::cli {
 
@@ -139,6 +140,7 @@ void useFibermapFile(const std::string& path, Image& image, int specmin, int nsp
   image.fibermap.sourceFile = path;
   image.fibermap.fiber = std::move(fiber);
   image.fibermap.header = f.readHeader();
+  image.fibermap.hduBytes = f.rawHdu();
 }
 
 int runExtract(ExtractOptions& o, const std::string& prog) {
@@ -152,6 +154,20 @@ int runExtract(ExtractOptions& o, const std::string& prog) {
   if (!mpi.root()) o.quiet = true, o.verbose = false;
   SignalGuard signals; // SIGINT/SIGTERM: cancel, clean temporaries, one line
   const auto t0 = std::chrono::steady_clock::now();
+  // The engine is made while the files are read: for CUDA that is the driver's
+  // start-up, the context and the cuBLAS/cuSOLVER handles, which need no input. Its
+  // errors (and those of --gpus/--gpu-memory) are reported after the files' own, as
+  // when it was made after them.
+  struct MadeEngine {
+    EngineChoice choice;
+    int64_t ns = 0; // how long making it took
+  };
+  std::future<MadeEngine> engineMade = std::async(std::launch::async, [&o, &mpi] {
+    const auto s = std::chrono::steady_clock::now();
+    MadeEngine m{makeEngine(engineKind(o), engineOptionsFrom(o.gpus, o.gpuMemory, engineKind(o), mpi))};
+    m.ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - s).count();
+    return m;
+  });
   GaussHermitePsf psf = readPsf(o.psf);
   Image image = readPreproc(in);
   const int specmin = o.specmin;
@@ -199,7 +215,8 @@ int runExtract(ExtractOptions& o, const std::string& prog) {
   req.params.nwavestep = boundNwavestep(req.params.nwavestep, req, stepNote);
   if (!stepNote.empty()) std::fprintf(stderr, "%s: %s\n", prog.c_str(), stepNote.c_str());
 
-  EngineChoice choice = makeEngine(engineKind(o), engineOptionsFrom(o.gpus, o.gpuMemory, engineKind(o), mpi));
+  MadeEngine made = engineMade.get();
+  EngineChoice& choice = made.choice;
   if (!choice.note.empty() && mpi.root()) std::fprintf(stderr, "%s: %s\n", prog.c_str(), choice.note.c_str());
   if (o.verbose && !o.quiet) {
     std::printf("#--- Extraction Parameters ---\n");
@@ -259,6 +276,8 @@ int runExtract(ExtractOptions& o, const std::string& prog) {
     Profile shifted;
     shifted.lanes = p.lanes;
     shifted.ranges.push_back({"read", 0, readNs, lane, 0, -1});
+    // Made beside the reading, on its own lane.
+    shifted.ranges.push_back({"engine start", 0, made.ns, shifted.laneIndex("engine start"), 0, -1});
     shifted.append(p, readNs);
     shifted.ranges.push_back({"write", readNs + p.wallNs, readNs + p.wallNs + writeNs, lane, 0, -1});
     shifted.wallNs = readNs + p.wallNs + writeNs;

@@ -7,6 +7,7 @@
 // painted (target <= 100 ms on the 2-core machine).
 // Usage: QT_QPA_PLATFORM=offscreen spexlab-bench-gui [opens=5] [steps=50] [dir] [selection]
 // ("selection": only the open and the 6-patch selection, no pan/zoom or whole frame).
+#include "image_tools.h"
 #include "main_window.h"
 
 #include "core/sim/simulator.h"
@@ -17,6 +18,7 @@
 #include <qcustomplot.h>
 #include "widgets/view_state.h"
 
+#include <QAction>
 #include <QApplication>
 
 #include <sys/resource.h>
@@ -379,9 +381,16 @@ int main(int argc, char** argv) {
   rows.push_back({"event-loop stall during whole-frame extraction", buf, "< 50 ms", verdict(sg.max, 50)});
   settle(300);
 
-  // Same repaints with every overlay on and the extracted regions drawn.
+  // Same repaints with every overlay on and the extracted regions drawn, with the
+  // image decorations of issue 14 (colour bar, pixel axes, the panner when zoomed in,
+  // all on by default) and, for their cost, without them.
   for (int i = 0; i < kOverlayCount; ++i) w->overlayAction(Overlay(i))->setChecked(true);
-  panZoom("all overlays, after extraction");
+  panZoom("all overlays + colour bar, axes, panner, after extraction");
+  if (ImageTools* tools = ImageTools::of(w)) {
+    for (QAction* a : {tools->colorBarAction(), tools->axesAction(), tools->pannerAction()}) a->setChecked(false);
+    panZoom("all overlays, no colour bar/axes/panner");
+    for (QAction* a : {tools->colorBarAction(), tools->axesAction(), tools->pannerAction()}) a->setChecked(true);
+  }
 
   // --- summary
   std::printf("\nMachine: %s, %d cores, Qt %s, QT_QPA_PLATFORM=%s\n\n", qPrintable(cpuModel()), cores, qVersion(),

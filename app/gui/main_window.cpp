@@ -1,6 +1,8 @@
 #include "main_window.h"
 
 #include "analysis_docks.h"
+#include "app_icon.h"
+#include "image_tools.h"
 
 #include "open_inputs_dialog.h"
 #include "user_messages.h"
@@ -118,6 +120,8 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   loadSettings();
   setBusy(false);
   installAnalysisDocks(this);
+  installImageTools(this);
+  setWindowIcon(applicationIcon());
   restoreLayout(); // after every dock exists, the analysis docks too
 }
 
@@ -171,6 +175,12 @@ void MainWindow::buildViews() {
 
   connect(m_ccd, &CcdView::readoutChanged, this, &MainWindow::setReadout);
   connect(m_residual, &ResidualView::readoutChanged, this, &MainWindow::setReadout);
+  // A right-drag on the CCD changed contrast or bias: the residual's data and model
+  // images follow, and scale() reports it.
+  connect(m_ccd, &CcdView::scaleAdjusted, this, [this](const ScaleSettings& s) {
+    m_adjust = s;
+    m_residual->setDataScale(scale());
+  });
   connect(m_ccd, &CcdView::rangeChanged, this, [this](double lo, double hi) {
     m_updatingScale = true;
     m_min->setValue(lo);
@@ -389,10 +399,14 @@ ScaleSettings MainWindow::scale() const {
   s.manualMin = m_min->value();
   s.manualMax = m_max->value();
   s.colormap = colormapFromName(m_colormap->currentText());
+  s.contrast = m_adjust.contrast;
+  s.bias = m_adjust.bias;
+  s.inverted = m_adjust.inverted;
   return s;
 }
 
 void MainWindow::setScale(const ScaleSettings& s) {
+  m_adjust = s;
   m_updatingScale = true;
   m_stretch->setCurrentText(stretchName(s.stretch));
   m_limits->setCurrentText(limitsName(s.limits));
@@ -421,6 +435,7 @@ void MainWindow::loadSettings() {
   s.manualMin = st.value(QStringLiteral("scale/min"), s.manualMin).toDouble();
   s.manualMax = st.value(QStringLiteral("scale/max"), s.manualMax).toDouble();
   s.colormap = colormapFromName(st.value(QStringLiteral("scale/colormap"), colormapName(s.colormap)).toString());
+  s.inverted = st.value(QStringLiteral("scale/inverted"), false).toBool();
   setScale(s);
   for (int i = 0; i < kOverlayCount; ++i) {
     const QString key = QStringLiteral("overlays/") + overlayKey(Overlay(i));
@@ -478,6 +493,7 @@ void MainWindow::saveSettings() {
   st.setValue(QStringLiteral("scale/min"), s.manualMin);
   st.setValue(QStringLiteral("scale/max"), s.manualMax);
   st.setValue(QStringLiteral("scale/colormap"), colormapName(s.colormap));
+  st.setValue(QStringLiteral("scale/inverted"), s.inverted);
   for (int i = 0; i < kOverlayCount; ++i)
     st.setValue(QStringLiteral("overlays/") + overlayKey(Overlay(i)), m_overlayActions[i]->isChecked());
   const RunSettings r = m_params->settings();

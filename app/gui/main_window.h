@@ -150,6 +150,7 @@ private:
   QDoubleSpinBox* m_max = nullptr;
   QComboBox* m_colormap = nullptr;
   bool m_updatingScale = false;
+  ScaleSettings m_adjust; // contrast, bias and inverted (set by drag and the Image toolbar)
 
   QLabel* m_readout = nullptr;
   QLabel* m_jobLabel = nullptr;

@@ -1,9 +1,14 @@
 #include "screenshot.h"
 
 #include "analysis_docks.h"
+#include "comparison_dock.h"
 #include "main_window.h"
 
 #include "widgets/colormap.h"
+#include "widgets/comparison/frame_comparison_view.h"
+#include "image_tools.h"
+#include "widgets/residual_view.h"
+#include "widgets/side_by_side_view.h"
 #include "widgets/profiling/engine_comparison_view.h"
 
 #include "widgets/view_state.h"
@@ -34,6 +39,44 @@ bool waitForJob(MainWindow& w) {
   QEventLoop loop;
   QObject::connect(&w, &MainWindow::jobFinished, &loop, &QEventLoop::quit);
   loop.exec();
+  return true;
+}
+// "x0,y0,x1,y1" -> four numbers; false when it is not that.
+bool fourNumbers(const QString& text, double v[4]) {
+  const QStringList p = text.split(QLatin1Char(','));
+  if (p.size() != 4) return false;
+  for (int i = 0; i < 4; ++i) {
+    bool ok = false;
+    v[i] = p[i].trimmed().toDouble(&ok);
+    if (!ok) return false;
+  }
+  return true;
+}
+
+bool applyImageTools(MainWindow& w, const ScreenshotOptions& opt) {
+  if (opt.invert) {
+    ScaleSettings s = w.scale();
+    s.inverted = true;
+    w.setScale(s);
+  }
+  double v[4];
+  if (!opt.box.isEmpty()) {
+    if (!fourNumbers(opt.box, v)) {
+      std::fprintf(stderr, "spexlab: --box expects x0,y0,x1,y1 in CCD pixels, got '%s'\n", qPrintable(opt.box));
+      return false;
+    }
+    w.ccdView()->setBoxRegion(QRectF(QPointF(v[0], v[1]), QPointF(v[2], v[3])).normalized());
+  }
+  if (!opt.cut.isEmpty()) {
+    if (!fourNumbers(opt.cut, v)) {
+      std::fprintf(stderr, "spexlab: --cut expects x0,y0,x1,y1 in CCD pixels, got '%s'\n", qPrintable(opt.cut));
+      return false;
+    }
+    w.ccdView()->setCutLine(QLineF(v[0], v[1], v[2], v[3]));
+  }
+  // Side by side shows the residual view's arrays: let that finish first.
+  w.residualView()->waitForUpdate();
+  if (ImageTools* tools = ImageTools::of(&w)) tools->sideBySide()->waitForUpdate();
   return true;
 }
 } // namespace
@@ -118,6 +161,26 @@ int takeScreenshot(MainWindow& w, const ScreenshotOptions& opt) {
     waitForJob(w);
   }
   AnalysisDocks* docks = AnalysisDocks::of(&w);
+  if (opt.compareResults.size() == 2) {
+    ComparisonDock* d = docks ? docks->resultComparisonDock() : nullptr;
+    if (!d) return 2;
+    const QString a = d->choiceFor(opt.compareResults[0]), b = d->choiceFor(opt.compareResults[1]);
+    if (a.isEmpty() || b.isEmpty()) {
+      std::fprintf(stderr, "spexlab: --compare-results: no result '%s'; there are: %s\n",
+                   qPrintable(a.isEmpty() ? opt.compareResults[0] : opt.compareResults[1]),
+                   qPrintable(d->choices().join(QStringLiteral("; "))));
+      return 2;
+    }
+    if (!d->choose(a, b) || !d->compare()) {
+      std::fprintf(stderr, "spexlab: %s\n", qPrintable(d->view()->message()));
+      return 2;
+    }
+    std::printf("a = %s\nb = %s\n", qPrintable(a), qPrintable(b));
+    if (!d->view()->overlapNote().isEmpty()) std::printf("%s\n", qPrintable(d->view()->overlapNote()));
+    std::printf("%s", qPrintable(d->view()->tableText()));
+    d->show();
+    d->raise();
+  }
   if (!opt.sweep.isEmpty()) {
     const QStringList parts = opt.sweep.split(QLatin1Char(':'));
     if (!docks || parts.size() < 2 || parts.size() > 3) {
@@ -165,6 +228,7 @@ int takeScreenshot(MainWindow& w, const ScreenshotOptions& opt) {
       return 2;
     }
   }
+  if (!applyImageTools(w, opt)) return 2;
   if (!opt.raise.isEmpty())
     for (QDockWidget* d : w.findChildren<QDockWidget*>())
       if (d->objectName().startsWith(opt.raise)) {

@@ -6,6 +6,7 @@
 #include "../threads.h"
 #include "lapack.h"
 #include "patch_solver.h"
+#include "spot_cache.h"
 
 #include <algorithm>
 #include <atomic>
@@ -179,6 +180,10 @@ void CpuEngine::extractInto(const ExtractionRequest& req, ExtractionResult& resu
     std::exception_ptr error;
     const int total = int(todo.size());
 
+    // Spots shared by overlapping patches are evaluated once (spot_cache.h).
+    std::unique_ptr<SpotCache> spotCache;
+    if (m_options.spotCache) spotCache = std::make_unique<SpotCache>(psf, plan, todo);
+
     // Per-thread solvers and their scratch live in the engine between requests.
     std::vector<std::unique_ptr<Workspace>> ws;
     {
@@ -207,7 +212,8 @@ void CpuEngine::extractInto(const ExtractionRequest& req, ExtractionResult& resu
           const auto t0 = std::chrono::steady_clock::now();
           {
             ScopedRange rp(&rec, "patch", p.index);
-            solver.solve(p, plan, image, psf, opt, sol, &rec);
+            solver.solve(p, plan, image, psf, opt, sol, &rec, spotCache.get());
+            if (spotCache) spotCache->release(p);
             ScopedRange ra(&rec, "assemble", p.index);
             // Keep the central fibers and bins (EXTRACTION.md §3); each (fiber, bin)
             // belongs to one patch, so these writes never overlap between threads.

@@ -13,6 +13,7 @@ namespace spex {
 
 struct CpuEngineOptions {
   NormalSolver solver = NormalSolver::Auto; // SPEXLAB_CPU_SOLVER=auto|dense|banded
+  bool spotCache = true; // each spot of a request computed once (SPEXLAB_CPU_SPOT_CACHE=0: off)
 };
 
 // Warm between requests: the engine keeps the last plan (rebuilt only when the PSF's

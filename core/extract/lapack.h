@@ -5,6 +5,7 @@
 
 #include "../threads.h"
 
+#include <algorithm>
 #include <cstddef>
 
 extern "C" {
@@ -99,7 +100,11 @@ int syevr(int n, double* a, int lda, double* w, double* z, int ldz, DV& work, IV
   double wq = 0;
   dsyevr_("V", "A", "L", &n, a, &lda, &vl, &vu, &il, &iu, &abstol, &m, w, z, &ldz, iwork.data(),
           &wq, &lwork, &iwq, &liwork, &info, 1, 1, 1);
-  lwork = int(wq) + 1;
+  // The query's answer, (nb + 1) n, is too small for the blocked back-transformation:
+  // dsyevr hands dormtr lwork - 2n, and dormqr needs n nb + 65 * 64 (its T matrix) or it
+  // falls back to one reflector at a time (dorm2r, level 2; a third of dsyevr's
+  // instructions at n = 74). Give it that much.
+  lwork = std::max(int(wq) + 1, 2 * n + 64 * n + 65 * 64);
   liwork = iwq + 1;
   if (work.size() < std::size_t(lwork)) work.resize(lwork);
   if (iwork.size() < std::size_t(2 * n + liwork)) iwork.resize(2 * n + liwork);

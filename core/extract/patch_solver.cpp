@@ -1,5 +1,6 @@
 #include "patch_solver.h"
 
+#include "../clones.h"
 #include "../image.h"
 #include "lapack.h"
 
@@ -9,20 +10,32 @@
 
 namespace spex {
 
-void PatchSolver::spots(const Patch& p, const PatchPlan& plan, const GaussHermitePsf& psf) {
+void PatchSolver::spots(const Patch& p, const PatchPlan& plan, const GaussHermitePsf& psf,
+                        SpotCache* cache) {
   const int nfib = p.nfiberPad, nw = p.nwavePad;
+  m_nx = psf.spotNx();
+  m_ny = psf.spotNy();
   m_spots.resize(std::size_t(nfib) * nw);
+  m_sv.resize(std::size_t(nfib) * nw);
   for (int s = 0; s < nfib; ++s)
-    for (int k = 0; k < nw; ++k)
-      psf.spotInto(p.fiberPad0 + s, plan.waveAt(p.wavePad0 + k), m_spots[std::size_t(s) * nw + k]);
+    for (int k = 0; k < nw; ++k) {
+      const std::size_t a = std::size_t(s) * nw + k;
+      Spot& own = m_spots[a];
+      if (cache) {
+        m_sv[a] = cache->get(p.fiberPad0 + s, p.wavePad0 + k, own);
+      } else {
+        psf.spotInto(p.fiberPad0 + s, plan.waveAt(p.wavePad0 + k), own);
+        m_sv[a] = SpotView{own.xc, own.yc, own.v.data()};
+      }
+    }
 }
 
-void PatchSolver::normalEquations(const Patch& p, const Image& image, const PatchSolveOptions& opt,
+SPEX_CLONES void PatchSolver::normalEquations(const Patch& p, const Image& image, const PatchSolveOptions& opt,
                                   PatchSolution& out) {
   const int n = p.nunknown();
-  const int nx = m_spots[0].nx, ny = m_spots[0].ny, ns = nx * ny;
+  const int nx = m_nx, ny = m_ny, ns = nx * ny;
   const PixelBox& box = p.box;
-  m_ws.assign(std::size_t(n) * ns, 0.0);
+  m_ws.resize(std::size_t(n) * ns); // every entry is written below
   m_y.assign(n, 0.0);
   m_fw.assign(n, 0.0);
   out.pixmask.assign(n, 0.0);
@@ -30,7 +43,7 @@ void PatchSolver::normalEquations(const Patch& p, const Image& image, const Patc
   // Per spot: W*S over its stamp (zero off the box), y = A^T W p, fluxweight =
   // column sums of W A, and pixmask_fraction = sum of S over masked or lost pixels.
   for (int a = 0; a < n; ++a) {
-    const Spot& sp = m_spots[a];
+    const SpotView& sp = m_sv[a];
     double* ws = m_ws.data() + std::size_t(a) * ns;
     double y = 0, fw = 0, pm = 0;
     for (int iy = 0; iy < ny; ++iy) {
@@ -43,11 +56,13 @@ void PatchSolver::normalEquations(const Patch& p, const Image& image, const Patc
         const int X = sp.xc + ix;
         if (!rowIn || X < box.x0 || X >= box.x1) {
           pm += s;
+          ws[iy * nx + ix] = 0.0;
           continue;
         }
         const double w = ivarRow[X];
         if (w == 0.0) {
           pm += s;
+          ws[iy * nx + ix] = 0.0;
           continue;
         }
         const double v = w * s;
@@ -67,10 +82,10 @@ void PatchSolver::normalEquations(const Patch& p, const Image& image, const Patc
   m_fx0.assign(nfib, std::numeric_limits<int>::max());
   m_fx1.assign(nfib, std::numeric_limits<int>::min());
   for (int a = 0; a < n; ++a) {
-    m_fx0[a / nw] = std::min(m_fx0[a / nw], m_spots[a].xc);
-    m_fx1[a / nw] = std::max(m_fx1[a / nw], m_spots[a].xc + nx);
+    m_fx0[a / nw] = std::min(m_fx0[a / nw], m_sv[a].xc);
+    m_fx1[a / nw] = std::max(m_fx1[a / nw], m_sv[a].xc + nx);
   }
-  auto overlap = [&](const Spot& sa, const Spot& sb) {
+  auto overlap = [&](const SpotView& sa, const SpotView& sb) {
     const int dx = sb.xc - sa.xc, dy = sb.yc - sa.yc;
     return dx < nx && -dx < nx && dy < ny && -dy < ny;
   };
@@ -78,12 +93,12 @@ void PatchSolver::normalEquations(const Patch& p, const Image& image, const Patc
   // stamps overlap (banded_solver.h); entries of A^T W A further out are exactly zero.
   int coupling = 0;
   for (int a = 0; a < n; ++a) {
-    const Spot& sa = m_spots[a];
+    const SpotView& sa = m_sv[a];
     const int fa = a / nw;
     for (int t = nfib - 1; t > fa + coupling; --t) {
       if (sa.xc + nx <= m_fx0[t] || m_fx1[t] <= sa.xc) continue;
       bool hit = false;
-      for (int b = t * nw; b < (t + 1) * nw && !hit; ++b) hit = overlap(sa, m_spots[b]);
+      for (int b = t * nw; b < (t + 1) * nw && !hit; ++b) hit = overlap(sa, m_sv[b]);
       if (hit) {
         coupling = t - fa;
         break;
@@ -93,12 +108,26 @@ void PatchSolver::normalEquations(const Patch& p, const Image& image, const Patc
   out.coupling = m_coupling = coupling;
   chooseSolver(p, opt);
 
+  // Within a fiber the stamps' rows move monotonically with the bin on DESI traces:
+  // then the stamps a spot overlaps are a contiguous run of bins, found by bisection,
+  // and the scan stops at the first stamp past it. A fiber whose rows are not monotonic
+  // is scanned whole.
+  m_fmono.assign(nfib, 1);
+  for (int t = 0; t < nfib; ++t)
+    for (int b = t * nw + 1; b < (t + 1) * nw; ++b)
+      if (m_sv[b].yc < m_sv[b - 1].yc) {
+        m_fmono[t] = 0;
+        break;
+      }
+  m_acc.resize(nx);
+
   // C^-1 = A^T W A from stamp overlaps only (A is never formed): lower triangle,
   // column-major, entry (b, a) for b >= a. On the banded path only the band is
   // cleared and written (a fifth of the matrix's memory traffic for DESI patches).
   m_icov0.resize(std::size_t(n) * n);
+  double* acc = m_acc.data();
   for (int a = 0; a < n; ++a) {
-    const Spot& sa = m_spots[a];
+    const SpotView& sa = m_sv[a];
     const int fa = a / nw, end = bandEnd(a);
     const double* wsa = m_ws.data() + std::size_t(a) * ns;
     double* col = m_icov0.data() + std::size_t(a) * n;
@@ -107,18 +136,36 @@ void PatchSolver::normalEquations(const Patch& p, const Image& image, const Patc
     std::fill(col + (m_fullLower ? 0 : a), col + end, 0.0);
     for (int t = fa; t * nw < end; ++t) {
       if (sa.xc + nx <= m_fx0[t] || m_fx1[t] <= sa.xc) continue;
-      for (int b = std::max(a, t * nw); b < (t + 1) * nw; ++b) {
-        const Spot& sb = m_spots[b];
-        if (!overlap(sa, sb)) continue;
+      int b = std::max(a, t * nw);
+      const int bEnd = (t + 1) * nw;
+      if (m_fmono[t]) // first stamp of fiber t not entirely above sa's
+        b = int(std::partition_point(m_sv.begin() + b, m_sv.begin() + bEnd,
+                                     [&](const SpotView& sb) { return sb.yc + ny <= sa.yc; }) -
+                m_sv.begin());
+      for (; b < bEnd; ++b) {
+        const SpotView& sb = m_sv[b];
         const int dx = sb.xc - sa.xc, dy = sb.yc - sa.yc;
+        if (dy >= ny) {
+          if (m_fmono[t]) break; // every later stamp of this fiber is below sa's
+          continue;
+        }
+        if (!overlap(sa, sb)) continue;
         const int ix0 = std::max(0, dx), ix1 = std::min(nx, nx + dx);
         const int iy0 = std::max(0, dy), iy1 = std::min(ny, ny + dy);
-        double sum = 0;
-        for (int iy = iy0; iy < iy1; ++iy) {
-          const double* wr = wsa + iy * nx;
-          const double* br = sb.v.data() + (iy - dy) * nx - dx;
-          for (int ix = ix0; ix < ix1; ++ix) sum += wr[ix] * br[ix];
+        // Column sums first (independent lanes, vectorised), then across the columns:
+        // no serial chain of additions through every overlapping pixel.
+        {
+          const double* wr = wsa + iy0 * nx;
+          const double* br = sb.v + (iy0 - dy) * nx - dx;
+          for (int ix = ix0; ix < ix1; ++ix) acc[ix] = wr[ix] * br[ix];
         }
+        for (int iy = iy0 + 1; iy < iy1; ++iy) {
+          const double* wr = wsa + iy * nx;
+          const double* br = sb.v + (iy - dy) * nx - dx;
+          for (int ix = ix0; ix < ix1; ++ix) acc[ix] += wr[ix] * br[ix];
+        }
+        double sum = 0;
+        for (int ix = ix0; ix < ix1; ++ix) sum += acc[ix];
         col[b] = sum;
       }
     }
@@ -178,31 +225,64 @@ bool PatchSolver::factorAndSolve(int n, double regularize, bool keepPrior, Patch
   return true;
 }
 
-void PatchSolver::applyQ(const double* q, int ldq, int fiber, int nw, PatchSolution& out) {
-  // B&S eqs 17-19 for one fiber block: s_i = sum_j Q_ij, R = Q / s row-wise,
-  // ivar = s^2, flux = R f; RESOLUTION[k, j] = R[j - ndiag + k, j].
+SPEX_CLONES void PatchSolver::applyT(const double* t, int fiber, int nw, PatchSolution& out) {
+  // B&S eqs 17-19 for one fiber block, with Q = T T^T never formed: s = Q 1 = T (T^T 1),
+  // R = Q / s row-wise, ivar = s^2, flux = R f = T (T^T f) / s, and of R only the
+  // diagonals RESOLUTION keeps: RESOLUTION[k, j] = R[j - ndiag + k, j] = (T_i . T_j) / s_i.
+  // About 2.4 nw^2 + (2 ndiag + 1) nw^2 multiply-adds instead of nw^3 / 2 for T T^T.
   const int c0 = fiber * nw, nd = out.ndiag, nk = 2 * nd + 1;
+  const std::size_t ld = std::size_t(nw);
   double* res = out.resolution.data() + std::size_t(fiber) * nk * nw;
-  m_work.resize(std::max<std::size_t>(m_work.size(), nw));
-  double* s = m_work.data();
-  for (int i = 0; i < nw; ++i) {
-    double sum = 0;
-    for (int j = 0; j < nw; ++j) sum += q[i + std::size_t(j) * ldq];
-    s[i] = sum;
+  m_work.resize(std::max<std::size_t>(m_work.size(), 4 * ld));
+  double* u = m_work.data();        // T^T 1
+  double* v = u + ld;               // T^T f
+  double* s = v + ld;               // T u
+  double* tf = s + ld;              // T v
+  const double* f = out.f.data() + c0;
+  for (int m = 0; m < nw; ++m) {
+    const double* col = t + m * ld;
+    double su = 0, sv = 0;
+    for (int r = 0; r < nw; ++r) {
+      su += col[r];
+      sv += col[r] * f[r];
+    }
+    u[m] = su;
+    v[m] = sv;
+  }
+  std::fill(s, s + nw, 0.0);
+  std::fill(tf, tf + nw, 0.0);
+  for (int m = 0; m < nw; ++m) {
+    const double* col = t + m * ld;
+    const double um = u[m], vm = v[m];
+    for (int r = 0; r < nw; ++r) {
+      s[r] += col[r] * um;
+      tf[r] += col[r] * vm;
+    }
   }
   for (int i = 0; i < nw; ++i) {
-    double fl = 0;
-    const double inv = s[i] != 0 ? 1.0 / s[i] : 0.0;
-    for (int j = 0; j < nw; ++j) fl += q[i + std::size_t(j) * ldq] * inv * out.f[c0 + j];
-    out.flux[c0 + i] = fl;
+    out.flux[c0 + i] = s[i] != 0 ? tf[i] / s[i] : 0.0;
     out.ivar[c0 + i] = s[i] * s[i];
   }
-  for (int k = 0; k < nk; ++k)
-    for (int j = 0; j < nw; ++j) {
-      const int i = j - nd + k;
-      res[std::size_t(k) * nw + j] =
-          (i >= 0 && i < nw && s[i] != 0) ? q[i + std::size_t(j) * ldq] / s[i] : 0.0;
+  // Band of Q: diagonal k (offset d = k - nd) is Q[j + d, j] = sum_m T[j + d, m] T[j, m],
+  // accumulated over m column by column (contiguous, vectorisable, no reduction).
+  std::fill(res, res + std::size_t(nk) * nw, 0.0);
+  for (int m = 0; m < nw; ++m) {
+    const double* col = t + m * ld;
+    for (int k = 0; k < nk; ++k) {
+      const int d = k - nd;
+      const int j0 = std::max(0, -d), j1 = std::min(nw, nw - d);
+      double* rk = res + std::size_t(k) * nw;
+      for (int j = j0; j < j1; ++j) rk[j] += col[j + d] * col[j];
     }
+  }
+  for (int k = 0; k < nk; ++k) {
+    const int d = k - nd;
+    double* rk = res + std::size_t(k) * nw;
+    for (int j = 0; j < nw; ++j) {
+      const int i = j + d;
+      rk[j] = (i >= 0 && i < nw && s[i] != 0) ? rk[j] / s[i] : 0.0;
+    }
+  }
 }
 
 void PatchSolver::decorrelateSignal(int nfib, int nw, int kept0, int kept1, PatchSolution& out) {
@@ -222,8 +302,6 @@ void PatchSolver::decorrelateSignal(int nfib, int nw, int kept0, int kept1, Patc
   std::vector<double>& t = m_modelBox; // scratch nw x nw
   t.resize(std::size_t(nw) * nw);
   m_z.resize(std::size_t(nw) * nw);
-  m_qs.resize(std::size_t(nw) * nw);
-  double* q = m_qs.data();
   for (int s = kept0; s < kept1; ++s) {
     const int c0 = s * nw;
     if (m_banded) {
@@ -239,17 +317,14 @@ void PatchSolver::decorrelateSignal(int nfib, int nw, int kept0, int kept1, Patc
     // this size, same eigenpairs to rounding (docs/benchmarks.md, "CPU engine, banded").
     lapack::syevr(nw, m_cs.data(), nw, m_eig.data(), m_z.data(), nw, m_work, m_iwork);
     // Q_s = C_s^-1/2 = V diag(w^-1/2) V^T = T T^T with T = V diag(w^-1/4), eigenvalues
-    // clipped at 1e-14 of the largest: a symmetric rank-k update, half a GEMM.
+    // clipped at 1e-14 of the largest; applyT forms only what is kept of Q_s.
     const double floor = 1e-14 * m_eig[nw - 1];
     for (int i = 0; i < nw; ++i) {
       const double w = std::max(m_eig[i], floor);
       const double sc = w > 0 ? 1.0 / std::sqrt(std::sqrt(w)) : 0.0;
       for (int r = 0; r < nw; ++r) t[r + std::size_t(i) * nw] = m_z[r + std::size_t(i) * nw] * sc;
     }
-    lapack::syrkN(nw, nw, 1.0, t.data(), nw, 0.0, q, nw);
-    for (int c = 0; c < nw; ++c)
-      for (int r = c + 1; r < nw; ++r) q[c + std::size_t(r) * nw] = q[r + std::size_t(c) * nw];
-    applyQ(q, nw, s, nw, out);
+    applyT(t.data(), s, nw, out);
   }
 }
 
@@ -292,16 +367,16 @@ void PatchSolver::decorrelateNoise(int nfib, int nw, PatchSolution& out) {
   }
 }
 
-void PatchSolver::chi2pix(const Patch& p, const Image& image, const PatchSolveOptions& opt,
+SPEX_CLONES void PatchSolver::chi2pix(const Patch& p, const Image& image, const PatchSolveOptions& opt,
                           PatchSolution& out) {
   const int n = p.nunknown();
-  const int nx = m_spots[0].nx, ny = m_spots[0].ny;
+  const int nx = m_nx, ny = m_ny;
   const PixelBox& box = p.box;
   const int bw = box.width(), bh = box.height();
   // Model m = A f over the box from every padded spot (EXTRACTION.md §4.8).
   std::vector<double> m(std::size_t(bw) * bh, 0.0);
   auto addSpot = [&](std::vector<double>& img, int a, double scale) {
-    const Spot& sp = m_spots[a];
+    const SpotView& sp = m_sv[a];
     for (int iy = 0; iy < ny; ++iy) {
       const int Y = sp.yc + iy - box.y0;
       if (Y < 0 || Y >= bh) continue;
@@ -343,7 +418,7 @@ void PatchSolver::chi2pix(const Patch& p, const Image& image, const PatchSolveOp
   out.npixUsed = count;
   out.chi2pix.assign(n, 0.0);
   for (int a = 0; a < n; ++a) {
-    const Spot& sp = m_spots[a];
+    const SpotView& sp = m_sv[a];
     double num = 0, den = 0;
     for (int iy = 0; iy < ny; ++iy) {
       const int Y = sp.yc + iy - box.y0;
@@ -378,7 +453,7 @@ void PatchSolver::chi2pix(const Patch& p, const Image& image, const PatchSolveOp
 
 void PatchSolver::solve(const Patch& p, const PatchPlan& plan, const Image& image,
                         const GaussHermitePsf& psf, const PatchSolveOptions& opt,
-                        PatchSolution& out, ProfileRecorder* rec) {
+                        PatchSolution& out, ProfileRecorder* rec, SpotCache* cache) {
   const int nfib = p.nfiberPad, nw = p.nwavePad, n = nfib * nw;
   out.nfib = nfib;
   out.nwave = nw;
@@ -390,7 +465,7 @@ void PatchSolver::solve(const Patch& p, const PatchPlan& plan, const Image& imag
   out.resolution.assign(std::size_t(nfib) * (2 * opt.ndiag + 1) * nw, 0.0);
   {
     ScopedRange r(rec, "spots", p.index);
-    spots(p, plan, psf);
+    spots(p, plan, psf, cache);
   }
   {
     ScopedRange r(rec, "normal equations", p.index);

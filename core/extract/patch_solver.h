@@ -7,6 +7,7 @@
 #include "../profile/profile.h"
 #include "../psf/gauss_hermite_psf.h"
 #include "banded_solver.h"
+#include "spot_cache.h"
 
 #include <vector>
 
@@ -55,18 +56,23 @@ public:
   // Solves patch p of plan on image through psf. Never throws for numerical
   // trouble: a failed Cholesky is retried with regularize = 1e-4 (flag
   // `regularized`), and a second failure zeroes the patch (flag `failed`).
+  // With a cache, spots come from it (computed there on first use; same values).
   void solve(const Patch& p, const PatchPlan& plan, const Image& image, const GaussHermitePsf& psf,
-             const PatchSolveOptions& opt, PatchSolution& out, ProfileRecorder* rec = nullptr);
+             const PatchSolveOptions& opt, PatchSolution& out, ProfileRecorder* rec = nullptr,
+             SpotCache* cache = nullptr);
 
 private:
-  // Padded spots, fiber-major: spot a = fiber index * nwave + bin.
+  // Padded spots, fiber-major: spot a = fiber index * nwave + bin. m_sv points into the
+  // cache, or into m_spots where this solver evaluated the spot itself.
+  std::vector<SpotView> m_sv;
   std::vector<Spot> m_spots;
+  int m_nx = 0, m_ny = 0;
   std::vector<double> m_ws;      // W * S per spot over its stamp (0 outside the box)
   std::vector<double> m_icov;    // n x n, column-major, lower triangle used
   std::vector<double> m_icov0;   // copy with the prior, for the retry and noise mode
   std::vector<double> m_y, m_fw;
   std::vector<double> m_cs, m_eig, m_q, m_work;
-  std::vector<double> m_z, m_qs;  // eigenvectors and Q_s of one fiber block
+  std::vector<double> m_z;        // eigenvectors of one fiber block
   std::vector<int> m_iwork;
   std::vector<double> m_modelBox; // model over the box from all padded spots
   BandedCholesky m_band;
@@ -75,11 +81,13 @@ private:
   bool m_fullLower = true;        // the whole lower triangle is stored, not just the band
   int m_coupling = 0;
   std::vector<int> m_fx0, m_fx1;  // per fiber: x range of its stamps
+  std::vector<char> m_fmono;      // per fiber: stamp rows non-decreasing with the bin
+  std::vector<double> m_acc;      // per-column partial sums of one stamp overlap
 
   // Dense or banded for this patch (sets m_banded, m_bb) after normalEquations.
   void chooseSolver(const Patch& p, const PatchSolveOptions& opt);
 
-  void spots(const Patch& p, const PatchPlan& plan, const GaussHermitePsf& psf);
+  void spots(const Patch& p, const PatchPlan& plan, const GaussHermitePsf& psf, SpotCache* cache);
   // Also finds the fiber coupling and chooses the solver (before filling the matrix,
   // so the banded path clears and fills only the band).
   void normalEquations(const Patch& p, const Image& image, const PatchSolveOptions& opt,
@@ -91,8 +99,9 @@ private:
   void decorrelateSignal(int nfib, int nw, int kept0, int kept1, PatchSolution& out);
   void decorrelateNoise(int nfib, int nw, PatchSolution& out);
   void chi2pix(const Patch& p, const Image& image, const PatchSolveOptions& opt, PatchSolution& out);
-  // Q -> R, ivar, flux and resolution diagonals for one fiber block.
-  void applyQ(const double* q, int ldq, int fiber, int nw, PatchSolution& out);
+  // Q = T T^T -> R, ivar, flux and resolution diagonals for one fiber block (T: nw x nw,
+  // column-major, leading dimension nw); Q itself is not formed.
+  void applyT(const double* t, int fiber, int nw, PatchSolution& out);
 };
 
 } // namespace spex

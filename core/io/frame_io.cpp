@@ -138,14 +138,19 @@ void writeFrame(const std::string& path, const ExtractionResult& r, const Image&
 
   // [nfiber, 2 ndiag + 1, nwave]: NAXIS1 = nwave, NAXIS2 = 2 ndiag + 1, NAXIS3 = nfiber.
   {
-    std::vector<float> res(r.resolution.size());
+    std::vector<float> res = makeFilled<float>(r.resolution.size(), 0.0f); // pages mapped at once
     for (std::size_t i = 0; i < res.size(); ++i) res[i] = static_cast<float>(r.resolution.data[i]);
     f.writeImage("RESOLUTION", FitsPixel::Float32, {long(nf), long(nd), long(nw)}, res.data());
   }
 
   // FIBERMAP: rows fiberMin .. fiberMin + nfiber - 1 of the input's, copied column for
   // column (on petal p they hold FIBER 500 p + fiberMin ..).
-  if (!image.fibermap.sourceFile.empty()) {
+  if (!image.fibermap.hduBytes.empty()) {
+    // Kept in memory at read time: the same bytes CFITSIO would copy from the file.
+    FitsFile src = FitsFile::openHduCopy(image.fibermap.hduBytes, image.fibermap.sourceFile);
+    f.copyHduFrom(src);
+    keepRows(f, r.fiberMin, r.fiberMin + nf);
+  } else if (!image.fibermap.sourceFile.empty()) {
     FitsFile src = FitsFile::openRead(image.fibermap.sourceFile);
     src.moveTo("FIBERMAP");
     f.copyHduFrom(src);

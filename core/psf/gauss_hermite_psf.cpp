@@ -1,5 +1,6 @@
 #include "gauss_hermite_psf.h"
 
+#include "../clones.h"
 #include "../errors.h"
 #include "legendre.h"
 
@@ -22,7 +23,7 @@ double GaussHermitePsf::waveMax() const {
   return std::min(xTrace.wavemax, std::min(yTrace.wavemax, ghSigX.wavemax));
 }
 
-void gaussHermiteBasis(int deg, int hsize, double d, double sigma, double* out) {
+SPEX_CLONES void gaussHermiteBasis(int deg, int hsize, double d, double sigma, double* out) {
   // EXTRACTION.md §2: pixel edges c - 0.5, c + 0.5 for c = -hsize..hsize, normalised
   // t = (edge - d) / sigma. Degree 0 is the Gaussian integral over the pixel; degree
   // k >= 1 is the integral of He_k(t) g(t), i.e. He_{k-1}(t_lo) g(t_lo) - He_{k-1}(t_hi) g(t_hi).
@@ -66,7 +67,7 @@ void GaussHermitePsf::corner(int fiber, double w, int& xc, int& yc) const {
   yc = floorToInt(yy - hsizeY + 0.5);
 }
 
-void GaussHermitePsf::spotInto(int fiber, double w, Spot& out) const {
+SPEX_CLONES void GaussHermitePsf::spotInto(int fiber, double w, Spot& out) const {
   const int nx = spotNx(), ny = spotNy();
   const double xx = x(fiber, w), yy = y(fiber, w);
   out.nx = nx;

@@ -81,12 +81,7 @@ QVector<double> EngineComparisonView::pullSpectrum(const ExtractionResult& a, co
   const int s = fiber - a.fiberMin;
   if (s < 0 || s >= a.nfiber || a.nfiber != b.nfiber || a.nwave != b.nwave || a.fiberMin != b.fiberMin)
     return out;
-  for (int j = 0; j < a.nwave; ++j) {
-    const bool covered = (a.covered.empty() || a.covered(s, j)) && (b.covered.empty() || b.covered(s, j));
-    const double ia = a.ivar(s, j), ib = b.ivar(s, j);
-    if (!covered || !(ia > 0 && ib > 0)) continue;
-    out[j] = (a.flux(s, j) - b.flux(s, j)) / std::sqrt(1.0 / ia + 1.0 / ib);
-  }
+  for (int j = 0; j < a.nwave; ++j) out[j] = binPull(a, b, s, j); // compareFrames' rule
   return out;
 }
 

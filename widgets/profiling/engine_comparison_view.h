@@ -50,7 +50,7 @@ public:
   double differenceScale() const { return m_diffScale; } // |a - b| at the ends of the colour bar
 
   // Signed pull per bin of one fiber, NaN where a bin is not compared (uncovered or
-  // ivar <= 0 in either run).
+  // ivar <= 0 in either run), +Inf where compared but not finite: core binPull.
   static QVector<double> pullSpectrum(const ExtractionResult& a, const ExtractionResult& b, int fiber);
 
 protected:

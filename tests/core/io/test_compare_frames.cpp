@@ -8,7 +8,9 @@
 
 #include <QTest>
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 
 using namespace spex;
 
@@ -128,6 +130,110 @@ private slots:
     } catch (const InputError& e) {
       QVERIFY2(std::string(e.what()).find("FLUX") != std::string::npos, e.what());
     }
+  }
+
+  void pullMapIsWhatCompareFramesCounts() {
+    // b: the frame with known pulls at known bins, and two bins left uncovered.
+    ExtractionResult b = m_frame;
+    b.covered = Array2D<uint8_t>(b.nfiber, b.nwave, 1);
+    b.covered(4, 10) = 0;
+    b.covered(4, 11) = 0;
+    int perturbed = 0;
+    for (int s = 0; s < b.nfiber; s += 3)
+      for (int j = 5; j < b.nwave; j += 97)
+        if (b.ivar(s, j) > 0) {
+          // +0.5 sigma of the pair: sigma^2 = 2 / ivar when both ivar are the same.
+          b.flux(s, j) += 0.5 * std::sqrt(2.0 / b.ivar(s, j));
+          ++perturbed;
+        }
+    QVERIFY(perturbed > 20);
+    const Array2D<double> m = pullMap(m_frame, b);
+    const FrameComparison c = compareFrames(m_frame, b);
+    long compared = 0, half = 0;
+    double maxAbs = 0;
+    for (int s = 0; s < m.rows; ++s)
+      for (int j = 0; j < m.cols; ++j) {
+        const double v = m(s, j);
+        QVERIFY(std::isnan(v) ? std::isnan(binPull(m_frame, b, s, j)) : v == binPull(m_frame, b, s, j));
+        if (std::isnan(v)) continue;
+        ++compared;
+        maxAbs = std::max(maxAbs, std::abs(v));
+        if (std::abs(std::abs(v) - 0.5) < 1e-9) {
+          ++half;
+          QVERIFY(v < 0); // a - b with b raised
+        }
+      }
+    QVERIFY(std::isnan(m(4, 10)) && std::isnan(m(4, 11)));
+    QCOMPARE(compared, c.nbins);
+    QCOMPARE(half, long(perturbed));
+    QCOMPARE(maxAbs, c.maxPull);
+    // A compared bin whose pull is not finite is +Inf (counted as a disagreement).
+    b.flux(0, 300) = std::numeric_limits<double>::quiet_NaN();
+    if (m_frame.ivar(0, 300) > 0) QVERIFY(std::isinf(binPull(m_frame, b, 0, 300)));
+  }
+
+  void overlapOfOtherRanges() {
+    // b: spectra 5-14 and bins 100-399 of the frame, as a frame of its own.
+    const FrameOverlap part{m_frame.fiberMin + 5, 10, 100, 0, 300, false, {}};
+    const ExtractionResult b = cropToOverlap(m_frame, part, true);
+    QCOMPARE(b.nfiber, 10);
+    QCOMPARE(b.nwave, 300);
+    QCOMPARE(b.wave.wmin, m_frame.wave.at(100));
+    QCOMPARE(b.flux(0, 0), m_frame.flux(5, 100));
+    QCOMPARE(b.resolution(9, 3, 299), m_frame.resolution(14, 3, 399));
+    const FrameOverlap o = findOverlap(m_frame, b);
+    QVERIFY(!o.whole);
+    QCOMPARE(o.fiberMin, m_frame.fiberMin + 5);
+    QCOMPARE(o.nfiber, 10);
+    QCOMPARE(o.firstBinA, 100);
+    QCOMPARE(o.firstBinB, 0);
+    QCOMPARE(o.nwave, 300);
+    QVERIFY2(o.description.find("spectra 5-14 (a has 0-24, b has 5-14)") != std::string::npos, o.description.c_str());
+    QVERIFY2(o.description.find("300 bins") != std::string::npos, o.description.c_str());
+    // Symmetric: b against the frame.
+    const FrameOverlap r = findOverlap(b, m_frame);
+    QCOMPARE(r.firstBinA, 0);
+    QCOMPARE(r.firstBinB, 100);
+    const FrameComparison c = compareFrames(cropToOverlap(m_frame, o, true), cropToOverlap(b, o, false));
+    long live = 0;
+    for (int s = 5; s < 15; ++s)
+      for (int j = 100; j < 400; ++j) live += m_frame.ivar(s, j) > 0;
+    QCOMPARE(c.nbins, live);
+    QCOMPARE(c.maxPull, 0.0);
+    QVERIFY(findOverlap(m_frame, m_frame).whole);
+    QVERIFY(findOverlap(m_frame, m_frame).description.empty());
+  }
+
+  void noOverlapNamesWhatDiffers() {
+    auto refused = [](const ExtractionResult& a, const ExtractionResult& b, const char* words) {
+      try {
+        findOverlap(a, b);
+      } catch (const InputError& e) {
+        if (std::string(e.what()).find(words) != std::string::npos) return true;
+        qWarning("message: %s", e.what());
+      }
+      return false;
+    };
+    ExtractionResult b = m_frame;
+    b.wave.dw = 0.5;
+    QVERIFY(refused(m_frame, b, "bin widths differ"));
+    b = m_frame;
+    b.wave.wmin += 0.3 * b.wave.dw;
+    QVERIFY(refused(m_frame, b, "offset by 0.3 of a bin"));
+    b = m_frame;
+    b.wave.wmin += (m_frame.nwave + 5) * b.wave.dw;
+    QVERIFY(refused(m_frame, b, "no common wavelengths"));
+    b = m_frame;
+    b.fiberMin += 100;
+    QVERIFY(refused(m_frame, b, "no common spectra"));
+    ExtractionResult a = m_frame, c = m_frame;
+    a.fibers.assign(std::size_t(a.nfiber), 0);
+    c.fibers.assign(std::size_t(c.nfiber), 0);
+    for (int s = 0; s < a.nfiber; ++s) {
+      a.fibers[std::size_t(s)] = a.fiberMin + s;
+      c.fibers[std::size_t(s)] = 500 + c.fiberMin + s;
+    }
+    QVERIFY(refused(a, c, "FIBER 500"));
   }
 };
 
