@@ -949,7 +949,7 @@ ExtractionResult CudaEngine::extract(const ExtractionRequest& req, ProgressSink&
     };
     try {
       ScopedRange r(&rec, "plan");
-      plan = makePatchPlan(*req.psf, req.wave, req.fiberMin, req.nFiber, req.params);
+      plan = *requestPlan(req); // the request's plan, checked (built only when it has none)
       validateRequest(req, plan);
     } catch (...) {
       joinPrefetch();
@@ -1054,20 +1054,7 @@ ExtractionResult CudaEngine::extract(const ExtractionRequest& req, ProgressSink&
     // Progress: the patches are reported once the frame is back on the host.
     const int total = int(todo.size());
     int done = 0;
-    for (const PatchDiagnostics& d : result.patches) {
-      const Patch& p = plan.patches[d.patch];
-      PatchOutput out;
-      out.patch = &p;
-      out.diagnostics = d;
-      out.flux = Array2D<double>(p.nfiber, p.nwave);
-      out.ivar = Array2D<double>(p.nfiber, p.nwave);
-      for (int s = 0; s < p.nfiber; ++s)
-        for (int k = 0; k < p.nwave; ++k) {
-          out.flux(s, k) = result.flux(p.fiber0 + s - plan.fiberMin, p.wave0 + k);
-          out.ivar(s, k) = result.ivar(p.fiber0 + s - plan.fiberMin, p.wave0 + k);
-        }
-      progress.patchDone(out, ++done, total);
-    }
+    for (const PatchDiagnostics& d : result.patches) progress.patchDone(d.patch, ++done, total);
   }
   result.profile = rec.finish();
   if (tracer) tracer->finish(result.profile);

@@ -169,7 +169,7 @@ void writeTextAtomic(const std::string& path, const std::string& text) {
 
 TerminalProgress::TerminalProgress(bool enabled) : m_enabled(enabled && ::isatty(2)) {}
 
-void TerminalProgress::patchDone(const PatchOutput&, int done, int total) {
+void TerminalProgress::patchDone(int, int done, int total) {
   if (!m_enabled) return;
   std::lock_guard lock(m_mutex);
   const auto now = std::chrono::steady_clock::now();

@@ -54,7 +54,7 @@ void writeTextAtomic(const std::string& path, const std::string& text);
 class TerminalProgress : public ProgressSink {
 public:
   explicit TerminalProgress(bool enabled);
-  void patchDone(const PatchOutput&, int done, int total) override;
+  void patchDone(int patch, int done, int total) override;
 
 private:
   bool m_enabled;

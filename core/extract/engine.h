@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -40,6 +41,10 @@ struct ExtractionRequest {
   int nFiber = 0;
   PatchParams params;
   std::optional<std::vector<int>> patches; // indices into the plan; nullopt: all
+  // The plan of (psf, wave, fiberMin, nFiber, params), built once by whoever makes the
+  // request (the workbench's Document, attachPlan()) and carried with it: engines
+  // check that it fits the request (requestPlan) and never build their own from it.
+  std::shared_ptr<const PatchPlan> plan;
   bool model = false;                      // also build the CCD model image
   int threads = 0;                         // CPU threads; 0: all cores
   // CUDA engine: record every kernel, copy and set through CUPTI into the result's
@@ -47,6 +52,11 @@ struct ExtractionRequest {
   // time; a build without CUPTI fails the extraction with a GpuError saying so. The
   // CPU engine has no kernels and ignores it.
   bool profileKernels = false;
+  // extractInto only. false: the result holds this request's patches alone (bins of
+  // earlier requests are cleared). true: the result accumulates: this request's
+  // patches replace their own bins and model tiles, everything else is kept (the
+  // workbench's live result, one per engine, owned by the Document).
+  bool accumulate = false;
 };
 
 struct PatchDiagnostics {
@@ -76,6 +86,13 @@ struct ExtractionResult {
   Array2D<double> deconvolved;     // [nfiber, nwave] f, photons per bin (not per A)
   Array2D<uint8_t> covered;        // [nfiber, nwave] 1 where a chosen patch filled it
   std::optional<Array2D<double>> model; // [npixY, npixX] when requested
+  // With `accumulate` and a model: each extracted patch's own model over its box
+  // (modelTiles[i] for plan patch i, empty until it is extracted); `model` is their
+  // sum, updated only inside the boxes of the patches a request changed
+  // (updateModelImage). Re-extracting a patch replaces its tile, so the model stays
+  // exact however requests overlap.
+  std::vector<Array2D<double>> modelTiles;
+  std::vector<int> lastPatches;          // plan indices the last request filled
   std::vector<PatchDiagnostics> patches; // one per extracted patch
   Profile profile;
   std::vector<int32_t> fibers;     // FIBER of each row (the FIBERMAP's); empty: unknown
@@ -95,21 +112,15 @@ struct ExtractionResult {
   void allocate(const PatchPlan& plan, int ndiag, bool withModel, int npixX, int npixY);
 };
 
-// What one finished patch contributes, copied out for live views: kept fibers x
-// kept bins, flux per Angstrom and ivar per Angstrom^2 (frame units).
-struct PatchOutput {
-  const Patch* patch = nullptr;
-  Array2D<double> flux; // [patch->nfiber, patch->nwave]
-  Array2D<double> ivar;
-  PatchDiagnostics diagnostics;
-};
-
-// Where engines report progress; called from worker threads, so implementations
-// must be thread-safe and quick (queue the data, do not draw).
+// Where engines report progress: `patch` (a plan index) is done, its kept bins in the
+// result being filled are final (per Angstrom, masked) and will not change again in
+// this request. Called from worker threads, so implementations must be thread-safe
+// and quick (queue the index, do not draw); readers find the values in the result
+// itself (no copies cross this interface).
 class ProgressSink {
 public:
   virtual ~ProgressSink() = default;
-  virtual void patchDone(const PatchOutput& /*out*/, int /*done*/, int /*total*/) {}
+  virtual void patchDone(int /*patch*/, int /*done*/, int /*total*/) {}
 };
 
 class CancelToken {
@@ -130,12 +141,11 @@ public:
   // returns what finished, with `cancelled` set and `covered` marking the filled bins.
   virtual ExtractionResult extract(const ExtractionRequest&, ProgressSink&, const CancelToken&) = 0;
   // The same into a result the caller keeps between requests (a warm engine answering
-  // patch selections): engines that can reuse its arrays do so, the CPU engine without
-  // any frame- or CCD-sized allocation for a few patches. By default: into = extract().
+  // patch selections; see ExtractionRequest::accumulate): engines that can reuse its
+  // arrays do so, the CPU engine without any frame- or CCD-sized allocation for a few
+  // patches. By default: extract() and mergePatches().
   virtual void extractInto(const ExtractionRequest& request, ExtractionResult& into,
-                           ProgressSink& progress, const CancelToken& cancel) {
-    into = extract(request, progress, cancel);
-  }
+                           ProgressSink& progress, const CancelToken& cancel);
 };
 
 // Fibers [f0, f1) x bins [w0, w1) of a result (relative to its fiberMin); the default
@@ -148,6 +158,12 @@ struct FrameRegion {
 // patch indices valid. Throws InputError. Every engine calls it.
 void validateRequest(const ExtractionRequest& request, const PatchPlan& plan);
 
+// The request's plan: `plan` when set, after checking it was made for this request's
+// grid, fibers, parameters and CCD (InputError naming the field that differs), else
+// one built for it now. attachPlan() sets `plan` when it is missing.
+std::shared_ptr<const PatchPlan> requestPlan(const ExtractionRequest& request);
+void attachPlan(ExtractionRequest& request);
+
 // Effective PSF error of a request (the PSF's PSFERR unless given).
 double effectivePsfErr(const ExtractionRequest& request);
 
@@ -158,5 +174,29 @@ double effectivePsfErr(const ExtractionRequest& request);
 // bins count; a region holding every covered bin gives the same result while reading
 // (and allocating) no more than the region.
 void finalizeFrame(ExtractionResult& result, FrameRegion region = {});
+
+// The same for one region on the calling thread, returning its counts instead of
+// storing them: engines finalize each patch's kept bins as it finishes (disjoint
+// regions, so worker threads may call it at once), so a result read while a job runs
+// holds final values for every finished patch.
+struct FinalizeCounts {
+  long noData = 0, nonFinite = 0;
+};
+FinalizeCounts finalizeRegion(ExtractionResult& result, FrameRegion region);
+
+// The kept bins of plan patch i as a region of the result.
+FrameRegion keptRegion(const PatchPlan& plan, int patch);
+
+// Recomputes result.model inside the union of the boxes of `changed` (plan indices)
+// as the sum of result.modelTiles over them, tiles added in plan order: the pixels
+// equal a recomputation over the whole CCD bit for bit, whatever was there before.
+void updateModelImage(ExtractionResult& result, const PatchPlan& plan, const std::vector<int>& changed);
+
+// Copies patches' kept bins (all arrays, covered set), diagnostics and model from a
+// result extracted for them alone into a kept result of the same shape (allocating it
+// when it has another shape): what extractInto with `accumulate` does for engines
+// that cannot write into the caller's result directly.
+void mergePatches(ExtractionResult& into, ExtractionResult&& from, const PatchPlan& plan,
+                  const std::vector<int>& patches);
 
 } // namespace spex

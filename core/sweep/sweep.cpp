@@ -106,7 +106,7 @@ SweepMode modeFromName(const std::string& s) {
 class RowProgress : public ProgressSink {
 public:
   RowProgress(const SweepProgressFn& fn, int row, int rows) : m_fn(fn), m_row(row), m_rows(rows) {}
-  void patchDone(const PatchOutput&, int done, int total) override {
+  void patchDone(int, int done, int total) override {
     if (!m_fn) return;
     SweepProgress p;
     p.row = m_row;
