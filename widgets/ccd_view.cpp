@@ -492,8 +492,8 @@ void CcdView::drawIsoWavelengths(QPainter& p, const QRectF& vis) const {
     // Label at the first visible point, so it stays on screen while panning.
     for (const QPointF& q : wl)
       if (rect().contains(q.toPoint())) {
-        p.setPen(QColor(255, 255, 160));
-        p.drawText(q + QPointF(3, -3), QStringLiteral("%1 \u00c5").arg(w, 0, 'f', step < 1 ? 1 : 0));
+        drawHaloText(p, q + QPointF(3, -3), QStringLiteral("%1 \u00c5").arg(w, 0, 'f', step < 1 ? 1 : 0),
+                     QColor(255, 255, 160));
         break;
       }
   }

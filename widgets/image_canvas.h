@@ -160,6 +160,7 @@ private:
   void drawPanner(QPainter& p) const;
   void drawRegions(QPainter& p) const;
   QSize imageExtent() const;
+  int pannerBox() const; // the square the panner fits in, px
 
   QPointer<ViewState> m_state;
   Pyramid m_picture;

@@ -38,6 +38,8 @@ public:
   // The values line for a CCD point ("x 12  y 40  data …  model …  χ …").
   QString valuesAt(QPointF ccd) const;
   QString readout() const;
+  // What hovering does: the crosshair on that pixel in all three and its values.
+  void showPixel(QPointF ccd) { onHover(ccd); }
 
 signals:
   void updated();
