@@ -25,12 +25,16 @@ struct FitsHeader {
   void set(const std::string& key, const std::string& value, const std::string& comment = {});
 };
 
-// FIBERMAP rows are passed through untouched: we keep where they live and which
-// FIBER each row holds, and the frame writer copies the rows it needs.
+// FIBERMAP rows are passed through untouched: we keep the HDU as its file held it
+// and which FIBER each row holds, and the frame writer copies the rows it needs.
 struct FiberMap {
   std::string sourceFile;      // file whose FIBERMAP HDU holds the rows; empty: none
   std::vector<int32_t> fiber;  // FIBER column, one entry per row
   FitsHeader header;           // FIBERMAP HDU header (pointing of early data: bary/)
+  // The FIBERMAP HDU's bytes as in sourceFile (header and data blocks, FitsFile::rawHdu),
+  // kept at read time so the frame writer copies the rows without reopening (and, for
+  // .gz, decompressing) the file. Empty: the writer reads them from sourceFile.
+  std::string hduBytes;
 };
 
 // DESI has 500 fibers per petal: petal p holds FIBER 500 p + 0..499.

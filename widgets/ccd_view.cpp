@@ -337,8 +337,16 @@ QColor CcdView::patchHeatmapColor(int patch) const {
   if (patch < 0 || patch >= m_heatValues.size() || patch >= int(m_patchOutlines.size()) ||
       !std::isfinite(m_heatValues[patch]))
     return {};
-  const double t = m_heatHi > m_heatLo ? (m_heatValues[patch] - m_heatLo) / (m_heatHi - m_heatLo) : 1.0;
-  return colormapColor(Colormap::Viridis, t);
+  return heatmapLegend().color(m_heatValues[patch]);
+}
+
+HeatmapLegend CcdView::heatmapLegend() const {
+  HeatmapLegend l;
+  l.lo = m_heatLo;
+  l.hi = m_heatHi;
+  l.label = m_heatLabel;
+  for (double v : m_heatValues) l.count += std::isfinite(v);
+  return l;
 }
 
 int CcdView::patchAt(QPointF ccd) const {
@@ -436,18 +444,12 @@ void CcdView::paintOverlays(QPainter& p) {
   if (overlay(Overlay::IsoWavelength)) drawIsoWavelengths(p, vis);
   if (overlay(Overlay::FiberNumbers)) drawFiberNumbers(p, vis);
   if (!m_heatValues.isEmpty() && std::isfinite(m_heatLo)) {
-    // Colour bar, bottom left: min .. max of the heatmap with its label.
-    const QRect bar(12, height() - 34, 160, 10);
-    for (int x = 0; x < bar.width(); ++x)
-      p.fillRect(QRect(bar.left() + x, bar.top(), 1, bar.height()),
-                 colormapColor(Colormap::Viridis, double(x) / (bar.width() - 1)));
-    p.setPen(Qt::white);
-    p.drawRect(bar.adjusted(0, 0, -1, -1));
-    p.drawText(QPointF(bar.left(), bar.top() - 4), m_heatLabel);
-    p.drawText(QRect(bar.left(), bar.bottom() + 2, bar.width(), 14), Qt::AlignLeft,
-               QString::number(m_heatLo, 'g', 3));
-    p.drawText(QRect(bar.left(), bar.bottom() + 2, bar.width(), 14), Qt::AlignRight,
-               QString::number(m_heatHi, 'g', 3));
+    // Colour bar, bottom left, on its own panel (legible over any image).
+    const HeatmapLegend legend = heatmapLegend();
+    const QSize size = legend.size(p.fontMetrics());
+    m_heatLegendRect = legend.paint(p, QPoint(8, height() - 8 - size.height()));
+  } else {
+    m_heatLegendRect = {};
   }
 
   // Markers: the selected (fiber, wavelength) and the hover position from any view.

@@ -5,6 +5,7 @@
 // Both go into the shared ViewState; the view never starts an extraction.
 #pragma once
 
+#include "heatmap_legend.h"
 #include "image_canvas.h"
 #include "image_scale.h"
 #include "trace_geometry.h"
@@ -74,6 +75,9 @@ public:
   QString patchHeatmapLabel() const { return m_heatLabel; }
   // The fill colour of a patch under the heatmap; invalid where it is not coloured.
   QColor patchHeatmapColor(int patch) const;
+  // The heatmap's colour bar (its values, label, colours) and where it was last drawn.
+  HeatmapLegend heatmapLegend() const;
+  QRect heatmapLegendRect() const { return m_heatLegendRect; }
   // The plan patch whose kept region holds a CCD point, -1 if none.
   int patchAt(QPointF ccd) const;
 
@@ -118,6 +122,7 @@ private:
   std::vector<QRectF> m_patchBounds;
   std::vector<QPolygonF> m_extractedOutlines;
   QVector<double> m_heatValues; // per plan patch, empty: no heatmap
+  QRect m_heatLegendRect;
   QString m_heatLabel;
   double m_heatLo = 0, m_heatHi = 0;
 };

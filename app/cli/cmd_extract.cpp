@@ -139,6 +139,7 @@ void useFibermapFile(const std::string& path, Image& image, int specmin, int nsp
   image.fibermap.sourceFile = path;
   image.fibermap.fiber = std::move(fiber);
   image.fibermap.header = f.readHeader();
+  image.fibermap.hduBytes = f.rawHdu();
 }
 
 int runExtract(ExtractOptions& o, const std::string& prog) {

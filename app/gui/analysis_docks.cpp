@@ -2,6 +2,7 @@
 
 #include "widgets/background.h"
 
+#include "comparison_dock.h"
 #include "main_window.h"
 #include "user_messages.h"
 
@@ -10,8 +11,11 @@
 #include "widgets/profiling/engine_comparison_view.h"
 #include "widgets/profiling/phase_table.h"
 #include "widgets/profiling/run_comparison_view.h"
+#include "widgets/profiling/slowest_patches.h"
 #include "widgets/profiling/sweep_view.h"
+#include "widgets/profiling/time_axis_state.h"
 #include "widgets/profiling/timeline_view.h"
+#include "widgets/profiling/zone_finder.h"
 #include "widgets/view_state.h"
 
 #include <QCheckBox>
@@ -29,6 +33,7 @@
 #include <QScrollArea>
 #include <QSplitter>
 #include <QStatusBar>
+#include <QTabWidget>
 #include <QVBoxLayout>
 #include <QtConcurrent>
 
@@ -72,13 +77,17 @@ AnalysisDocks* AnalysisDocks::of(MainWindow* window) {
 }
 
 AnalysisDocks::AnalysisDocks(MainWindow* window) : QObject(window), m_window(window) {
+  m_axis = new TimeAxisState(this);
   buildTimelineDock();
   buildRunDock();
   buildEngineDock();
   buildSweepDock();
+  m_resultDock = new ComparisonDock(window->document(), window->viewState(), window->cudaUsable(),
+                                    cudaBuilt() ? window->gpuDescription() : tr("this spexlab was built without CUDA"),
+                                    window);
   // Beside the spectrum, which stays in front.
   QDockWidget* spectrum = window->findChild<QDockWidget*>(QStringLiteral("spectrumDock"));
-  for (QDockWidget* d : {m_timelineDock, m_runDock, m_engineDock, m_sweepDock}) {
+  for (QDockWidget* d : {m_timelineDock, m_runDock, m_engineDock, static_cast<QDockWidget*>(m_resultDock), m_sweepDock}) {
     if (spectrum) window->tabifyDockWidget(spectrum, d);
     else window->addDockWidget(Qt::BottomDockWidgetArea, d);
   }
@@ -88,7 +97,7 @@ AnalysisDocks::AnalysisDocks(MainWindow* window) : QObject(window), m_window(win
   auto* menu = new QMenu(tr("&Analysis"), window->menuBar());
   if (window->helpMenu()) window->menuBar()->insertMenu(window->helpMenu()->menuAction(), menu);
   else window->menuBar()->addMenu(menu);
-  for (QDockWidget* d : {m_timelineDock, m_runDock, m_engineDock, m_sweepDock})
+  for (QDockWidget* d : {m_timelineDock, m_runDock, m_engineDock, static_cast<QDockWidget*>(m_resultDock), m_sweepDock})
     menu->addAction(d->toggleViewAction());
   menu->addSeparator();
   menu->addAction(tr("Open Chrome trace\u2026"), this, [this] {
@@ -117,9 +126,33 @@ AnalysisDocks::AnalysisDocks(MainWindow* window) : QObject(window), m_window(win
                        .arg(r->cancelled ? tr(", cancelled") : QString()),
                    profile, r);
           });
+  // Every run with a result can be compared with any other result.
+  auto pushRuns = [this] {
+    std::vector<ComparisonDock::Run> runs;
+    for (const Run& r : m_runs)
+      if (r.result) runs.push_back({r.label, r.result});
+    m_resultDock->setRuns(runs);
+  };
+  connect(this, &AnalysisDocks::runsChanged, this, pushRuns);
+  // A run keeps its own numbers: an extraction that merges into the document's result
+  // (same engine, grid and fibers) edits in place the object an earlier run of the
+  // history may share (Document::finishRun adopts a fresh run's result). Such a run
+  // gets its own copy before the first patch lands.
+  connect(window->job(), &ExtractionJob::engineStarted, this, [this, pushRuns](const QString& engine, int) {
+    const auto cur = m_window->document()->result(engine);
+    if (!cur) return;
+    std::shared_ptr<const ExtractionResult> copy;
+    for (Run& r : m_runs)
+      if (r.result == cur) {
+        if (!copy) copy = std::make_shared<const ExtractionResult>(*cur);
+        r.result = copy;
+      }
+    if (copy) pushRuns();
+  });
   // Patch indices of heatmaps belong to the plan they were made for.
   connect(window->document(), &Document::planChanged, this, [this] {
     m_window->ccdView()->clearPatchHeatmap();
+    showAppliedSweepSetting();
     const QSignalBlocker block(m_heatBox);
     m_heatBox->setCurrentIndex(0);
   });
@@ -161,6 +194,18 @@ AnalysisDocks::AnalysisDocks(MainWindow* window) : QObject(window), m_window(win
     }
     m_sweep = o.result;
     m_sweepView->setResult(m_sweep);
+    showAppliedSweepSetting();
+    // Each setting's extraction is a run of its own, for the timeline and the run
+    // comparison (the shown run stays).
+    for (const SweepRow& r : m_sweep.rows)
+      if (r.ok() && !r.profile.ranges.empty())
+        addRun(tr("sweep %1 nwavestep %2 nsub %3 pad %4 (%5 patches)")
+                   .arg(QString::fromStdString(r.engine))
+                   .arg(r.nwavestep)
+                   .arg(r.nsubbundles)
+                   .arg(r.wavepadFrac)
+                   .arg(r.patches),
+               std::make_shared<const Profile>(r.profile), nullptr, false);
     m_sweepBar->setValue(m_sweepBar->maximum());
     m_sweepLabel->setText(tr("%1 settings done%2 (%3 accuracy)")
                               .arg(m_sweep.rows.size())
@@ -231,17 +276,26 @@ void AnalysisDocks::buildTimelineDock() {
   bar->addWidget(m_heatBox);
 
   m_timeline = new TimelineView;
+  m_timeline->setTimeAxis(m_axis);
   auto* scroll = new QScrollArea;
   scroll->setWidget(m_timeline);
   scroll->setWidgetResizable(true);
   m_phaseTable = new PhaseTable;
+  m_phaseTable->setTimeAxis(m_axis);
   m_phaseLabel = new QLabel(m_phaseTable->description());
   m_phaseLabel->setWordWrap(true);
-  auto* right = new QWidget;
-  auto* rl = new QVBoxLayout(right);
+  auto* phases = new QWidget;
+  auto* rl = new QVBoxLayout(phases);
   rl->setContentsMargins(0, 0, 0, 0);
   rl->addWidget(m_phaseLabel);
   rl->addWidget(m_phaseTable, 1);
+  m_zoneFinder = new ZoneFinder;
+  m_slowest = new SlowestPatches;
+  auto* right = new QTabWidget;
+  right->setObjectName(QStringLiteral("timelineTabs"));
+  right->addTab(phases, tr("Phases"));
+  right->addTab(m_zoneFinder, tr("Find zone"));
+  right->addTab(m_slowest, tr("Slowest patches"));
   auto* split = new QSplitter(Qt::Horizontal);
   split->addWidget(scroll);
   split->addWidget(right);
@@ -263,16 +317,17 @@ void AnalysisDocks::buildTimelineDock() {
     if (!path.isEmpty()) exportTrace(path);
   });
   connect(m_heatBox, &QComboBox::currentIndexChanged, this, [this](int i) { setHeatmap(Heatmap(i)); });
-  connect(m_timeline, &TimelineView::selectionChanged, this, [this](qint64 t0, qint64 t1) {
-    m_phaseTable->setTimeRange(t0, t1);
-    m_phaseLabel->setText(m_phaseTable->description());
-  });
-  connect(m_timeline, &TimelineView::patchClicked, this, [this](int, int patch) {
-    const int i = shownRun();
-    const auto plan = m_window->document()->plan();
-    if (i < 0 || !m_runs[i].result || !plan || !samePlan(m_runs[i].result->params, plan->params)) return;
-    if (patch < int(plan->patches.size())) m_window->viewState()->setSelectedPatches({patch});
-  });
+  // The phase table follows the shared axis itself; the line above it says what of.
+  connect(m_axis, &TimeAxisState::selectionChanged, this,
+          [this] { m_phaseLabel->setText(m_phaseTable->description()); });
+  connect(m_timeline, &TimelineView::patchClicked, this, [this](int, int patch) { jumpToPatch(patch); });
+  // Find zone and slowest patches: show the zone on the timeline, the patch on the CCD.
+  auto showZone = [this](int rangeIndex) { m_timeline->showZone(0, rangeIndex); };
+  auto jump = [this](int patch) { jumpToPatch(patch); };
+  connect(m_zoneFinder, &ZoneFinder::zoneActivated, this, showZone);
+  connect(m_zoneFinder, &ZoneFinder::patchActivated, this, jump);
+  connect(m_slowest, &SlowestPatches::zoneActivated, this, showZone);
+  connect(m_slowest, &SlowestPatches::patchActivated, this, jump);
 
   m_timelineDock = new QDockWidget(tr("Timeline"), m_window);
   m_timelineDock->setObjectName(QStringLiteral("timelineDock"));
@@ -280,12 +335,46 @@ void AnalysisDocks::buildTimelineDock() {
 }
 
 void AnalysisDocks::addRun(const QString& label, std::shared_ptr<const Profile> profile,
-                           std::shared_ptr<const ExtractionResult> result) {
+                           std::shared_ptr<const ExtractionResult> result, bool show) {
   ++m_runCounter;
   m_runs.push_back({label, std::move(profile), std::move(result)});
   refreshRunCombos();
-  m_runBox->setCurrentIndex(int(m_runs.size()) - 1); // shows it
+  if (show) m_runBox->setCurrentIndex(int(m_runs.size()) - 1); // shows it
   emit runsChanged();
+}
+
+bool AnalysisDocks::jumpToPatch(int patch) {
+  const int i = shownRun();
+  const auto plan = m_window->document()->plan();
+  if (i < 0 || !m_runs[i].result || !plan || !samePlan(m_runs[i].result->params, plan->params) ||
+      m_runs[i].result->fiberMin != plan->fiberMin || patch < 0 || patch >= int(plan->patches.size())) {
+    setStatus(tr("Patch %1 is not on the CCD: the shown run has no per-patch results for the current patch plan.")
+                  .arg(patch));
+    return false;
+  }
+  // Select it and bring its kept region to the middle of the CCD (zoom unchanged).
+  const Patch& p = plan->patches[patch];
+  const auto psf = m_window->document()->psf();
+  ViewState* vs = m_window->viewState();
+  vs->setSelectedPatches({patch});
+  if (psf) {
+    const int f = p.fiber0 + p.nfiber / 2;
+    const double w = plan->wave.at(p.wave0 + p.nwave / 2);
+    vs->setCenter(QPointF(psf->x(f, w), psf->y(f, w)));
+  }
+  setStatus(tr("Patch %1: fibers %2–%3, %4–%5 Å")
+                .arg(patch)
+                .arg(m_window->viewState()->fiberNumber(p.fiber0))
+                .arg(m_window->viewState()->fiberNumber(p.fiber0 + p.nfiber - 1))
+                .arg(plan->wave.at(p.wave0), 0, 'f', 1)
+                .arg(plan->wave.at(p.wave0 + p.nwave - 1), 0, 'f', 1));
+  return true;
+}
+
+void AnalysisDocks::showAppliedSweepSetting() {
+  const auto plan = m_window->document()->plan();
+  if (plan) m_sweepView->setApplied(plan->params.nwavestep, plan->params.nsubbundles, plan->params.wavepadFrac);
+  else m_sweepView->clearApplied();
 }
 
 void AnalysisDocks::refreshRunCombos() {
@@ -309,6 +398,8 @@ void AnalysisDocks::showRun(int index) {
   if (index < 0 || index >= int(m_runs.size())) {
     m_timeline->setProfile(nullptr);
     m_phaseTable->setProfile(nullptr);
+    m_zoneFinder->setProfile(nullptr);
+    m_slowest->setProfile(nullptr);
     m_phaseLabel->setText(m_phaseTable->description());
     return;
   }
@@ -319,6 +410,8 @@ void AnalysisDocks::showRun(int index) {
   const Run& r = m_runs[index];
   m_timeline->setProfile(r.profile, r.label);
   m_phaseTable->setProfile(r.profile);
+  m_zoneFinder->setProfile(r.profile);
+  m_slowest->setProfile(r.profile);
   m_phaseLabel->setText(m_phaseTable->description());
   if (m_heatBox->currentIndex() > 0 && Heatmap(m_heatBox->currentIndex()) != Heatmap::Sweep)
     setHeatmap(Heatmap(m_heatBox->currentIndex()));
@@ -435,6 +528,7 @@ void AnalysisDocks::buildRunDock() {
     connect(b, &QComboBox::currentIndexChanged, this, [this] { updateRunComparison(); });
   }
   m_runCompare = new RunComparisonView;
+  m_runCompare->setTimeAxis(m_axis);
   auto* bar = new QHBoxLayout;
   bar->addWidget(new QLabel(tr("A")));
   bar->addWidget(m_runA, 1);
@@ -470,9 +564,25 @@ void AnalysisDocks::buildEngineDock() {
   bar->addWidget(m_compareWhole);
   bar->addStretch(1);
   m_engineCompare = new EngineComparisonView;
-  if (!cudaBuilt())
-    m_engineCompare->showMessage(tr("CUDA is not available: this spexlab was built without the CUDA engine. "
-                                    "Build with -DSPEXLAB_CUDA=ON on a machine with a GPU to compare."));
+  if (!m_window->cudaUsable()) {
+    // Say so plainly, grey what cannot run, and offer the comparisons that can.
+    m_compareButton->setEnabled(false);
+    m_compareButton->setToolTip(tr("Needs a usable GPU"));
+    auto* others = new QPushButton(tr("Compare other results…"));
+    others->setObjectName(QStringLiteral("compareOtherResults"));
+    others->setToolTip(tr("A CPU run against an opened frame or another CPU run"));
+    bar->insertWidget(2, others);
+    connect(others, &QPushButton::clicked, this, [this] {
+      m_resultDock->show();
+      m_resultDock->raise();
+    });
+    m_engineCompare->showMessage(
+        (cudaBuilt() ? tr("CUDA is not available: no usable GPU here (%1).").arg(m_window->gpuDescription())
+                     : tr("CUDA is not available: this spexlab was built without the CUDA engine.")) +
+        QStringLiteral(" ") +
+        tr("A CPU run can still be compared with an opened frame (e.g. the pipeline's frame-*.fits) or with "
+           "another CPU run (other parameters): Compare other results…"));
+  }
   auto* lay = new QVBoxLayout(w);
   lay->setContentsMargins(2, 2, 2, 2);
   lay->addLayout(bar);

@@ -28,12 +28,16 @@ class QPushButton;
 
 namespace spex {
 
+class ComparisonDock;
 class EngineComparisonView;
 class MainWindow;
 class PhaseTable;
 class RunComparisonView;
+class SlowestPatches;
 class SweepView;
+class TimeAxisState;
 class TimelineView;
+class ZoneFinder;
 
 void installAnalysisDocks(MainWindow* window);
 
@@ -52,8 +56,9 @@ public:
     std::shared_ptr<const ExtractionResult> result; // null for opened traces
   };
   const std::vector<Run>& runs() const { return m_runs; }
+  // show: make it the shown run (a sweep adds its settings' runs without showing them).
   void addRun(const QString& label, std::shared_ptr<const Profile> profile,
-              std::shared_ptr<const ExtractionResult> result = nullptr);
+              std::shared_ptr<const ExtractionResult> result = nullptr, bool show = true);
   void showRun(int index); // in the timeline and phase table
   int shownRun() const;
 
@@ -85,8 +90,16 @@ public:
 
   QString statusText() const { return m_status; }
 
+  // Jump to a patch of the shown run on the CCD: selects it and centres the CCD on its
+  // kept region; false (with the reason in statusText()) when the run has no per-patch
+  // results for the current plan.
+  bool jumpToPatch(int patch);
+
   TimelineView* timeline() const { return m_timeline; }
   PhaseTable* phaseTable() const { return m_phaseTable; }
+  ZoneFinder* zoneFinder() const { return m_zoneFinder; }
+  SlowestPatches* slowestPatches() const { return m_slowest; }
+  TimeAxisState* timeAxis() const { return m_axis; }
   RunComparisonView* runComparison() const { return m_runCompare; }
   EngineComparisonView* engineComparison() const { return m_engineCompare; }
   SweepView* sweepView() const { return m_sweepView; }
@@ -95,6 +108,8 @@ public:
   QDockWidget* runComparisonDock() const { return m_runDock; }
   QDockWidget* engineComparisonDock() const { return m_engineDock; }
   QDockWidget* sweepDock() const { return m_sweepDock; }
+  // Any two results (runs, the opened frame, frame files) compared (issue 14).
+  ComparisonDock* resultComparisonDock() const { return m_resultDock; }
 
 signals:
   void runsChanged();
@@ -119,6 +134,7 @@ private:
   void refreshRunCombos();
   void updateRunComparison();
   void setStatus(const QString& s);
+  void showAppliedSweepSetting();
   std::optional<std::vector<int>> selectedPatches() const;
 
   MainWindow* m_window;
@@ -130,9 +146,13 @@ private:
   QDockWidget* m_runDock = nullptr;
   QDockWidget* m_engineDock = nullptr;
   QDockWidget* m_sweepDock = nullptr;
+  ComparisonDock* m_resultDock = nullptr;
 
+  TimeAxisState* m_axis = nullptr; // the timeline's, phase table's and run comparison's
   TimelineView* m_timeline = nullptr;
   PhaseTable* m_phaseTable = nullptr;
+  ZoneFinder* m_zoneFinder = nullptr;
+  SlowestPatches* m_slowest = nullptr;
   QLabel* m_phaseLabel = nullptr;
   QComboBox* m_runBox = nullptr;
   QComboBox* m_heatBox = nullptr;

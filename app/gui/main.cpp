@@ -44,6 +44,7 @@ int main(int argc, char** argv) {
   const QCommandLineOption size(QStringLiteral("size"), QStringLiteral("Window size WxH for --screenshot (default 1600x1000)."), QStringLiteral("WxH"));
   const QCommandLineOption compare(QStringLiteral("compare"), QStringLiteral("With --screenshot: compare two engines, e.g. cpu,cuda (whole frame with --extract)."), QStringLiteral("a,b"));
   const QCommandLineOption compareRuns(QStringLiteral("compare-runs"), QStringLiteral("With --compare: run the comparison n times (default 1)."), QStringLiteral("n"));
+  const QCommandLineOption compareResults(QStringLiteral("compare-results"), QStringLiteral("With --screenshot: compare two results in Compare results: last, previous, frame, cpu, cuda or a frame file, e.g. last,frame."), QStringLiteral("a,b"));
   const QCommandLineOption sweep(QStringLiteral("sweep"), QStringLiteral("With --screenshot: run a CPU patch-size sweep NWAVESTEPS:NSUBBUNDLES[:WAVEPADFRACS], e.g. 50,75:3,5 (on the selection, else the whole frame)."), QStringLiteral("spec"));
   const QCommandLineOption openTrace(QStringLiteral("open-trace"), QStringLiteral("With --screenshot: open a Chrome trace JSON as a run."), QStringLiteral("file"));
   const QCommandLineOption heatmap(QStringLiteral("heatmap"), QStringLiteral("With --screenshot: per-patch CCD heatmap: wall, chi2, regularized, sweep."), QStringLiteral("kind"));
@@ -52,7 +53,7 @@ int main(int argc, char** argv) {
   const QCommandLineOption cutLine(QStringLiteral("cut"), QStringLiteral("With --screenshot: a cut line x0,y0,x1,y1 (CCD px) plotted in the Region dock."), QStringLiteral("x0,y0,x1,y1"));
   const QCommandLineOption invert(QStringLiteral("invert"), QStringLiteral("With --screenshot: invert the colormap."));
   for (const auto* o : {&box, &cutLine, &invert}) cli.addOption(*o);
-  for (const auto* o : {&compare, &compareRuns, &preproc, &psf, &truth, &frame, &demoFibers, &shot, &extract, &patches, &fiber, &wave, &zoom,
+  for (const auto* o : {&compare, &compareRuns, &compareResults, &preproc, &psf, &truth, &frame, &demoFibers, &shot, &extract, &patches, &fiber, &wave, &zoom,
                         &raise, &view, &overlays, &size, &sweep, &openTrace, &heatmap, &colormap})
     cli.addOption(*o);
   cli.process(app);
@@ -98,6 +99,7 @@ int main(int argc, char** argv) {
     if (cli.isSet(view)) o.view = cli.value(view);
     o.compare = cli.value(compare).split(QLatin1Char(','), Qt::SkipEmptyParts);
     if (cli.isSet(compareRuns)) o.compareRuns = cli.value(compareRuns).toInt();
+    o.compareResults = cli.value(compareResults).split(QLatin1Char(','), Qt::SkipEmptyParts);
     if (cli.isSet(overlays)) o.overlaysOn = cli.value(overlays).split(QLatin1Char(','), Qt::SkipEmptyParts);
     o.sweep = cli.value(sweep);
     o.openTrace = cli.value(openTrace);

@@ -1,10 +1,12 @@
 #include "screenshot.h"
 
 #include "analysis_docks.h"
-#include "image_tools.h"
+#include "comparison_dock.h"
 #include "main_window.h"
 
 #include "widgets/colormap.h"
+#include "widgets/comparison/frame_comparison_view.h"
+#include "image_tools.h"
 #include "widgets/residual_view.h"
 #include "widgets/side_by_side_view.h"
 #include "widgets/profiling/engine_comparison_view.h"
@@ -167,6 +169,26 @@ int takeScreenshot(MainWindow& w, const ScreenshotOptions& opt) {
     waitForJob(w);
   }
   AnalysisDocks* docks = AnalysisDocks::of(&w);
+  if (opt.compareResults.size() == 2) {
+    ComparisonDock* d = docks ? docks->resultComparisonDock() : nullptr;
+    if (!d) return 2;
+    const QString a = d->choiceFor(opt.compareResults[0]), b = d->choiceFor(opt.compareResults[1]);
+    if (a.isEmpty() || b.isEmpty()) {
+      std::fprintf(stderr, "spexlab: --compare-results: no result '%s'; there are: %s\n",
+                   qPrintable(a.isEmpty() ? opt.compareResults[0] : opt.compareResults[1]),
+                   qPrintable(d->choices().join(QStringLiteral("; "))));
+      return 2;
+    }
+    if (!d->choose(a, b) || !d->compare()) {
+      std::fprintf(stderr, "spexlab: %s\n", qPrintable(d->view()->message()));
+      return 2;
+    }
+    std::printf("a = %s\nb = %s\n", qPrintable(a), qPrintable(b));
+    if (!d->view()->overlapNote().isEmpty()) std::printf("%s\n", qPrintable(d->view()->overlapNote()));
+    std::printf("%s", qPrintable(d->view()->tableText()));
+    d->show();
+    d->raise();
+  }
   if (!opt.sweep.isEmpty()) {
     const QStringList parts = opt.sweep.split(QLatin1Char(':'));
     if (!docks || parts.size() < 2 || parts.size() > 3) {

@@ -37,6 +37,10 @@ struct ScreenshotOptions {
   // to stdout and grab with the comparison dock in front.
   QStringList compare;
   int compareRuns = 1;
+  // Two results for the Compare results dock, each a key of ComparisonDock::choiceFor
+  // ("last", "previous", "frame", "cpu", "cuda" or a frame file): compared after any
+  // extraction, the table printed to stdout, the dock brought to front.
+  QStringList compareResults;
   // Image tools (issue 14), CCD coordinates "x0,y0,x1,y1": a box region (statistics in
   // the Region dock) and a cut line (its plot below them); an inverted colormap.
   QString box;

@@ -4,11 +4,13 @@
 
 #include "../errors.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <limits>
 #include <sstream>
+#include <type_traits>
 
 #include <nlohmann/json.hpp>
 
@@ -45,7 +47,10 @@ void requireSameGrid(const WaveGrid& a, const WaveGrid& b) {
 
 } // namespace
 
-FrameComparison compareFrames(const ExtractionResult& a, const ExtractionResult& b) {
+namespace {
+
+// compareFrames' preconditions; throws InputError naming what differs.
+void requireComparable(const ExtractionResult& a, const ExtractionResult& b) {
   requireSame("number of fibers", a.nfiber, b.nfiber);
   requireSame("number of wavelengths", a.nwave, b.nwave);
   requireSame("first fiber", a.fiberMin, b.fiberMin);
@@ -62,13 +67,37 @@ FrameComparison compareFrames(const ExtractionResult& a, const ExtractionResult&
     if (!r->mask.empty()) requireShape("MASK", r->mask, nf, nw);
     if (!r->covered.empty()) requireShape("coverage", r->covered, nf, nw);
   }
-  const bool haveRes = !a.resolution.empty() && !b.resolution.empty();
-  if (haveRes) {
+  if (!a.resolution.empty() && !b.resolution.empty()) {
     requireSame("number of resolution diagonals", a.ndiag, b.ndiag);
     for (const ExtractionResult* r : {&a, &b})
       if (r->resolution.n0 != nf || r->resolution.n1 != 2 * r->ndiag + 1 || r->resolution.n2 != nw)
         throw InputError("cannot compare frames: RESOLUTION shape does not match the frame");
   }
+}
+
+} // namespace
+
+double binPull(const ExtractionResult& a, const ExtractionResult& b, int s, int j) {
+  const bool covered = (a.covered.empty() || a.covered(s, j)) && (b.covered.empty() || b.covered(s, j));
+  const double ia = a.ivar(s, j), ib = b.ivar(s, j);
+  if (!covered || !(ia > 0 && ib > 0)) return std::numeric_limits<double>::quiet_NaN();
+  // (fa - fb) / sqrt(var_a + var_b); a NaN pull counts as a disagreement.
+  const double pull = (a.flux(s, j) - b.flux(s, j)) / std::sqrt(1.0 / ia + 1.0 / ib);
+  return std::isfinite(pull) ? pull : std::numeric_limits<double>::infinity();
+}
+
+Array2D<double> pullMap(const ExtractionResult& a, const ExtractionResult& b) {
+  requireComparable(a, b);
+  Array2D<double> m(a.nfiber, a.nwave);
+  for (int s = 0; s < a.nfiber; ++s)
+    for (int j = 0; j < a.nwave; ++j) m(s, j) = binPull(a, b, s, j);
+  return m;
+}
+
+FrameComparison compareFrames(const ExtractionResult& a, const ExtractionResult& b) {
+  requireComparable(a, b);
+  const int nf = a.nfiber, nw = a.nwave;
+  const bool haveRes = !a.resolution.empty() && !b.resolution.empty();
   const bool haveMask = !a.mask.empty() && !b.mask.empty();
 
   FrameComparison c;
@@ -89,11 +118,9 @@ FrameComparison compareFrames(const ExtractionResult& a, const ExtractionResult&
           const double d = std::abs(a.resolution(s, k, j) - b.resolution(s, k, j));
           if (!(d <= c.maxResolution)) c.maxResolution = std::isfinite(d) ? d : INFINITY;
         }
-      if (!(ia > 0 && ib > 0)) continue;
+      const double pull = std::abs(binPull(a, b, s, j));
+      if (std::isnan(pull)) continue;
       ++c.nbins;
-      // |fa - fb| / sqrt(var_a + var_b); a NaN pull counts as a disagreement.
-      double pull = std::abs(a.flux(s, j) - b.flux(s, j)) / std::sqrt(1.0 / ia + 1.0 / ib);
-      if (!std::isfinite(pull)) pull = INFINITY;
       for (std::size_t t = 0; t < FrameComparison::kThresholds.size(); ++t)
         if (pull < FrameComparison::kThresholds[t]) ++below[t];
       if (pull > c.maxPull || c.maxPullFiber < 0) {
@@ -105,6 +132,125 @@ FrameComparison compareFrames(const ExtractionResult& a, const ExtractionResult&
   }
   for (std::size_t t = 0; t < below.size(); ++t)
     c.fractionBelow[t] = c.nbins > 0 ? double(below[t]) / double(c.nbins) : 0.0;
+  return c;
+}
+
+namespace {
+
+std::string spectraText(int first, int n) {
+  return n == 1 ? std::to_string(first) : std::to_string(first) + "-" + std::to_string(first + n - 1);
+}
+
+std::string waveText(const WaveGrid& g, int first, int n) {
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "%.1f-%.1f A, %d bin%s", g.at(first), g.at(first + n - 1), n, n == 1 ? "" : "s");
+  return buf;
+}
+
+} // namespace
+
+FrameOverlap findOverlap(const ExtractionResult& a, const ExtractionResult& b) {
+  FrameOverlap o;
+  if (a.nfiber <= 0 || a.nwave <= 0 || b.nfiber <= 0 || b.nwave <= 0)
+    throw InputError("cannot compare frames: one of them is empty (" + std::to_string(a.nfiber) + " x " +
+                     std::to_string(a.nwave) + " vs " + std::to_string(b.nfiber) + " x " +
+                     std::to_string(b.nwave) + " fibers x wavelengths)");
+  // Spectra: the common indices.
+  const int lo = std::max(a.fiberMin, b.fiberMin);
+  const int hi = std::min(a.fiberMin + a.nfiber, b.fiberMin + b.nfiber);
+  if (hi <= lo)
+    throw InputError("cannot compare frames: no common spectra (a holds " + spectraText(a.fiberMin, a.nfiber) +
+                     ", b holds " + spectraText(b.fiberMin, b.nfiber) + ")");
+  o.fiberMin = lo;
+  o.nfiber = hi - lo;
+  if (a.fibers.size() == std::size_t(a.nfiber) && b.fibers.size() == std::size_t(b.nfiber))
+    for (int i = lo; i < hi; ++i) {
+      const int fa = a.fibers[std::size_t(i - a.fiberMin)], fb = b.fibers[std::size_t(i - b.fiberMin)];
+      if (fa != fb)
+        throw InputError("cannot compare frames: spectrum " + std::to_string(i) + " is FIBER " + std::to_string(fa) +
+                         " in a but FIBER " + std::to_string(fb) + " in b (frames of other petals?)");
+    }
+  // Wavelengths: the same bin width and a whole number of bins apart.
+  if (std::abs(a.wave.dw - b.wave.dw) > 1e-9 * std::abs(a.wave.dw)) {
+    char buf[200];
+    std::snprintf(buf, sizeof buf, "cannot compare frames: bin widths differ (%.9g A vs %.9g A)", a.wave.dw, b.wave.dw);
+    std::string msg = buf;
+    if (a.heliocor != b.heliocor) {
+      std::snprintf(buf, sizeof buf, "; HELIOCOR %.9g vs %.9g: only one is barycentric-corrected", a.heliocor,
+                    b.heliocor);
+      msg += buf;
+    }
+    throw InputError(msg);
+  }
+  const double dw = a.wave.dw;
+  const double shift = (b.wave.wmin - a.wave.wmin) / dw; // b's bin 0 is a's bin `shift`
+  const long k = std::lround(shift);
+  if (std::abs(b.wave.wmin - a.wave.wmin - double(k) * dw) > 1e-6 * std::max(std::abs(dw), 1e-12)) {
+    char buf[200];
+    std::snprintf(buf, sizeof buf,
+                  "cannot compare frames: the wavelength grids are offset by %.4g of a bin (first bins %.6f and "
+                  "%.6f A, width %.9g A)",
+                  shift - std::floor(shift), a.wave.wmin, b.wave.wmin, dw);
+    throw InputError(buf);
+  }
+  const long firstA = std::max(0L, k), endA = std::min(long(a.nwave), long(b.nwave) + k);
+  if (endA <= firstA)
+    throw InputError("cannot compare frames: no common wavelengths (a covers " + waveText(a.wave, 0, a.nwave) +
+                     ", b covers " + waveText(b.wave, 0, b.nwave) + ")");
+  o.firstBinA = int(firstA);
+  o.firstBinB = int(firstA - k);
+  o.nwave = int(endA - firstA);
+  if (!a.resolution.empty() && !b.resolution.empty() && a.ndiag != b.ndiag)
+    throw InputError("cannot compare frames: number of resolution diagonals differs (" + std::to_string(a.ndiag) +
+                     " vs " + std::to_string(b.ndiag) + ")");
+  o.whole = a.fiberMin == b.fiberMin && a.nfiber == b.nfiber && k == 0 && a.nwave == b.nwave;
+  if (!o.whole) {
+    std::string d = "compared on the overlap: spectra " + spectraText(o.fiberMin, o.nfiber);
+    if (a.fiberMin != b.fiberMin || a.nfiber != b.nfiber)
+      d += " (a has " + spectraText(a.fiberMin, a.nfiber) + ", b has " + spectraText(b.fiberMin, b.nfiber) + ")";
+    d += " x " + waveText(a.wave, o.firstBinA, o.nwave);
+    if (k != 0 || a.nwave != b.nwave)
+      d += " (a has " + waveText(a.wave, 0, a.nwave) + ", b has " + waveText(b.wave, 0, b.nwave) + ")";
+    o.description = d;
+  }
+  return o;
+}
+
+ExtractionResult cropToOverlap(const ExtractionResult& r, const FrameOverlap& o, bool sideA) {
+  const int s0 = o.fiberMin - r.fiberMin, j0 = sideA ? o.firstBinA : o.firstBinB;
+  const int nf = o.nfiber, nw = o.nwave;
+  if (s0 < 0 || s0 + nf > r.nfiber || j0 < 0 || j0 + nw > r.nwave)
+    throw InputError("cropToOverlap: the overlap is outside the result");
+  ExtractionResult c;
+  c.engine = r.engine;
+  c.fiberMin = o.fiberMin;
+  c.nfiber = nf;
+  c.nwave = nw;
+  c.ndiag = r.ndiag;
+  c.wave = WaveGrid{r.wave.at(j0), r.wave.at(j0 + nw - 1), r.wave.dw, nw};
+  c.params = r.params;
+  c.psferr = r.psferr;
+  c.heliocor = r.heliocor;
+  c.cancelled = r.cancelled;
+  if (r.fibers.size() == std::size_t(r.nfiber))
+    c.fibers.assign(r.fibers.begin() + s0, r.fibers.begin() + s0 + nf);
+  auto crop2 = [&](const auto& in, auto& out) {
+    if (in.empty()) return;
+    out = std::decay_t<decltype(out)>(nf, nw);
+    for (int s = 0; s < nf; ++s)
+      for (int j = 0; j < nw; ++j) out(s, j) = in(s0 + s, j0 + j);
+  };
+  crop2(r.flux, c.flux);
+  crop2(r.ivar, c.ivar);
+  crop2(r.mask, c.mask);
+  crop2(r.covered, c.covered);
+  crop2(r.chi2pix, c.chi2pix);
+  if (!r.resolution.empty()) {
+    c.resolution = Array3D<double>(nf, r.resolution.n1, nw);
+    for (int s = 0; s < nf; ++s)
+      for (int k = 0; k < r.resolution.n1; ++k)
+        for (int j = 0; j < nw; ++j) c.resolution(s, k, j) = r.resolution(s0 + s, k, j0 + j);
+  }
   return c;
 }
 

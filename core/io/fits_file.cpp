@@ -140,12 +140,19 @@ std::optional<double> parseFitsDouble(const std::string& text) {
 
 // ---- lifetime ----------------------------------------------------------------------
 
+// A file in memory: CFITSIO keeps the addresses of ptr and size while it is open.
+struct FitsMemory {
+  std::shared_ptr<const FitsBytes> bytes;
+  void* ptr = nullptr;
+  std::size_t size = 0;
+};
+
 FitsFile::FitsFile(void* f, std::string path, std::string display)
     : m_fptr(f), m_path(std::move(path)), m_display(std::move(display)) {}
 
 FitsFile::FitsFile(FitsFile&& o) noexcept
-    : m_fptr(o.m_fptr), m_path(std::move(o.m_path)), m_display(std::move(o.m_display)),
-      m_hdu(std::move(o.m_hdu)) {
+    : m_fptr(o.m_fptr), m_layout(std::move(o.m_layout)), m_mem(std::move(o.m_mem)),
+      m_path(std::move(o.m_path)), m_display(std::move(o.m_display)), m_hdu(std::move(o.m_hdu)) {
   o.m_fptr = nullptr;
 }
 
@@ -157,6 +164,8 @@ FitsFile& FitsFile::operator=(FitsFile&& o) noexcept {
     }
     m_fptr = o.m_fptr;
     o.m_fptr = nullptr;
+    m_layout = std::move(o.m_layout);
+    m_mem = std::move(o.m_mem); // after the close: CFITSIO no longer points into it
     m_path = std::move(o.m_path);
     m_display = std::move(o.m_display);
     m_hdu = std::move(o.m_hdu);
@@ -183,11 +192,17 @@ FitsFile FitsFile::openRead(const std::string& path) {
     throw FitsError(path, "", "", std::string("file is not readable: ") + std::strerror(errno));
 
   // Our own walk over the header blocks first: CFITSIO 4.2 aborts the process on some
-  // malformed structural keywords, and trusts size claims (fits_scan.h).
+  // malformed structural keywords, and trusts size claims (fits_scan.h). A gzip file is
+  // inflated once; the scan and CFITSIO then read the same bytes in memory.
+  if (isGzipFile(path)) {
+    std::shared_ptr<const FitsBytes> bytes = inflateGzipFile(path);
+    auto layout = std::make_shared<const FitsLayout>(scanFitsLayout(*bytes));
+    return openScanned(std::move(bytes), std::move(layout), path, path);
+  }
   FitsLayout layout = scanFitsLayout(path);
 
   // fits_open_diskfile: no extended-filename parsing (a '[' in a path is a
-  // character, not a filter), still reads gzip-compressed files transparently.
+  // character, not a filter).
   fitsfile* f = nullptr;
   int status = 0;
   if (fits_open_diskfile(&f, path.c_str(), READONLY, &status)) {
@@ -201,6 +216,65 @@ FitsFile FitsFile::openRead(const std::string& path) {
   ff.m_layout = std::make_shared<const FitsLayout>(std::move(layout));
   ff.refreshHduName();
   return ff;
+}
+
+FitsFile FitsFile::openMemory(std::shared_ptr<const FitsBytes> bytes, const std::string& display) {
+  if (!bytes) throw InputError("FitsFile::openMemory: no bytes");
+  const std::string name = display.empty() ? bytes->name() : display;
+  auto layout = std::make_shared<const FitsLayout>(scanFitsLayout(*bytes));
+  return openScanned(std::move(bytes), std::move(layout), name, name);
+}
+
+FitsFile FitsFile::openScanned(std::shared_ptr<const FitsBytes> bytes,
+                               std::shared_ptr<const FitsLayout> layout, const std::string& path,
+                               const std::string& display) {
+  auto mem = std::make_shared<FitsMemory>();
+  mem->ptr = const_cast<char*>(bytes->data()); // READONLY: CFITSIO never writes through it
+  mem->size = bytes->size();
+  mem->bytes = std::move(bytes);
+  // The name is only CFITSIO's label for the handle (ffomem parses it as a URL; the
+  // real path, which may hold '[', is kept out of it).
+  fitsfile* f = nullptr;
+  int status = 0;
+  if (fits_open_memfile(&f, "spexlab-memory", READONLY, &mem->ptr, &mem->size, 0, nullptr, &status)) {
+    if (f) {
+      int s2 = 0;
+      fits_close_file(f, &s2);
+    }
+    throw FitsError(display, "", "", "cannot open as FITS: " + cfitsioMessage(status));
+  }
+  FitsFile ff(f, path, display);
+  ff.m_layout = std::move(layout);
+  ff.m_mem = std::move(mem);
+  ff.refreshHduName();
+  return ff;
+}
+
+FitsFile FitsFile::openHduCopy(const std::string& hdu, const std::string& display) {
+  // An empty primary HDU, then the extension as its file held it.
+  std::string primary;
+  auto card = [&](const std::string& text) {
+    std::string c = text;
+    c.resize(80, ' ');
+    primary += c;
+  };
+  card("SIMPLE  =                    T");
+  card("BITPIX  =                    8");
+  card("NAXIS   =                    0");
+  card("EXTEND  =                    T");
+  card("END");
+  primary.resize(2880, ' ');
+  auto bytes = std::make_shared<FitsBytes>(display, primary.size() + hdu.size(), false);
+  bytes->append(primary.data(), primary.size());
+  bytes->append(hdu.data(), hdu.size());
+  FitsFile f = openMemory(std::move(bytes), display);
+  f.moveToIndex(1);
+  return f;
+}
+
+FitsFile FitsFile::reopen() {
+  if (m_mem) return openScanned(m_mem->bytes, m_layout, m_path, m_display);
+  return openRead(m_path);
 }
 
 FitsFile FitsFile::create(const std::string& path, const std::string& displayName) {
@@ -225,6 +299,7 @@ void FitsFile::close() {
   int status = 0;
   fits_close_file(F(m_fptr), &status);
   m_fptr = nullptr;
+  m_mem.reset();
   if (status)
     throw FitsError(m_display, "", "", "cannot write/close the file: " + cfitsioMessage(status));
 }
@@ -287,7 +362,8 @@ void FitsFile::moveTo(const std::string& extname) {
   // An HDU whose size claim swallows the next header hides it from CFITSIO: name the
   // claim, not the HDU that seems missing.
   if (m_layout) {
-    const std::string inside = findHeaderInsideData(m_path, *m_layout);
+    const std::string inside = m_mem ? findHeaderInsideData(*m_mem->bytes, *m_layout)
+                                     : findHeaderInsideData(m_path, *m_layout);
     for (const auto& h : m_layout->hdus)
       if (!inside.empty() && inside.rfind("HDU '" + h.name + "'", 0) == 0)
         throw FitsError(m_display, h.name, "NAXIS" + std::to_string(std::max<std::size_t>(h.naxes.size(), 1)),
@@ -932,6 +1008,35 @@ void FitsFile::copyHduFrom(FitsFile& src) {
                     "cannot copy HDU '" + src.m_hdu + "' from '" + src.m_display +
                         "': " + cfitsioMessage(status));
   refreshHduName();
+}
+
+std::string FitsFile::rawHdu() {
+  const int index = currentIndex();
+  if (!m_layout || index < 0 || std::size_t(index) >= m_layout->hdus.size())
+    fail("", "the raw bytes of this HDU are not known (not a file opened for reading)");
+  const FitsHduLayout& h = m_layout->hdus[std::size_t(index)];
+  const int64_t end = h.dataStart + (h.dataBytes + 2879) / 2880 * 2880;
+  std::string out(std::size_t(end - h.headerStart), '\0');
+  if (m_mem) {
+    const int64_t have = std::min<int64_t>(end, int64_t(m_mem->bytes->size())) - h.headerStart;
+    if (have > 0) std::memcpy(out.data(), m_mem->bytes->data() + h.headerStart, std::size_t(have));
+    return out;
+  }
+  const int fd = ::open(m_path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fail("", std::string("cannot open the file again: ") + std::strerror(errno));
+  std::size_t got = 0;
+  while (got < out.size()) {
+    const ssize_t r = ::pread(fd, out.data() + got, out.size() - got, off_t(h.headerStart) + off_t(got));
+    if (r < 0) {
+      const int err = errno;
+      ::close(fd);
+      fail("", std::string("read error: ") + std::strerror(err));
+    }
+    if (r == 0) break; // the file's last block is short: zeros, as padding
+    got += std::size_t(r);
+  }
+  ::close(fd);
+  return out;
 }
 
 void FitsFile::writeChecksums() {

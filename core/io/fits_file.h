@@ -41,11 +41,25 @@ struct FitsColumn {
 // text is not one; +-inf when it overflows a double.
 std::optional<double> parseFitsDouble(const std::string& text);
 
+class FitsBytes;
+
 class FitsFile {
 public:
   // Opens an existing file (plain or gzip-compressed) read-only. Checks first that it
-  // exists, is a regular file and is not empty, so the error says which.
+  // exists, is a regular file and is not empty, so the error says which; then its
+  // headers (fits_scan.h) before CFITSIO reads any. A gzip file is inflated once into
+  // memory, scanned there, and CFITSIO reads those bytes as a memory file.
   static FitsFile openRead(const std::string& path);
+  // Opens a FITS file held in memory read-only, after the same header scan; errors
+  // name `display` (default: bytes->name()). The bytes are shared, not copied.
+  static FitsFile openMemory(std::shared_ptr<const FitsBytes> bytes, const std::string& display = {});
+  // Opens, read-only and positioned on it, a file in memory made of an empty primary
+  // HDU and the extension `hdu` (header and data blocks as rawHdu() returns them):
+  // the HDU can then be copied (copyHduFrom) without its file. Errors name `display`.
+  static FitsFile openHduCopy(const std::string& hdu, const std::string& display);
+  // Another read-only handle on the same file (for reading HDUs on other threads):
+  // for a file in memory, the same bytes, with no second scan or inflate.
+  FitsFile reopen();
   // Creates a new file at path (it must not exist). displayName is the name used in
   // error messages (AtomicOutput passes the final path, not the temporary one).
   static FitsFile create(const std::string& path, const std::string& displayName = {});
@@ -170,6 +184,9 @@ public:
 
   // Appends a copy of src's current HDU (header and data) to this file and moves there.
   void copyHduFrom(FitsFile& src);
+  // The current HDU of a file opened for reading as its file holds it: header and data
+  // blocks, 2880-byte padding included (zeros where the file's last block is short).
+  std::string rawHdu();
 
   // ---- checksums (FITS checksum convention, CFITSIO fits_write_chksum) ---------------
   // Writes CHECKSUM and DATASUM into every HDU of the file; call last, after every
@@ -193,8 +210,15 @@ private:
   template <class T>
   void readPixels(long long n, T* out);
 
+  static FitsFile openScanned(std::shared_ptr<const FitsBytes> bytes,
+                              std::shared_ptr<const struct FitsLayout> layout, const std::string& path,
+                              const std::string& display);
+
   void* m_fptr = nullptr; // CFITSIO's fitsfile*; its header stays in fits_file.cpp
   std::shared_ptr<const struct FitsLayout> m_layout; // from openRead's header scan
+  // A file in memory: the bytes, and the pointer and size CFITSIO keeps the addresses
+  // of while the file is open (so they live on the heap, beside the bytes).
+  std::shared_ptr<struct FitsMemory> m_mem;
   std::string m_path;     // as opened by CFITSIO
   std::string m_display;  // as named in messages
   std::string m_hdu;      // current HDU's EXTNAME, or "primary" / "HDU n"

@@ -1,5 +1,6 @@
 #include "fits_scan.h"
 
+#include "../array.h"
 #include "../errors.h"
 
 #include <zlib.h>
@@ -9,7 +10,9 @@
 #include <charconv>
 #include <climits>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <fcntl.h>
 #include <memory>
 #include <optional>
@@ -23,57 +26,36 @@ namespace {
 constexpr int64_t kBlock = 2880;
 constexpr int kCard = 80;
 
-// Sequential bytes of a file, decompressed when it is gzip. Plain files skip data by
-// seeking; gzip streams skip by decompressing (into a small scratch buffer), so the
-// decompressed size is learnt without holding it.
+// Sequential bytes of a plain file (read with pread, data skipped by seeking) or of a
+// file held in memory (an inflated .gz).
 class ByteSource {
 public:
   explicit ByteSource(const std::string& path) : m_path(path) {
     m_fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (m_fd < 0) throw FitsError(path, "", "", std::string("cannot open: ") + std::strerror(errno));
-    unsigned char magic[2] = {0, 0};
-    const ssize_t n = ::pread(m_fd, magic, 2, 0);
     struct stat st {};
     ::fstat(m_fd, &st);
     m_size = int64_t(st.st_size);
-    if (n == 2 && magic[0] == 0x1f && magic[1] == 0x8b) {
-      const int fd2 = ::dup(m_fd);
-      m_gz = gzdopen(fd2, "rb");
-      if (!m_gz) {
-        ::close(fd2);
-        throw FitsError(path, "", "", "cannot open the gzip stream");
-      }
-      gzbuffer(m_gz, 1 << 16);
-    }
   }
+  explicit ByteSource(const FitsBytes& bytes)
+      : m_path(bytes.name()), m_mem(bytes.data()), m_size(int64_t(bytes.size())),
+        m_inflated(bytes.inflated()) {}
   ~ByteSource() {
-    if (m_gz) gzclose(m_gz);
     if (m_fd >= 0) ::close(m_fd);
   }
   ByteSource(const ByteSource&) = delete;
   ByteSource& operator=(const ByteSource&) = delete;
 
-  bool gzip() const { return m_gz != nullptr; }
-  // The gzip trailer's ISIZE: the decompressed size mod 2^32 as the file claims it.
-  // CFITSIO allocates its in-memory copy of a .gz file from this claim.
-  uint32_t gzipClaimedSize() const {
-    unsigned char t[4] = {0, 0, 0, 0};
-    if (m_size < 18 || ::pread(m_fd, t, 4, off_t(m_size - 4)) != 4) return 0;
-    return uint32_t(t[0]) | uint32_t(t[1]) << 8 | uint32_t(t[2]) << 16 | uint32_t(t[3]) << 24;
-  }
+  // The bytes were decompressed (for messages: sizes are of the decompressed stream).
+  bool inflated() const { return m_inflated; }
   int64_t pos() const { return m_pos; }
 
   // Reads up to n bytes at the current position; returns how many were there.
   int64_t read(char* out, int64_t n) {
     int64_t got = 0;
-    if (m_gz) {
-      while (got < n) {
-        const unsigned chunk = unsigned(std::min<int64_t>(n - got, 1 << 30));
-        const int r = gzread(m_gz, out + got, chunk);
-        if (r < 0) gzFail();
-        if (r == 0) break;
-        got += r;
-      }
+    if (m_mem) {
+      got = std::max<int64_t>(0, std::min(n, m_size - m_pos));
+      if (got > 0) std::memcpy(out, m_mem + m_pos, std::size_t(got));
     } else {
       while (got < n) {
         const ssize_t r = ::pread(m_fd, out + got, size_t(n - got), off_t(m_pos + got));
@@ -88,41 +70,20 @@ public:
 
   // Moves n bytes on; returns how many bytes there were (less than n at the end).
   int64_t skip(int64_t n) {
-    if (!m_gz) {
-      const int64_t avail = std::max<int64_t>(0, std::min(n, m_size - m_pos));
-      m_pos += avail;
-      return avail;
-    }
-    static thread_local std::array<char, 1 << 16> scratch;
-    int64_t done = 0;
-    while (done < n) {
-      const int64_t r = read(scratch.data(), std::min<int64_t>(n - done, int64_t(scratch.size())));
-      if (r == 0) break;
-      done += r;
-    }
-    return done;
+    const int64_t avail = std::max<int64_t>(0, std::min(n, m_size - m_pos));
+    m_pos += avail;
+    return avail;
   }
 
-  // Total (decompressed) size: for gzip, reads to the end.
-  int64_t totalSize() {
-    if (!m_gz) return m_size;
-    skip(INT64_MAX / 2);
-    return m_pos;
-  }
+  int64_t totalSize() const { return m_size; }
 
 private:
-  [[noreturn]] void gzFail() {
-    int err = 0;
-    const char* msg = gzerror(m_gz, &err);
-    throw FitsError(m_path, "", "",
-                    std::string("gzip stream is corrupt: ") + (msg ? msg : "unknown zlib error"));
-  }
-
   std::string m_path;
   int m_fd = -1;
-  gzFile m_gz = nullptr;
+  const char* m_mem = nullptr;
   int64_t m_size = 0;
   int64_t m_pos = 0;
+  bool m_inflated = false;
 };
 
 std::string trimRight(std::string s) {
@@ -271,6 +232,7 @@ std::string bytesText(int64_t n) {
 class Scanner {
 public:
   explicit Scanner(const std::string& path) : m_path(path), m_src(path) {}
+  explicit Scanner(const FitsBytes& bytes) : m_path(bytes.name()), m_src(bytes) {}
 
   FitsLayout run() {
     FitsLayout layout;
@@ -289,12 +251,12 @@ public:
       // Data: what is claimed must be there.
       const int64_t avail = m_src.skip(h.dataBytes);
       if (avail < h.dataBytes) {
-        const int64_t total = m_src.gzip() ? m_src.pos() : m_src.totalSize();
+        const int64_t total = m_src.totalSize();
         const std::string axis = "NAXIS" + std::to_string(std::max<std::size_t>(h.naxes.size(), 1));
         throw FitsError(m_path, h.name, h.naxes.empty() ? "" : axis,
                         "header claims " + claimText(h) + " (" + bytesText(h.dataBytes) +
                             " of data) but only " + bytesText(std::max<int64_t>(0, total - h.dataStart)) +
-                            " follow the header" + (m_src.gzip() ? " (decompressed)" : "") +
+                            " follow the header" + (m_src.inflated() ? " (decompressed)" : "") +
                             ": the file is truncated or " + axis + " is wrong");
       }
       const int64_t pad = (kBlock - h.dataBytes % kBlock) % kBlock;
@@ -302,11 +264,6 @@ public:
       layout.hdus.push_back(std::move(h));
     }
     layout.fileBytes = m_src.totalSize();
-    if (m_src.gzip() && m_src.gzipClaimedSize() != uint32_t(layout.fileBytes))
-      throw FitsError(m_path, "", "",
-                      "gzip trailer claims " + bytesText(m_src.gzipClaimedSize()) +
-                          " decompressed, the stream holds " + bytesText(layout.fileBytes) +
-                          " (corrupt, or bytes after the compressed data)");
     return layout;
   }
   bool trailing() const { return m_trailing; }
@@ -481,24 +438,25 @@ private:
 
 } // namespace
 
-FitsLayout scanFitsLayout(const std::string& path) {
-  Scanner s(path);
+namespace {
+
+FitsLayout checkedLayout(Scanner& s, const std::function<std::string(const FitsLayout&)>& inside,
+                         const std::string& path) {
   FitsLayout layout = s.run();
   if (s.trailing()) {
-    const std::string inside = findHeaderInsideData(path, layout);
-    if (!inside.empty()) {
+    const std::string sentence = inside(layout);
+    if (!sentence.empty()) {
       // The HDU named in the sentence is the one whose claim is wrong.
       for (const auto& h : layout.hdus)
-        if (inside.rfind("HDU '" + h.name + "'", 0) == 0)
+        if (sentence.rfind("HDU '" + h.name + "'", 0) == 0)
           throw FitsError(path, h.name, "NAXIS" + std::to_string(std::max<std::size_t>(h.naxes.size(), 1)),
-                          inside);
+                          sentence);
     }
   }
   return layout;
 }
 
-std::string findHeaderInsideData(const std::string& path, const FitsLayout& layout) {
-  ByteSource src(path);
+std::string headerInsideData(ByteSource& src, const FitsLayout& layout) {
   for (const FitsHduLayout& h : layout.hdus) {
     if (h.dataBytes <= kBlock) continue; // a header inside needs a second data block
     if (src.pos() > h.dataStart) return {};
@@ -528,6 +486,165 @@ std::string findHeaderInsideData(const std::string& path, const FitsLayout& layo
     }
   }
   return {};
+}
+
+} // namespace
+
+FitsLayout scanFitsLayout(const std::string& path) {
+  if (isGzipFile(path)) return scanFitsLayout(*inflateGzipFile(path));
+  Scanner s(path);
+  return checkedLayout(s, [&](const FitsLayout& l) { return findHeaderInsideData(path, l); }, path);
+}
+
+FitsLayout scanFitsLayout(const FitsBytes& bytes) {
+  Scanner s(bytes);
+  return checkedLayout(s, [&](const FitsLayout& l) { return findHeaderInsideData(bytes, l); },
+                       bytes.name());
+}
+
+std::string findHeaderInsideData(const std::string& path, const FitsLayout& layout) {
+  if (isGzipFile(path)) return findHeaderInsideData(*inflateGzipFile(path), layout);
+  ByteSource src(path);
+  return headerInsideData(src, layout);
+}
+
+std::string findHeaderInsideData(const FitsBytes& bytes, const FitsLayout& layout) {
+  ByteSource src(bytes);
+  return headerInsideData(src, layout);
+}
+
+// ---- FitsBytes and gzip ----------------------------------------------------------------
+
+FitsBytes::FitsBytes(std::string name, std::size_t capacity, bool inflated)
+    : m_name(std::move(name)), m_inflated(inflated) {
+  if (capacity) {
+    m_data = static_cast<char*>(std::malloc(capacity));
+    if (!m_data) throw FitsError(m_name, "", "", "out of memory for " + bytesText(int64_t(capacity)));
+    m_capacity = capacity;
+  }
+}
+
+FitsBytes::~FitsBytes() {
+  std::free(m_data);
+}
+
+void FitsBytes::append(const char* p, std::size_t n) {
+  if (room() < n) {
+    const std::size_t want = std::max(m_capacity + m_capacity / 2, m_size + n);
+    char* q = static_cast<char*>(std::realloc(m_data, want));
+    if (!q) throw FitsError(m_name, "", "", "out of memory for " + bytesText(int64_t(want)));
+    m_data = q;
+    m_capacity = want;
+  }
+  if (n) std::memcpy(m_data + m_size, p, n);
+  m_size += n;
+}
+
+bool isGzipFile(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  unsigned char magic[2] = {0, 0};
+  const ssize_t n = ::pread(fd, magic, 2, 0);
+  ::close(fd);
+  return n == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
+}
+
+std::shared_ptr<const FitsBytes> inflateGzipFile(const std::string& path) {
+  // The compressed file, whole.
+  std::vector<unsigned char> in;
+  {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw FitsError(path, "", "", std::string("cannot open: ") + std::strerror(errno));
+    struct stat st {};
+    ::fstat(fd, &st);
+    in.resize(std::size_t(std::max<off_t>(st.st_size, 0)));
+    std::size_t got = 0;
+    while (got < in.size()) {
+      const ssize_t r = ::pread(fd, in.data() + got, in.size() - got, off_t(got));
+      if (r < 0) {
+        const int err = errno;
+        ::close(fd);
+        throw FitsError(path, "", "", std::string("read error: ") + std::strerror(err));
+      }
+      if (r == 0) break;
+      got += std::size_t(r);
+    }
+    ::close(fd);
+    in.resize(got);
+  }
+  // The trailer's claim (ISIZE of the last member: the size mod 2^32) sizes the output
+  // only when deflate could expand the file that far (at most 1032:1); otherwise the
+  // buffer grows with what the stream holds. Pages are mapped as they are filled.
+  const uint32_t claim = in.size() >= 18 ? uint32_t(in[in.size() - 4]) | uint32_t(in[in.size() - 3]) << 8 |
+                                               uint32_t(in[in.size() - 2]) << 16 |
+                                               uint32_t(in[in.size() - 1]) << 24
+                                         : 0;
+  const uint64_t most = uint64_t(in.size()) * 1032 + 65536;
+  auto out = std::make_shared<FitsBytes>(path, claim > 0 && claim <= most ? std::size_t(claim) : 1 << 20,
+                                         true);
+  z_stream z{};
+  if (inflateInit2(&z, 15 + 16) != Z_OK) throw FitsError(path, "", "", "cannot start zlib");
+  struct End {
+    z_stream* z;
+    ~End() { inflateEnd(z); }
+  } end{&z};
+  auto corrupt = [&](const char* why) {
+    throw FitsError(path, "", "", std::string("gzip stream is corrupt: ") + why);
+  };
+  std::size_t at = 0;          // input consumed
+  std::size_t memberStart = 0; // output of the members before the last
+  int members = 1;
+  constexpr std::size_t kChunk = std::size_t(16) << 20;
+  // Once the claimed size is filled, output goes through a scratch buffer first: a
+  // right claim then ends the stream without growing (and copying) the buffer.
+  static thread_local std::array<char, 1 << 16> scratch;
+  while (true) {
+    if (z.avail_in == 0) {
+      const std::size_t n = std::min<std::size_t>(in.size() - at, 1u << 30);
+      z.next_in = in.data() + at;
+      z.avail_in = uInt(n);
+      at += n;
+    }
+    const bool full = out->room() == 0;
+    const std::size_t n = full ? scratch.size() : std::min(out->room(), kChunk);
+    char* dst = full ? scratch.data() : out->tail();
+    if (!full) populatePages(dst, n);
+    z.next_out = reinterpret_cast<Bytef*>(dst);
+    z.avail_out = uInt(n);
+    const int rc = inflate(&z, Z_NO_FLUSH);
+    const std::size_t made = n - z.avail_out;
+    if (full)
+      out->append(dst, made);
+    else
+      out->commit(made);
+    if (rc == Z_STREAM_END) {
+      // Another member follows (gzip's concatenation), or the rest is ignored.
+      const std::size_t rest = z.avail_in + (in.size() - at);
+      const unsigned char* p = z.avail_in ? z.next_in : in.data() + at;
+      if (rest >= 2 && p[0] == 0x1f && p[1] == 0x8b) {
+        inflateReset(&z);
+        memberStart = out->size();
+        ++members;
+        continue;
+      }
+      break;
+    }
+    if (rc == Z_DATA_ERROR) corrupt(z.msg ? z.msg : "invalid data");
+    if (rc == Z_MEM_ERROR) throw FitsError(path, "", "", "out of memory while decompressing");
+    if (rc == Z_BUF_ERROR && z.avail_in == 0 && at == in.size()) corrupt("unexpected end of file");
+    if (rc != Z_OK && rc != Z_BUF_ERROR) corrupt(z.msg ? z.msg : "zlib error");
+    if (out->size() > most) corrupt("it expands beyond what deflate can produce");
+  }
+  // zlib checked each member's own length and CRC; the file's last four bytes are the
+  // last member's length unless something follows the compressed data.
+  const std::size_t last = out->size() - memberStart;
+  if (claim != uint32_t(last))
+    throw FitsError(path, "", "",
+                    "gzip trailer claims " + bytesText(claim) + " decompressed, " +
+                        (members == 1 ? "the stream holds "
+                                      : "the last of " + std::to_string(members) + " gzip members holds ") +
+                        bytesText(int64_t(last)) + " (corrupt, or bytes after the compressed data)");
+  return out;
 }
 
 } // namespace spex

@@ -145,7 +145,12 @@ void writeFrame(const std::string& path, const ExtractionResult& r, const Image&
 
   // FIBERMAP: rows fiberMin .. fiberMin + nfiber - 1 of the input's, copied column for
   // column (on petal p they hold FIBER 500 p + fiberMin ..).
-  if (!image.fibermap.sourceFile.empty()) {
+  if (!image.fibermap.hduBytes.empty()) {
+    // Kept in memory at read time: the same bytes CFITSIO would copy from the file.
+    FitsFile src = FitsFile::openHduCopy(image.fibermap.hduBytes, image.fibermap.sourceFile);
+    f.copyHduFrom(src);
+    keepRows(f, r.fiberMin, r.fiberMin + nf);
+  } else if (!image.fibermap.sourceFile.empty()) {
     FitsFile src = FitsFile::openRead(image.fibermap.sourceFile);
     src.moveTo("FIBERMAP");
     f.copyHduFrom(src);

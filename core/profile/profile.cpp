@@ -40,8 +40,70 @@ int Profile::laneIndex(const std::string& name) {
   return int(lanes.size()) - 1;
 }
 
+namespace {
+
+// Ranges of one lane sorted by start, outer first on ties, and the parent of each
+// (index into p.ranges, -1 at the top): the zone of depth - 1 that contains it.
+std::vector<int> parentsOf(const Profile& p) {
+  std::vector<int> parent(p.ranges.size(), -1);
+  std::vector<std::vector<int>> byLane(p.lanes.size());
+  for (int i = 0; i < int(p.ranges.size()); ++i) {
+    const ProfileRange& r = p.ranges[i];
+    if (r.lane >= 0 && std::size_t(r.lane) < p.lanes.size()) byLane[r.lane].push_back(i);
+  }
+  for (auto& v : byLane) {
+    std::stable_sort(v.begin(), v.end(), [&](int x, int y) {
+      const ProfileRange &a = p.ranges[x], &b = p.ranges[y];
+      return a.startNs != b.startNs ? a.startNs < b.startNs : a.depth < b.depth;
+    });
+    std::vector<int> open; // stack of enclosing ranges
+    for (int i : v) {
+      const ProfileRange& r = p.ranges[i];
+      while (!open.empty() && (p.ranges[open.back()].endNs <= r.startNs || p.ranges[open.back()].depth >= r.depth))
+        open.pop_back();
+      if (!open.empty() && p.ranges[open.back()].depth == r.depth - 1) parent[i] = open.back();
+      open.push_back(i);
+    }
+  }
+  return parent;
+}
+
+} // namespace
+
+std::vector<int64_t> selfTimesNs(const Profile& p) {
+  std::vector<int64_t> self(p.ranges.size());
+  for (std::size_t i = 0; i < p.ranges.size(); ++i) self[i] = p.ranges[i].durationNs();
+  const std::vector<int> parent = parentsOf(p);
+  for (std::size_t i = 0; i < p.ranges.size(); ++i) {
+    if (parent[i] < 0) continue;
+    const ProfileRange &c = p.ranges[i], &q = p.ranges[parent[i]];
+    self[parent[i]] -= std::max<int64_t>(0, std::min(c.endNs, q.endNs) - std::max(c.startNs, q.startNs));
+  }
+  return self;
+}
+
+std::vector<PatchTime> patchTimes(const Profile& p) {
+  const std::vector<int> parent = parentsOf(p);
+  std::map<int, PatchTime> by;
+  for (int i = 0; i < int(p.ranges.size()); ++i) {
+    const ProfileRange& r = p.ranges[i];
+    if (r.patch < 0) continue;
+    if (parent[i] >= 0 && p.ranges[parent[i]].patch == r.patch) continue; // inside its own patch zone
+    PatchTime& t = by[r.patch];
+    t.patch = r.patch;
+    t.totalNs += r.durationNs();
+    ++t.zones;
+    if (t.longest < 0 || r.durationNs() > p.ranges[t.longest].durationNs()) t.longest = i;
+  }
+  std::vector<PatchTime> out;
+  for (auto& [k, t] : by) out.push_back(t);
+  std::stable_sort(out.begin(), out.end(), [](const PatchTime& a, const PatchTime& b) { return a.totalNs > b.totalNs; });
+  return out;
+}
+
 std::vector<PhaseStats> Profile::phaseStats(int64_t t0, int64_t t1) const {
   if (t1 < 0) t1 = std::max<int64_t>(wallNs, 1);
+  const std::vector<int64_t> self = selfTimesNs(*this);
   std::vector<PhaseStats> out;
   auto find = [&](const std::string& n) -> PhaseStats& {
     for (auto& s : out)
@@ -50,11 +112,14 @@ std::vector<PhaseStats> Profile::phaseStats(int64_t t0, int64_t t1) const {
     out.back().name = n;
     return out.back();
   };
-  for (const ProfileRange& r : ranges) {
+  for (std::size_t i = 0; i < ranges.size(); ++i) {
+    const ProfileRange& r = ranges[i];
     if (r.endNs <= t0 || r.startNs >= t1) continue;
     // Clip to the window so statistics of a selected time range add up.
     const double d = double(std::min(r.endNs, t1) - std::max(r.startNs, t0)) * 1e-9;
     PhaseStats& s = find(r.name);
+    // Self time in the same proportion as the clipped duration.
+    s.selfS += r.durationNs() > 0 ? double(self[i]) * 1e-9 * d / (double(r.durationNs()) * 1e-9) : 0;
     if (s.count == 0) {
       s.minS = d;
       s.maxS = d;
@@ -203,6 +268,10 @@ void Profile::append(const Profile& other, int64_t offsetNs) {
 }
 
 std::vector<PhaseComparison> comparePhases(const Profile& a, const Profile& b) {
+  return comparePhases(a.phaseStats(), b.phaseStats());
+}
+
+std::vector<PhaseComparison> comparePhases(const std::vector<PhaseStats>& sa, const std::vector<PhaseStats>& sb) {
   std::vector<PhaseComparison> out;
   auto find = [&](const std::string& n) -> PhaseComparison& {
     for (auto& c : out)
@@ -211,11 +280,13 @@ std::vector<PhaseComparison> comparePhases(const Profile& a, const Profile& b) {
     out.back().name = n;
     return out.back();
   };
-  for (const PhaseStats& s : a.phaseStats()) find(s.name).a = s;
-  for (const PhaseStats& s : b.phaseStats()) find(s.name).b = s;
+  for (const PhaseStats& s : sa) find(s.name).a = s;
+  for (const PhaseStats& s : sb) find(s.name).b = s;
   for (auto& c : out) {
     c.a.name = c.b.name = c.name;
     c.ratio = c.a.totalS > 0 ? c.b.totalS / c.a.totalS : std::numeric_limits<double>::quiet_NaN();
+    c.ratioPerCall = c.a.count > 0 && c.b.count > 0 && c.a.meanS > 0 ? c.b.meanS / c.a.meanS
+                                                                     : std::numeric_limits<double>::quiet_NaN();
   }
   std::stable_sort(out.begin(), out.end(), [](const PhaseComparison& x, const PhaseComparison& y) {
     return std::max(x.a.totalS, x.b.totalS) > std::max(y.a.totalS, y.b.totalS);

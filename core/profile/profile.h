@@ -28,6 +28,10 @@ struct PhaseStats {
   int count = 0;
   double totalS = 0, meanS = 0, minS = 0, maxS = 0;
   double share = 0; // totalS / wall
+  // Self time: the zones' durations less the time of their direct children (zones of
+  // depth + 1 inside them on the same lane), so self times add up to the busy time of
+  // a lane instead of counting nested phases twice (totalS is the inclusive time).
+  double selfS = 0;
 };
 
 struct Profile {
@@ -51,9 +55,29 @@ struct PhaseComparison {
   std::string name;
   PhaseStats a, b;   // count 0 where the phase is absent from that run
   double ratio = 0;  // b.totalS / a.totalS; NaN when run a has none
+  // b.meanS / a.meanS: per call, for runs with different numbers of calls; NaN when
+  // either run has none.
+  double ratioPerCall = 0;
 };
 // Phases of both runs, in order of the larger total, descending.
 std::vector<PhaseComparison> comparePhases(const Profile& a, const Profile& b);
+// The same from statistics already made (e.g. of a selected time window).
+std::vector<PhaseComparison> comparePhases(const std::vector<PhaseStats>& a, const std::vector<PhaseStats>& b);
+
+// Self time of every range (ns, in the order of p.ranges): its duration less the part
+// of it its direct children cover (ranges of depth + 1 on the same lane inside it).
+std::vector<int64_t> selfTimesNs(const Profile& p);
+
+// One patch (or batch) of a run: its outermost zones (those whose parent zone does not
+// belong to the same patch), the slowest-patches list of the timeline.
+struct PatchTime {
+  int patch = -1;
+  int64_t totalNs = 0;  // sum of its outermost zones' durations
+  int zones = 0;        // how many outermost zones (1 on the CPU engine: "patch")
+  int longest = -1;     // index into Profile::ranges of its longest outermost zone
+};
+// Every patch of the profile, slowest first (ties: lower patch id first).
+std::vector<PatchTime> patchTimes(const Profile& p);
 
 // The first nesting problem of a profile, "" when there is none: on each lane a range
 // of depth d > 0 lies inside a range of depth d - 1, and ranges of one depth do not

@@ -495,6 +495,7 @@ SweepResult runSweep(const std::vector<Engine*>& engines, const SweepInputs& in,
         }
         row.wallS = median(walls);
         row.patchDiagnostics = r.patches;
+        row.profile = r.profile;
         row.bins = 0;
         if (r.covered.empty())
           row.bins = long(r.nfiber) * r.nwave;

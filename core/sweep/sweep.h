@@ -77,6 +77,9 @@ struct SweepRow {
   // Per-patch diagnostics of the (last) extraction, plan indices of this setting; for
   // the workbench's CCD heatmap. Not written to CSV/JSON.
   std::vector<PatchDiagnostics> patchDiagnostics;
+  // Profile of the (last) extraction, so a sweep's runs can be read on the workbench's
+  // timeline like any other run. Not written to CSV/JSON.
+  Profile profile;
 
   bool ok() const { return error.empty(); }
   // Lower is better: |mean| + |std - 1| of the truth pulls, the max pull against the

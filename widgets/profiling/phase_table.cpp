@@ -23,13 +23,15 @@ QString ratioText(double r) {
 // --- PhaseStatsModel
 
 std::vector<PhaseStats> windowStats(const Profile& p, int64_t t0, int64_t t1, std::vector<int>* partial) {
+  const std::vector<int64_t> self = selfTimesNs(p);
   struct Acc {
     PhaseStats s;
     double inside = 0;
     int partial = 0;
   };
   std::vector<Acc> acc;
-  for (const ProfileRange& r : p.ranges) {
+  for (std::size_t i = 0; i < p.ranges.size(); ++i) {
+    const ProfileRange& r = p.ranges[i];
     if (r.endNs <= t0 || r.startNs >= t1) continue;
     auto it = std::find_if(acc.begin(), acc.end(), [&](const Acc& a) { return a.s.name == r.name; });
     if (it == acc.end()) {
@@ -43,6 +45,7 @@ std::vector<PhaseStats> windowStats(const Profile& p, int64_t t0, int64_t t1, st
     s.maxS = s.count ? std::max(s.maxS, d) : d;
     s.count++;
     s.totalS += d;
+    s.selfS += double(self[i]) * 1e-9;
     it->inside += double(std::min(r.endNs, t1) - std::max(r.startNs, t0)) * 1e-9;
     if (r.startNs < t0 || r.endNs > t1) it->partial++;
   }
@@ -82,6 +85,7 @@ QVariant PhaseStatsModel::data(const QModelIndex& index, int role) const {
     case Name: return QString::fromStdString(s.name);
     case Count: return s.count;
     case Total: return s.totalS;
+    case Self: return s.selfS;
     case Mean: return s.meanS;
     case Min: return s.minS;
     case Max: return s.maxS;
@@ -89,6 +93,10 @@ QVariant PhaseStatsModel::data(const QModelIndex& index, int role) const {
     case Partial: return partial(index.row());
     }
   }
+  if (role == Qt::ToolTipRole && index.column() == Total)
+    return tr("inclusive: the zones' whole durations, nested zones included");
+  if (role == Qt::ToolTipRole && index.column() == Self)
+    return tr("self: the zones' durations less the time of the zones nested directly inside them");
   if (role == Qt::ToolTipRole && index.column() == Partial)
     return tr("zones that start before or end after the selected window (counted whole)");
   if (role == Qt::DisplayRole) {
@@ -96,6 +104,7 @@ QVariant PhaseStatsModel::data(const QModelIndex& index, int role) const {
     case Name: return QString::fromStdString(s.name);
     case Count: return s.count;
     case Total: return formatDuration(s.totalS);
+    case Self: return formatDuration(s.selfS);
     case Mean: return formatDuration(s.meanS);
     case Min: return formatDuration(s.minS);
     case Max: return formatDuration(s.maxS);
@@ -108,7 +117,7 @@ QVariant PhaseStatsModel::data(const QModelIndex& index, int role) const {
 
 QVariant PhaseStatsModel::headerData(int section, Qt::Orientation o, int role) const {
   if (o != Qt::Horizontal || role != Qt::DisplayRole) return {};
-  static const char* names[] = {"Phase", "Count", "Total", "Share", "Mean", "Min", "Max", "Partly in"};
+  static const char* names[] = {"Phase", "Count", "Total", "Share", "Self", "Mean", "Min", "Max", "Partly in"};
   return section >= 0 && section < ColumnCount ? tr(names[section]) : QVariant();
 }
 
@@ -142,11 +151,16 @@ QVariant PhaseComparisonModel::data(const QModelIndex& index, int role) const {
     case Name: return QString::fromStdString(c.name);
     case CountA: return c.a.count;
     case TotalA: return c.a.totalS;
+    case PerCallA: return c.a.meanS;
     case CountB: return c.b.count;
     case TotalB: return c.b.totalS;
+    case PerCallB: return c.b.meanS;
     case Ratio: return c.ratio;
+    case RatioPerCall: return c.ratioPerCall;
     }
   }
+  if (role == Qt::ToolTipRole && (index.column() == RatioPerCall || index.column() == Ratio))
+    return tr("%1 / %2 of the %3").arg(m_b, m_a, index.column() == Ratio ? tr("totals") : tr("mean time per call"));
   if (role == Qt::DisplayRole) {
     switch (index.column()) {
     case Name: return QString::fromStdString(c.name);
@@ -154,21 +168,37 @@ QVariant PhaseComparisonModel::data(const QModelIndex& index, int role) const {
     case TotalA: return c.a.count ? formatDuration(c.a.totalS) : QStringLiteral("\u2013");
     case CountB: return c.b.count;
     case TotalB: return c.b.count ? formatDuration(c.b.totalS) : QStringLiteral("\u2013");
+    case PerCallA: return c.a.count ? formatDuration(c.a.meanS) : QStringLiteral("\u2013");
+    case PerCallB: return c.b.count ? formatDuration(c.b.meanS) : QStringLiteral("\u2013");
     case Ratio: return ratioText(c.ratio);
+    case RatioPerCall: return ratioText(c.ratioPerCall);
     }
   }
   return {};
 }
 
 QVariant PhaseComparisonModel::headerData(int section, Qt::Orientation o, int role) const {
-  if (o != Qt::Horizontal || role != Qt::DisplayRole) return {};
+  if (o != Qt::Horizontal) return {};
+  // Short headers (A, B) so both runs fit a docked table; the tooltip names the run.
+  if (role == Qt::ToolTipRole) {
+    switch (section) {
+    case CountA: case PerCallA: case TotalA: return m_a;
+    case CountB: case PerCallB: case TotalB: return m_b;
+    case Ratio: case RatioPerCall: return tr("%1 / %2").arg(m_b, m_a);
+    }
+    return {};
+  }
+  if (role != Qt::DisplayRole) return {};
   switch (section) {
   case Name: return tr("Phase");
-  case CountA: return tr("%1 count").arg(m_a);
-  case TotalA: return tr("%1 total").arg(m_a);
-  case CountB: return tr("%1 count").arg(m_b);
-  case TotalB: return tr("%1 total").arg(m_b);
-  case Ratio: return tr("%1 / %2").arg(m_b, m_a);
+  case CountA: return tr("A calls");
+  case PerCallA: return tr("A per call");
+  case CountB: return tr("B calls");
+  case PerCallB: return tr("B per call");
+  case RatioPerCall: return tr("B/A per call");
+  case TotalA: return tr("A total");
+  case TotalB: return tr("B total");
+  case Ratio: return tr("B/A total");
   }
   return {};
 }
@@ -189,6 +219,37 @@ PhaseTable::PhaseTable(QWidget* parent) : QTableView(parent) {
   verticalHeader()->setDefaultSectionSize(fontMetrics().height() + 4);
   horizontalHeader()->setStretchLastSection(true);
   horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  setToolTip(tr("Click a phase to highlight its zones on the timeline; click it again to clear."));
+  connect(this, &QAbstractItemView::clicked, this, &PhaseTable::rowClicked);
+}
+
+void PhaseTable::setTimeAxis(TimeAxisState* axis) {
+  if (m_axis) disconnect(m_axis, nullptr, this, nullptr);
+  m_axis = axis;
+  if (!m_axis) return;
+  connect(m_axis, &TimeAxisState::selectionChanged, this, &PhaseTable::setTimeRange);
+  connect(m_axis, &TimeAxisState::highlightChanged, this, &PhaseTable::showHighlight);
+  setTimeRange(m_axis->selectionStart(), m_axis->selectionEnd());
+}
+
+QString PhaseTable::phaseAt(int viewRow) const {
+  return m_proxy->data(m_proxy->index(viewRow, PhaseStatsModel::Name), Qt::UserRole).toString();
+}
+
+void PhaseTable::rowClicked(const QModelIndex& index) {
+  if (!m_axis || !index.isValid()) return;
+  const QString name = phaseAt(index.row());
+  m_axis->setHighlightedPhase(name == m_axis->highlightedPhase() ? QString() : name);
+}
+
+void PhaseTable::showHighlight(const QString& phase) {
+  // The selected row is the highlighted phase, so the table says which one it is.
+  for (int r = 0; r < m_proxy->rowCount(); ++r)
+    if (!phase.isEmpty() && phaseAt(r) == phase) {
+      if (currentIndex().row() != r) selectRow(r);
+      return;
+    }
+  clearSelection();
 }
 
 void PhaseTable::setProfile(std::shared_ptr<const Profile> profile) {
@@ -210,11 +271,13 @@ void PhaseTable::refresh() {
   }
   if (!hasTimeRange()) {
     m_model->setStats(m_profile->phaseStats());
+    if (m_axis) showHighlight(m_axis->highlightedPhase());
     return;
   }
   std::vector<int> partial;
   auto stats = windowStats(*m_profile, m_t0, m_t1, &partial);
   m_model->setStats(std::move(stats), std::move(partial));
+  if (m_axis) showHighlight(m_axis->highlightedPhase());
 }
 
 QString PhaseTable::description() const {

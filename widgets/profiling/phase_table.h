@@ -2,8 +2,13 @@
 // the wall or of a selected time window) in a sortable table; PhaseComparisonModel
 // puts two runs side by side with the ratio of their totals. Models hold plain
 // PhaseStats from core/profile; sorting goes through Qt::UserRole, which holds the
-// raw number (seconds, count, fraction) behind each displayed text.
+// raw number (seconds, count, fraction) behind each displayed text. Total is the
+// inclusive time of the zones, Self the part not spent in nested zones. A PhaseTable
+// given a TimeAxisState follows its selection and, when a row is clicked, highlights
+// that phase's zones in every timeline on the axis.
 #pragma once
+
+#include "time_axis_state.h"
 
 #include "core/profile/profile.h"
 
@@ -21,7 +26,7 @@ class PhaseStatsModel : public QAbstractTableModel {
   Q_OBJECT
 public:
   // Share next to Total, so a narrow dock still shows it.
-  enum Column { Name, Count, Total, Share, Mean, Min, Max, Partial, ColumnCount };
+  enum Column { Name, Count, Total, Share, Self, Mean, Min, Max, Partial, ColumnCount };
   using QAbstractTableModel::QAbstractTableModel;
 
   // partial[i]: how many of phase i's zones stick out of the selected window (empty:
@@ -50,11 +55,15 @@ std::vector<PhaseStats> windowStats(const Profile& p, int64_t t0, int64_t t1, st
 class PhaseComparisonModel : public QAbstractTableModel {
   Q_OBJECT
 public:
-  enum Column { Name, CountA, TotalA, CountB, TotalB, Ratio, ColumnCount };
+  // Per call: each run's mean zone duration, and their ratio, which stays meaningful
+  // when the runs have different numbers of calls (other patch sizes, a subset).
+  enum Column { Name, CountA, PerCallA, CountB, PerCallB, RatioPerCall, TotalA, TotalB, Ratio, ColumnCount };
   using QAbstractTableModel::QAbstractTableModel;
 
   void setComparison(std::vector<PhaseComparison> rows, const QString& labelA, const QString& labelB);
   const std::vector<PhaseComparison>& comparison() const { return m_rows; }
+  QString labelA() const { return m_a; }
+  QString labelB() const { return m_b; }
 
   int rowCount(const QModelIndex& parent = {}) const override;
   int columnCount(const QModelIndex& parent = {}) const override;
@@ -73,6 +82,12 @@ public:
   explicit PhaseTable(QWidget* parent = nullptr);
 
   void setProfile(std::shared_ptr<const Profile> profile);
+  // Follow `axis`: its selection sets the time range; clicking a row highlights that
+  // phase on it (clicking it again, or Esc in a timeline, clears).
+  void setTimeAxis(TimeAxisState* axis);
+  TimeAxisState* timeAxis() const { return m_axis; }
+  // The phase name of a row as displayed (after sorting).
+  QString phaseAt(int viewRow) const;
   // Statistics over [t0, t1) ns; t1 <= t0 means the whole run.
   void setTimeRange(qint64 t0, qint64 t1);
   bool hasTimeRange() const { return m_t1 > m_t0; }
@@ -84,11 +99,14 @@ public:
 
 private:
   void refresh();
+  void rowClicked(const QModelIndex& index);
+  void showHighlight(const QString& phase);
 
   PhaseStatsModel* m_model;
   QSortFilterProxyModel* m_proxy;
   std::shared_ptr<const Profile> m_profile;
   qint64 m_t0 = 0, m_t1 = 0;
+  TimeAxisState* m_axis = nullptr;
 };
 
 } // namespace spex

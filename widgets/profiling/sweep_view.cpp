@@ -49,7 +49,32 @@ int SweepHeatmap::sweepRow(int i, int j) const {
   return i >= 0 && j >= 0 && j < columns() && k < m_rows.size() ? m_rows[k] : -1;
 }
 
-QRect SweepHeatmap::gridRect() const { return rect().adjusted(70, 24, -10, -36); }
+void SweepHeatmap::setAppliedCell(int cell) {
+  m_applied = cell;
+  update();
+}
+
+HeatmapLegend SweepHeatmap::legend() const {
+  HeatmapLegend l;
+  l.lo = m_lo;
+  l.hi = m_hi;
+  l.reversed = !m_higherIsBetter;
+  l.label = !m_legendLabel.isEmpty() ? m_legendLabel
+            : m_higherIsBetter          ? tr("brighter is higher")
+                                        : tr("brighter is lower");
+  // The cells' own format: "%.0f" -> 'f', 0; "%.4f" -> 'f', 4.
+  const int dot = m_format.indexOf(QLatin1Char('.'));
+  l.format = 'f';
+  l.precision = dot >= 0 ? m_format.mid(dot + 1, 1).toInt() : 3;
+  for (double v : m_values) l.count += std::isfinite(v);
+  return l;
+}
+
+QRect SweepHeatmap::gridRect() const {
+  // Room for the colour bar's panel under the axis labels.
+  const int legend = HeatmapLegend().size(fontMetrics()).height() + 4;
+  return rect().adjusted(70, 24, -10, -36 - legend);
+}
 
 QRect SweepHeatmap::cellRect(int i, int j) const {
   const QRect g = gridRect();
@@ -62,9 +87,7 @@ QRect SweepHeatmap::cellRect(int i, int j) const {
 QColor SweepHeatmap::cellColor(int i, int j) const {
   const double v = value(i, j);
   if (!std::isfinite(v)) return QColor(90, 90, 90);
-  double t = m_hi > m_lo ? (v - m_lo) / (m_hi - m_lo) : 1.0;
-  if (!m_higherIsBetter) t = 1 - t;
-  return colormapColor(Colormap::Viridis, t);
+  return legend().color(v);
 }
 
 void SweepHeatmap::paintEvent(QPaintEvent*) {
@@ -91,6 +114,25 @@ void SweepHeatmap::paintEvent(QPaintEvent*) {
       if (i * columns() + j == m_best) text = QStringLiteral("\u2605 ") + text;
       p.drawText(c, Qt::AlignCenter, text);
     }
+  if (m_applied >= 0 && m_applied < columns() * rowsCount()) {
+    // The applied setting: a white frame inside a black one (visible on any colour),
+    // and a tag in its top-left corner.
+    const QRect c = cellRect(m_applied / columns(), m_applied % columns());
+    p.setBrush(Qt::NoBrush);
+    p.setPen(QPen(Qt::black, 6));
+    p.drawRect(c.adjusted(3, 3, -4, -4));
+    p.setPen(QPen(Qt::white, 2));
+    p.drawRect(c.adjusted(3, 3, -4, -4));
+    QFont small = font();
+    small.setPointSizeF(std::max(6.0, small.pointSizeF() - 1));
+    p.setFont(small);
+    const QString tag = tr("applied");
+    const QRect t(c.left() + 7, c.top() + 7, p.fontMetrics().horizontalAdvance(tag) + 6, p.fontMetrics().height());
+    p.fillRect(t, Qt::black);
+    p.setPen(Qt::white);
+    p.drawText(t, Qt::AlignCenter, tag);
+    p.setFont(font());
+  }
   if (m_best >= 0) {
     const QRect c = cellRect(m_best / columns(), m_best % columns());
     p.setPen(QPen(QColor(255, 60, 60), 3));
@@ -109,6 +151,8 @@ void SweepHeatmap::paintEvent(QPaintEvent*) {
     p.drawText(QRect(0, c.top(), g.left() - 4, c.height()), Qt::AlignRight | Qt::AlignVCenter,
                QString::number(m_ys[i]));
   }
+  if (std::isfinite(m_lo)) m_legendRect = legend().paint(p, QPoint(g.left(), g.bottom() + 36));
+  else m_legendRect = {};
   p.save();
   p.translate(12, g.center().y());
   p.rotate(-90);
@@ -179,6 +223,13 @@ QStringList SweepView::engines() const {
 }
 
 void SweepView::setEngine(const QString& engine) { m_engine->setCurrentText(engine); }
+
+void SweepView::setApplied(int nwavestep, int nsubbundles, double wavepadFrac) {
+  m_appliedNw = nwavestep;
+  m_appliedNs = nsubbundles;
+  m_appliedPad = wavepadFrac;
+  rebuild();
+}
 QString SweepView::engine() const { return m_engine->currentText(); }
 QString SweepView::bestText() const { return m_best->text(); }
 
@@ -214,11 +265,19 @@ void SweepView::rebuild() {
         bestRow->wavepadFrac == r.wavepadFrac)
       best = cell;
   }
+  // The applied setting, if this engine and wavepad swept it.
+  int applied = -1;
+  if (pad == m_appliedPad && xs.contains(m_appliedNw) && ys.contains(m_appliedNs))
+    applied = int(ys.indexOf(m_appliedNs) * xs.size() + xs.indexOf(m_appliedNw));
   m_throughput->setData(tr("Throughput [bins/s]"), xs, ys, tp, rows, best, true, QStringLiteral("%.0f"));
   const QString accTitle = m_result.mode == SweepMode::Truth       ? tr("Pulls vs truth: |mean| + |std \u2212 1|")
                            : m_result.mode == SweepMode::Reference ? tr("Max |\u0394|/\u03c3 vs reference")
                                                                    : tr("Accuracy (timing-only sweep)");
   m_accuracy->setData(accTitle, xs, ys, acc, rows, best, false, QStringLiteral("%.4f"));
+  m_throughput->setLegendLabel(tr("bins per second (brighter: faster)"));
+  m_accuracy->setLegendLabel(tr("score (brighter: more accurate)"));
+  m_throughput->setAppliedCell(applied);
+  m_accuracy->setAppliedCell(applied);
   if (bestRow)
     m_best->setText(tr("\u2605 Best for %1: nwavestep %2, nsubbundles %3, wavepad %4 \u2014 %5 bins/s "
                        "(fastest within %6 of the best accuracy)")

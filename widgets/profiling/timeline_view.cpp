@@ -5,6 +5,7 @@
 #include <QKeyEvent>
 #include <QMouseEvent>
 #include <QPainter>
+#include <QScrollArea>
 #include <QToolTip>
 #include <QWheelEvent>
 
@@ -14,8 +15,6 @@
 namespace spex {
 
 namespace {
-
-constexpr int64_t kMinWindowNs = 100; // zoom limit: 100 ns across the widget
 
 // 1, 2, 5 x 10^k at or above x.
 double niceStep(double x) {
@@ -43,10 +42,33 @@ QString formatDuration(double s) {
   return QStringLiteral("%1 ns").arg(s * 1e9, 0, 'f', 0);
 }
 
-TimelineView::TimelineView(QWidget* parent) : QWidget(parent) {
+TimelineView::TimelineView(QWidget* parent)
+    : QWidget(parent), m_ownAxis(new TimeAxisState(this)), m_axis(nullptr) {
   setMouseTracking(true);
   setFocusPolicy(Qt::StrongFocus);
   setAttribute(Qt::WA_OpaquePaintEvent);
+  setTimeAxis(nullptr);
+}
+
+void TimelineView::setTimeAxis(TimeAxisState* axis) {
+  if (!axis) axis = m_ownAxis;
+  if (axis == m_axis) return;
+  if (m_axis) {
+    m_axis->setExtent(this, 0);
+    disconnect(m_axis, nullptr, this, nullptr);
+  }
+  m_axis = axis;
+  connect(m_axis, &TimeAxisState::viewRangeChanged, this, [this](qint64 a, qint64 b) {
+    update();
+    emit viewRangeChanged(a, b);
+  });
+  connect(m_axis, &TimeAxisState::selectionChanged, this, [this](qint64 a, qint64 b) {
+    update();
+    emit selectionChanged(a, b);
+  });
+  connect(m_axis, &TimeAxisState::highlightChanged, this, [this] { update(); });
+  if (!m_tracks.empty()) m_axis->setExtent(this, m_totalNs);
+  update();
 }
 
 void TimelineView::setProfile(std::shared_ptr<const Profile> profile, const QString& label) {
@@ -61,10 +83,11 @@ void TimelineView::setTracks(const QVector<TimelineTrack>& tracks) {
                                 [](const TimelineTrack& t) { return !t.profile; }),
                  m_tracks.end());
   rebuildRows();
-  m_s0 = m_s1 = 0;
-  resetView();
+  m_focusTrack = m_focusZone = -1;
+  // A new extent resets the shared window and clears its selection.
+  m_axis->setExtent(this, m_tracks.empty() ? 0 : m_totalNs);
   updateGeometry();
-  emit selectionChanged(0, 0);
+  update();
 }
 
 std::shared_ptr<const Profile> TimelineView::profile(int track) const {
@@ -78,6 +101,8 @@ QString TimelineView::trackLabel(int track) const {
 void TimelineView::rebuildRows() {
   m_rows.clear();
   m_headers.clear();
+  m_self.clear();
+  for (const TimelineTrack& t : m_tracks) m_self.push_back(selfTimesNs(*t.profile));
   m_totalNs = 1;
   int y = kRuler;
   const bool headers = m_tracks.size() > 1 || (!m_tracks.empty() && !m_tracks[0].label.isEmpty());
@@ -136,53 +161,46 @@ QString TimelineView::rowLabel(int row) const {
 
 int TimelineView::rowTop(int row) const { return row >= 0 && row < rowCount() ? m_rows[row].top : -1; }
 
-void TimelineView::setViewRange(int64_t t0, int64_t t1) {
-  // Keep at least kMinWindowNs visible and stay near the runs: a little slack each side.
-  const int64_t slack = m_totalNs / 20;
-  int64_t w = std::clamp<int64_t>(t1 - t0, kMinWindowNs, m_totalNs + 2 * slack);
-  t0 = std::clamp<int64_t>(t0, -slack, m_totalNs + slack - w);
-  if (t0 == m_t0 && t0 + w == m_t1) return;
-  m_t0 = t0;
-  m_t1 = t0 + w;
-  update();
-  emit viewRangeChanged(m_t0, m_t1);
-}
-
-void TimelineView::resetView() {
-  // Bypass the slack clamp so the whole run fits exactly.
-  m_t0 = 0;
-  m_t1 = std::max<int64_t>(m_totalNs, kMinWindowNs);
-  update();
-  emit viewRangeChanged(m_t0, m_t1);
-}
-
 void TimelineView::zoomAt(double x, double factor) {
   if (factor <= 0) return;
   const int64_t anchor = timeAt(x);
-  const double w = double(m_t1 - m_t0) / factor;
+  const double w = double(viewEnd() - viewStart()) / factor;
   const double frac = (x - kGutter) / std::max(1.0, double(width() - kGutter));
-  const int64_t t0 = anchor - int64_t(std::llround(w * frac));
-  setViewRange(t0, t0 + int64_t(std::llround(w)));
+  const int64_t s0 = anchor - int64_t(std::llround(w * frac));
+  setViewRange(s0, s0 + int64_t(std::llround(w)));
 }
 
-void TimelineView::setSelection(int64_t t0, int64_t t1) {
-  if (t1 < t0) std::swap(t0, t1);
-  if (t1 == t0) t0 = t1 = 0;
-  if (t0 == m_s0 && t1 == m_s1) return;
-  m_s0 = t0;
-  m_s1 = t1;
+int TimelineView::rowOf(int track, int index) const {
+  const auto p = profile(track);
+  if (!p || index < 0 || index >= int(p->ranges.size())) return -1;
+  const ProfileRange& r = p->ranges[index];
+  for (int i = 0; i < rowCount(); ++i)
+    if (m_rows[i].track == track && m_rows[i].lane == r.lane && m_rows[i].depth == r.depth) return i;
+  return -1;
+}
+
+void TimelineView::showZone(int track, int index) {
+  const int row = rowOf(track, index);
+  if (row < 0) return;
+  const ProfileRange& r = m_tracks[track].profile->ranges[index];
+  m_focusTrack = track;
+  m_focusZone = index;
+  const int64_t d = std::max<int64_t>(r.durationNs(), TimeAxisState::kMinWindowNs);
+  setViewRange(r.startNs - d, r.endNs + d);
+  // Inside a scroll area (the docks): bring the zone's row into view.
+  if (auto* area = parentWidget() ? qobject_cast<QScrollArea*>(parentWidget()->parentWidget()) : nullptr)
+    area->ensureVisible(int(xOf((r.startNs + r.endNs) / 2)), m_rows[row].top + kRowHeight / 2, 10, 2 * kRowHeight);
   update();
-  emit selectionChanged(m_s0, m_s1);
 }
 
 double TimelineView::xOf(int64_t t) const {
   const double w = double(std::max(1, width() - kGutter));
-  return kGutter + double(t - m_t0) * w / double(std::max<int64_t>(1, m_t1 - m_t0));
+  return kGutter + double(t - t0()) * w / double(std::max<int64_t>(1, t1() - t0()));
 }
 
 int64_t TimelineView::timeAt(double x) const {
   const double w = double(std::max(1, width() - kGutter));
-  return m_t0 + int64_t(std::llround((x - kGutter) * double(m_t1 - m_t0) / w));
+  return t0() + int64_t(std::llround((x - kGutter) * double(t1() - t0()) / w));
 }
 
 int TimelineView::rowAtY(int y) const {
@@ -223,6 +241,9 @@ QString TimelineView::toolTipAt(QPoint pos) const {
   const Profile& p = *m_tracks[track].profile;
   QString s = QStringLiteral("<b>%1</b><br>%2").arg(QString::fromStdString(r->name).toHtmlEscaped(),
                                                      formatDuration(r->durationNs() * 1e-9));
+  const std::size_t index = std::size_t(r - p.ranges.data());
+  if (index < m_self[track].size() && m_self[track][index] != r->durationNs())
+    s += tr(" (self %1)").arg(formatDuration(m_self[track][index] * 1e-9));
   if (r->patch >= 0) s += QStringLiteral("<br>patch %1").arg(r->patch);
   s += QStringLiteral("<br>%1, depth %2<br>start %3")
            .arg(QString::fromStdString(p.lanes[r->lane]).toHtmlEscaped())
@@ -234,31 +255,42 @@ QString TimelineView::toolTipAt(QPoint pos) const {
 
 void TimelineView::paintRow(QPainter& p, const Row& row, const QRect& clip) {
   const Profile& prof = *m_tracks[row.track].profile;
-  const int64_t span = std::max<int64_t>(1, m_t1 - m_t0);
+  const int64_t v0 = t0();
+  const int64_t span = std::max<int64_t>(1, t1() - v0);
   const double scale = double(std::max(1, width() - kGutter)) / double(span);
   const int y = row.top + 1, h = kRowHeight - 2;
   const double left = std::max(kGutter, clip.left()), right = std::min(width(), clip.right() + 1);
-  const int64_t tLeft = m_t0 + int64_t((left - kGutter) / scale) - 1;
-  const int64_t tRight = m_t0 + int64_t((right - kGutter) / scale) + 1;
+  const int64_t tLeft = v0 + int64_t((left - kGutter) / scale) - 1;
+  const int64_t tRight = v0 + int64_t((right - kGutter) / scale) + 1;
   auto it = std::upper_bound(row.maxEnd.begin(), row.maxEnd.end(), tLeft);
   const QFontMetrics fm = p.fontMetrics();
   const int minTextWidth = fm.horizontalAdvance(QStringLiteral("ab..."));
+  const std::string highlight = highlightedPhase().toStdString();
+  const bool dim = !highlight.empty();
+  const QColor base = palette().base().color();
+  // Other phases fade towards the background while one is highlighted.
+  auto faded = [&](QColor c) {
+    return QColor((c.red() + 3 * base.red()) / 4, (c.green() + 3 * base.green()) / 4, (c.blue() + 3 * base.blue()) / 4);
+  };
 
   // A run of sub-pixel ranges becomes one block [mx0, mx1], drawn in a neutral colour.
   double mx0 = 0, mx1 = -1;
   auto flush = [&] {
     if (mx1 < mx0) return;
-    p.fillRect(QRectF(mx0, y, std::max(1.0, mx1 - mx0), h), QColor(150, 150, 160));
+    const QColor grey(150, 150, 160);
+    p.fillRect(QRectF(mx0, y, std::max(1.0, mx1 - mx0), h), dim ? faded(grey) : grey);
     ++m_merged;
     mx1 = -1;
   };
+  std::vector<QRectF> marks; // highlighted zones, outlined over everything else
   for (std::size_t k = std::size_t(it - row.maxEnd.begin()); k < row.ranges.size(); ++k) {
     const ProfileRange& r = prof.ranges[row.ranges[k]];
     if (r.startNs > tRight) break;
     if (r.endNs < tLeft) continue;
-    const double x0 = kGutter + double(r.startNs - m_t0) * scale;
-    const double x1 = kGutter + double(r.endNs - m_t0) * scale;
-    if (x1 - x0 < 1.0) {
+    const double x0 = kGutter + double(r.startNs - v0) * scale;
+    const double x1 = kGutter + double(r.endNs - v0) * scale;
+    const bool hl = dim && r.name == highlight;
+    if (x1 - x0 < 1.0 && !hl) {
       if (mx1 >= mx0 && x0 <= mx1 + 1.0) {
         mx1 = std::max(mx1, x1);
       } else {
@@ -270,30 +302,55 @@ void TimelineView::paintRow(QPainter& p, const Row& row, const QRect& clip) {
     }
     flush();
     const double cx0 = std::max(x0, left - 1), cx1 = std::min(x1, right + 1);
-    const QRectF box(cx0, y, cx1 - cx0, h);
+    // A highlighted zone narrower than a pixel is still a 2-pixel tick.
+    const QRectF box(cx0, y, hl ? std::max(2.0, cx1 - cx0) : cx1 - cx0, h);
     const QColor c = phaseColor(r.name);
-    p.fillRect(box, c);
+    p.fillRect(box, dim && !hl ? faded(c) : c);
     ++m_drawn;
-    if (box.width() > 4) {
-      p.setPen(c.darker(150));
+    if (hl) {
+      ++m_highlighted;
+      marks.push_back(box);
+    } else if (box.width() > 4) {
+      p.setPen((dim ? faded(c) : c).darker(150));
       p.drawRect(box.adjusted(0, 0, -1, -1));
     }
     if (box.width() > minTextWidth) {
-      p.setPen(Qt::black);
+      p.setPen(dim && !hl ? QColor(120, 120, 120) : QColor(Qt::black));
       const QString text = fm.elidedText(QString::fromStdString(r.name), Qt::ElideRight, int(box.width()) - 4);
       p.drawText(box.adjusted(2, 0, -2, 0), Qt::AlignVCenter | Qt::AlignLeft, text);
     }
   }
   flush();
+  if (!marks.empty()) {
+    p.setPen(QPen(Qt::black, 2));
+    p.setBrush(Qt::NoBrush);
+    for (const QRectF& b : marks) p.drawRect(b.adjusted(1, 1, -1, -1));
+  }
+  // The zone jumped to (find zone, slowest patches): a thick outline in the selection
+  // colour, at least 6 px wide so it can be found.
+  if (m_focusTrack == row.track && m_focusZone >= 0 && m_focusZone < int(prof.ranges.size())) {
+    const ProfileRange& r = prof.ranges[m_focusZone];
+    if (r.lane == row.lane && r.depth == row.depth) {
+      double x0 = kGutter + double(r.startNs - v0) * scale, x1 = kGutter + double(r.endNs - v0) * scale;
+      if (x1 - x0 < 6) {
+        const double c = (x0 + x1) / 2;
+        x0 = c - 3;
+        x1 = c + 3;
+      }
+      p.setPen(QPen(QColor(255, 120, 0), 3));
+      p.setBrush(Qt::NoBrush);
+      p.drawRect(QRectF(x0, y - 1, x1 - x0, h + 2));
+    }
+  }
 }
 
 void TimelineView::paintRuler(QPainter& p) {
   p.fillRect(QRect(0, 0, width(), kRuler), palette().window());
   p.setPen(palette().windowText().color());
-  const double span = double(m_t1 - m_t0) * 1e-9;
+  const double span = double(t1() - t0()) * 1e-9;
   const double step = niceStep(span / std::max(2.0, (width() - kGutter) / 90.0));
-  const double first = std::ceil(m_t0 * 1e-9 / step) * step;
-  for (double t = first; t <= m_t1 * 1e-9 + 1e-15; t += step) {
+  const double first = std::ceil(t0() * 1e-9 / step) * step;
+  for (double t = first; t <= t1() * 1e-9 + 1e-15; t += step) {
     const double x = xOf(int64_t(std::llround(t * 1e9)));
     p.drawLine(QPointF(x, kRuler - 6), QPointF(x, kRuler));
     p.drawText(QPointF(x + 2, kRuler - 8), formatDuration(t));
@@ -304,7 +361,7 @@ void TimelineView::paintRuler(QPainter& p) {
 void TimelineView::paintEvent(QPaintEvent* e) {
   QElapsedTimer timer;
   timer.start();
-  m_drawn = m_merged = 0;
+  m_drawn = m_merged = m_highlighted = 0;
   QPainter p(this);
   const QRect clip = e->rect();
   p.fillRect(clip, palette().base());
@@ -347,14 +404,16 @@ void TimelineView::paintEvent(QPaintEvent* e) {
   }
   p.setFont(small);
   paintRuler(p);
-  if (hasSelection()) {
-    const double x0 = std::max<double>(kGutter, xOf(m_s0)), x1 = std::min<double>(width(), xOf(m_s1));
+  const int64_t s0 = m_liveSelecting ? std::min(m_live0, m_live1) : selectionStart();
+  const int64_t s1 = m_liveSelecting ? std::max(m_live0, m_live1) : selectionEnd();
+  if (s1 > s0) {
+    const double x0 = std::max<double>(kGutter, xOf(s0)), x1 = std::min<double>(width(), xOf(s1));
     if (x1 > x0) {
       p.fillRect(QRectF(x0, kRuler, x1 - x0, height() - kRuler), QColor(60, 130, 255, 50));
       p.setPen(QColor(60, 130, 255));
       p.drawLine(QPointF(x0, kRuler), QPointF(x0, height()));
       p.drawLine(QPointF(x1, kRuler), QPointF(x1, height()));
-      p.drawText(QPointF(x0 + 3, kRuler + 12), formatDuration((m_s1 - m_s0) * 1e-9));
+      p.drawText(QPointF(x0 + 3, kRuler + 12), formatDuration((s1 - s0) * 1e-9));
     }
   }
   m_paintMs = double(timer.nsecsElapsed()) * 1e-6;
@@ -372,8 +431,8 @@ void TimelineView::wheelEvent(QWheelEvent* e) {
 
 void TimelineView::mousePressEvent(QMouseEvent* e) {
   m_pressPos = e->pos();
-  m_pressT0 = m_t0;
-  m_pressT1 = m_t1;
+  m_pressT0 = t0();
+  m_pressT1 = t1();
   m_moved = false;
   if (e->button() == Qt::RightButton ||
       (e->button() == Qt::LeftButton && (e->modifiers() & Qt::ShiftModifier)))
@@ -391,9 +450,10 @@ void TimelineView::mouseMoveEvent(QMouseEvent* e) {
     const int64_t dt = int64_t(std::llround((e->pos().x() - m_pressPos.x()) * double(m_pressT1 - m_pressT0) / w));
     setViewRange(m_pressT0 - dt, m_pressT1 - dt);
   } else {
-    // Live feedback; the selection signal fires on release.
-    const QSignalBlocker block(this);
-    setSelection(std::max<int64_t>(0, timeAt(m_pressPos.x())), std::max<int64_t>(0, timeAt(e->pos().x())));
+    // Live feedback; the shared selection changes on release.
+    m_liveSelecting = true;
+    m_live0 = std::max<int64_t>(0, timeAt(m_pressPos.x()));
+    m_live1 = std::max<int64_t>(0, timeAt(e->pos().x()));
     update();
   }
 }
@@ -401,11 +461,12 @@ void TimelineView::mouseMoveEvent(QMouseEvent* e) {
 void TimelineView::mouseReleaseEvent(QMouseEvent* e) {
   const Drag d = m_drag;
   m_drag = Drag::None;
+  m_liveSelecting = false;
   if (d == Drag::Select && m_moved) {
     const int64_t a = std::max<int64_t>(0, timeAt(m_pressPos.x()));
     const int64_t b = std::max<int64_t>(0, timeAt(e->pos().x()));
-    m_s0 = m_s1 = -1; // force the signal even though the live drag already set it
     setSelection(a, b);
+    update();
   } else if (d == Drag::Pan && !m_moved) {
     int track = 0;
     if (const ProfileRange* r = rangeAt(e->pos(), &track); r && r->patch >= 0)
@@ -417,14 +478,18 @@ void TimelineView::mouseDoubleClickEvent(QMouseEvent*) { resetView(); }
 
 void TimelineView::keyPressEvent(QKeyEvent* e) {
   switch (e->key()) {
-  case Qt::Key_Escape: clearSelection(); break;
+  case Qt::Key_Escape:
+    // Esc clears the selection, then the highlighted phase.
+    if (hasSelection()) clearSelection();
+    else m_axis->setHighlightedPhase({});
+    break;
   case Qt::Key_Plus:
   case Qt::Key_Equal: zoomAt(kGutter + (width() - kGutter) / 2.0, 1.5); break;
   case Qt::Key_Minus: zoomAt(kGutter + (width() - kGutter) / 2.0, 1 / 1.5); break;
   case Qt::Key_F:
   case Qt::Key_0: resetView(); break;
   case Qt::Key_Z:
-    if (hasSelection()) setViewRange(m_s0, m_s1);
+    if (hasSelection()) setViewRange(selectionStart(), selectionEnd());
     break;
   default: QWidget::keyPressEvent(e);
   }

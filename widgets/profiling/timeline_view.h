@@ -5,7 +5,12 @@
 // name, duration and patch. Painting costs the visible ranges only: each row is kept
 // sorted with a running maximum of end times, so the first visible range is a binary
 // search away, and ranges narrower than a pixel are merged into one block.
+// The time axis (window, selection, highlighted phase) is a TimeAxisState that other
+// views may share; a view made alone owns one. With a phase highlighted, its zones are
+// outlined and never merged (a sub-pixel one is a tick) and the others are faded.
 #pragma once
+
+#include "time_axis_state.h"
 
 #include "core/profile/profile.h"
 
@@ -35,21 +40,34 @@ public:
   std::shared_ptr<const Profile> profile(int track = 0) const;
   QString trackLabel(int track) const;
 
-  // --- the time axis (ns since the runs' origin)
+  // --- the time axis (ns since the runs' origin), shared with other views by
+  //     setTimeAxis; the calls below go to it.
+  void setTimeAxis(TimeAxisState* axis); // nullptr: back to the view's own
+  TimeAxisState* timeAxis() const { return m_axis; }
   int64_t totalNs() const { return m_totalNs; } // longest track's wall time
-  int64_t viewStart() const { return m_t0; }
-  int64_t viewEnd() const { return m_t1; }
-  void setViewRange(int64_t t0, int64_t t1);
-  void resetView();
+  int64_t viewStart() const { return m_axis->viewStart(); }
+  int64_t viewEnd() const { return m_axis->viewEnd(); }
+  void setViewRange(int64_t t0, int64_t t1) { m_axis->setViewRange(t0, t1); }
+  void resetView() { m_axis->resetView(); }
   // Zooms by `factor` (> 1 zooms in) keeping the time under widget x fixed.
   void zoomAt(double x, double factor);
 
   // --- selection; empty when end <= start
-  bool hasSelection() const { return m_s1 > m_s0; }
-  int64_t selectionStart() const { return m_s0; }
-  int64_t selectionEnd() const { return m_s1; }
-  void setSelection(int64_t t0, int64_t t1);
-  void clearSelection() { setSelection(0, 0); }
+  bool hasSelection() const { return m_axis->hasSelection(); }
+  int64_t selectionStart() const { return m_axis->selectionStart(); }
+  int64_t selectionEnd() const { return m_axis->selectionEnd(); }
+  void setSelection(int64_t t0, int64_t t1) { m_axis->setSelection(t0, t1); }
+  void clearSelection() { m_axis->clearSelection(); }
+
+  // --- highlighted phase (the axis's) and the zone jumped to
+  QString highlightedPhase() const { return m_axis->highlightedPhase(); }
+  // Shows range `index` of track `track`: the window centred on it (it fills a third),
+  // its row scrolled into view and the zone outlined until another is shown.
+  void showZone(int track, int index);
+  int focusTrack() const { return m_focusTrack; }
+  int focusZone() const { return m_focusZone; }
+  // The row of a range (lane and depth), -1 when it has none.
+  int rowOf(int track, int index) const;
 
   // --- geometry, for tests and tools
   int rowCount() const { return int(m_rows.size()); }
@@ -66,6 +84,8 @@ public:
   // What the last paint did: boxes drawn, merged sub-pixel blocks, milliseconds.
   int lastDrawnRanges() const { return m_drawn; }
   int lastMergedBlocks() const { return m_merged; }
+  int lastHighlightedRanges() const { return m_highlighted; } // zones of the highlighted phase drawn
+  int contentHeight() const { return m_contentHeight; }
   double lastPaintMs() const { return m_paintMs; }
 
   QSize sizeHint() const override;
@@ -107,14 +127,20 @@ private:
   int rowAtY(int y) const;
   void paintRow(QPainter& p, const Row& row, const QRect& clip);
   void paintRuler(QPainter& p);
+  int64_t t0() const { return m_axis->viewStart(); }
+  int64_t t1() const { return m_axis->viewEnd(); }
 
   std::vector<TimelineTrack> m_tracks;
   std::vector<Row> m_rows;
   std::vector<Header> m_headers;
+  std::vector<std::vector<int64_t>> m_self; // self time of each range, per track
   int m_contentHeight = kRuler;
   int64_t m_totalNs = 1;
-  int64_t m_t0 = 0, m_t1 = 1;
-  int64_t m_s0 = 0, m_s1 = 0;
+  TimeAxisState* m_ownAxis;
+  TimeAxisState* m_axis;
+  bool m_liveSelecting = false; // a shift-drag in progress: drawn, not yet the axis's
+  int64_t m_live0 = 0, m_live1 = 0;
+  int m_focusTrack = -1, m_focusZone = -1;
 
   enum class Drag { None, Pan, Select };
   Drag m_drag = Drag::None;
@@ -122,7 +148,7 @@ private:
   int64_t m_pressT0 = 0, m_pressT1 = 0;
   bool m_moved = false;
 
-  int m_drawn = 0, m_merged = 0;
+  int m_drawn = 0, m_merged = 0, m_highlighted = 0;
   double m_paintMs = 0;
 };
 

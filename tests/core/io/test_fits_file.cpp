@@ -2,6 +2,7 @@
 // HDU copies, error messages, and atomic writes that never leave partial files.
 #include "core/errors.h"
 #include "core/io/fits_file.h"
+#include "core/io/fits_scan.h"
 #include "io_test_util.h"
 #include "test_data.h"
 
@@ -11,8 +12,10 @@
 #include <cmath>
 #include <fstream>
 #include <limits>
+#include <sstream>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 using namespace spex;
 
@@ -301,6 +304,106 @@ private slots:
     QCOMPARE(f.hduName(), std::string("MODEL"));
     QCOMPARE(f.imageShape(), (std::vector<long>{4128, 4114}));
     QCOMPARE(f.readString("CAMERA"), std::string("r0"));
+  }
+
+  void gzipInflatedOnceIntoMemory() {
+    // Three HDUs, gzipped as two members (gzip's concatenation, which zlib and CFITSIO
+    // read as one stream).
+    const std::string plain = tmp("mem.fits");
+    {
+      AtomicOutput out(plain);
+      FitsFile& f = out.file();
+      f.writeImage("A", FitsPixel::Float32, Array2D<double>(30, 40, 2.5));
+      f.createTable("T", {{"X", "J", "", {}}, {"NAME", "8A", "", {}}}, 3);
+      f.writeColumn("X", std::vector<int32_t>{4, 5, 6});
+      f.writeColumn("NAME", std::vector<std::string>{"a", "bb", "ccc"});
+      f.writeString("EXTRA", "kept");
+      f.writeImage("B", FitsPixel::Int32, Array2D<int32_t>(5, 6, 7));
+      out.commit();
+    }
+    std::string bytes;
+    {
+      std::ifstream in(plain, std::ios::binary);
+      std::ostringstream ss;
+      ss << in.rdbuf();
+      bytes = ss.str();
+    }
+    const std::string gz = tmp("mem.fits.gz");
+    for (int member = 0; member < 2; ++member) {
+      gzFile g = gzopen(gz.c_str(), member == 0 ? "wb" : "ab");
+      const std::size_t cut = bytes.size() / 3;
+      const std::string part = member == 0 ? bytes.substr(0, cut) : bytes.substr(cut);
+      gzwrite(g, part.data(), unsigned(part.size()));
+      gzclose(g);
+    }
+    const auto mem = inflateGzipFile(gz);
+    QVERIFY(mem->inflated());
+    QVERIFY(std::string(mem->data(), mem->size()) == bytes);
+
+    FitsFile f = FitsFile::openRead(gz);
+    f.moveTo("T");
+    QCOMPARE(f.readColumnInt("X"), (std::vector<int32_t>{4, 5, 6}));
+    // The HDU's bytes as the file holds them: A is one header block and two data
+    // blocks (30 x 40 float32), so T starts at block 3; the plain file gives the same.
+    const std::string raw = f.rawHdu();
+    QCOMPARE(raw.size() % 2880, std::size_t(0));
+    QVERIFY(raw == bytes.substr(3 * 2880, raw.size()));
+    {
+      FitsFile d = FitsFile::openRead(plain);
+      d.moveTo("T");
+      QVERIFY(d.rawHdu() == raw);
+    }
+    // A second handle on the same bytes moves on its own.
+    FitsFile g = f.reopen();
+    g.moveTo("B");
+    QCOMPARE(g.readImage2D<int32_t>(5, 6)(4, 5), 7);
+    QCOMPARE(f.hduName(), std::string("T"));
+    QCOMPARE(f.readColumnString("NAME"), (std::vector<std::string>{"a", "bb", "ccc"}));
+
+    // The HDU alone, without its file: a copy is the same HDU.
+    FitsFile c = FitsFile::openHduCopy(raw, "copy of T");
+    f = FitsFile();
+    g = FitsFile();
+    QCOMPARE(c.hduName(), std::string("T"));
+    QCOMPARE(c.readString("EXTRA"), std::string("kept"));
+    QCOMPARE(c.readColumnString("NAME"), (std::vector<std::string>{"a", "bb", "ccc"}));
+    const std::string copied = tmp("copied.fits");
+    {
+      AtomicOutput out(copied);
+      out.file().writeImage("P", FitsPixel::UInt8, Array2D<uint8_t>(1, 1, 0));
+      out.file().copyHduFrom(c);
+      out.commit();
+    }
+    {
+      FitsFile back = FitsFile::openRead(copied);
+      back.moveTo("T");
+      QVERIFY(back.rawHdu() == raw);
+    }
+
+    // Hostile gzip files are still refused by name, before CFITSIO sees them.
+    auto refused = [&](const std::string& name, const std::string& content, const char* says) {
+      const std::string p = tmp(name);
+      std::ofstream(p, std::ios::binary) << content;
+      try {
+        FitsFile::openRead(p);
+        QFAIL(("no throw for " + name).c_str());
+      } catch (const FitsError& e) {
+        QCOMPARE(e.file(), p);
+        QVERIFY2(std::string(e.what()).find(says) != std::string::npos, e.what());
+      }
+    };
+    std::string zipped;
+    {
+      std::ifstream in(gz, std::ios::binary);
+      std::ostringstream ss;
+      ss << in.rdbuf();
+      zipped = ss.str();
+    }
+    refused("cut.fits.gz", zipped.substr(0, zipped.size() - 100), "gzip stream is corrupt");
+    refused("tail.fits.gz", zipped + "garbage!", "gzip trailer claims");
+    std::string flipped = zipped;
+    flipped[zipped.size() / 4] = char(~flipped[zipped.size() / 4]);
+    refused("flipped.fits.gz", flipped, "gzip");
   }
 
   void gzipWrite() {

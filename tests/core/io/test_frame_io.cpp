@@ -3,6 +3,7 @@
 // with every HDU, type, unit and key checked by raw CFITSIO; FIBERMAP trimmed to the
 // extracted fibers; failed writes leave nothing and keep the old file.
 #include "core/errors.h"
+#include "core/io/fits_scan.h"
 #include "core/io/frame_io.h"
 #include "core/io/preproc_io.h"
 #include "io_test_util.h"
@@ -59,6 +60,17 @@ std::string fileBytes(const std::string& p) {
   std::ostringstream s;
   s << in.rdbuf();
   return s.str();
+}
+
+// A file's bytes with the time of writing taken out: CFITSIO's CHECKSUM card (whose
+// value covers its own dated comment) blanked, DATASUM's value kept, its comment blanked.
+std::string undatedBytes(const std::string& p) {
+  std::string b = fileBytes(p);
+  for (std::size_t i = 0; i + 80 <= b.size(); i += 80) {
+    if (b.compare(i, 9, "CHECKSUM=") == 0) b.replace(i, 80, std::string(80, ' '));
+    if (b.compare(i, 9, "DATASUM =") == 0) b.replace(i + 30, 50, std::string(50, ' '));
+  }
+  return b;
 }
 
 } // namespace
@@ -276,6 +288,50 @@ private slots:
     QCOMPARE(back.ndiag, 5);
   }
 
+  void fibermapKeptInMemoryIsCopiedByteForByte() {
+    // The preproc's FIBERMAP HDU is kept at read time; the frame written from it must be
+    // the frame written by reopening the preproc (as before), byte for byte, for the
+    // shared .gz preproc and a plain copy of it, and needs no preproc file any more.
+    SPEX_REQUIRE_DATA(gzPath, "sim-r0-bundle0-6000-6500/preproc.fits.gz");
+    const std::string gz = tmp("kept-preproc.fits.gz"), plain = tmp("kept-preproc.fits");
+    std::filesystem::copy_file(gzPath, gz, std::filesystem::copy_options::overwrite_existing);
+    {
+      const auto bytes = inflateGzipFile(gz);
+      std::ofstream(plain, std::ios::binary).write(bytes->data(), std::streamsize(bytes->size()));
+    }
+    ExtractionResult r = syntheticResult(3, 5, 20, 2); // rows 3..7 of 500
+    std::string framesFromMemory[2];
+    for (int k = 0; k < 2; ++k) {
+      const std::string src = k == 0 ? gz : plain;
+      Image img = readPreproc(src);
+      QCOMPARE(img.fibermap.sourceFile, src);
+      QVERIFY(img.fibermap.hduBytes.size() > 2880);
+      QCOMPARE(img.fibermap.hduBytes.size() % 2880, std::size_t(0));
+      QVERIFY(img.fibermap.hduBytes.compare(0, 20, "XTENSION= 'BINTABLE'") == 0);
+
+      const std::string fromFile = tmp("frame-reopened-" + std::to_string(k) + ".fits");
+      Image reopened = img;
+      reopened.fibermap.hduBytes.clear(); // the writer reads the rows from the preproc
+      writeFrame(fromFile, r, reopened, {});
+
+      // The preproc gone, the frame is still written, from memory.
+      const std::string moved = src + ".away";
+      std::filesystem::rename(src, moved);
+      const std::string fromMemory = tmp("frame-memory-" + std::to_string(k) + ".fits");
+      writeFrame(fromMemory, r, img, {});
+      std::filesystem::rename(moved, src);
+
+      QVERIFY2(undatedBytes(fromMemory) == undatedBytes(fromFile), src.c_str());
+      iotest::Raw raw(fromMemory);
+      raw.hdu("FIBERMAP");
+      QCOMPARE(raw.rows(), 5L);
+      QCOMPARE(raw.longColumn("FIBER"), (std::vector<long long>{3, 4, 5, 6, 7}));
+      framesFromMemory[k] = undatedBytes(fromMemory);
+    }
+    // Same image, same rows: the .gz and the plain preproc give the same frame.
+    QVERIFY(framesFromMemory[0] == framesFromMemory[1]);
+  }
+
   void noSourceFibermapIsMinimal() {
     Image img = iotest::smallImage(4, 5);
     const ExtractionResult r = syntheticResult(10, 3, 8, 1);
@@ -304,6 +360,7 @@ private slots:
     // written, and must leave the old frame and no temporary behind.
     Image gone = img;
     gone.fibermap.sourceFile = dir + "/missing-preproc.fits";
+    gone.fibermap.hduBytes.clear(); // not kept: the writer must reopen the source
     ExtractionResult r2 = syntheticResult(0, 4, 20, 2);
     r2.flux(0, 0) = 999;
     try {

@@ -2,7 +2,10 @@
 // lands in the timeline and phase table; per-patch CCD heatmaps colour exactly the
 // extracted patches; a sweep runs in the background and its heatmap colours exactly
 // the patches it touched; CPU vs CUDA says clearly when CUDA is missing and compares
-// two runs with the numbers of compareFrames; traces export and import.
+// two runs with the numbers of compareFrames; traces export and import. Issue 14: the
+// slowest patch and a found zone jump to the timeline and the CCD; the timeline, phase
+// table and run comparison share one time axis; a sweep's settings join the run list;
+// the applied sweep cell follows the Parameters.
 #include "gui_test_sim.h"
 
 #include "app/engine_factory.h"
@@ -13,8 +16,11 @@
 #include "widgets/profiling/engine_comparison_view.h"
 #include "widgets/profiling/phase_table.h"
 #include "widgets/profiling/run_comparison_view.h"
+#include "widgets/profiling/slowest_patches.h"
 #include "widgets/profiling/sweep_view.h"
+#include "widgets/profiling/time_axis_state.h"
 #include "widgets/profiling/timeline_view.h"
+#include "widgets/profiling/zone_finder.h"
 #include "widgets/view_state.h"
 
 #include <QDockWidget>
@@ -22,6 +28,8 @@
 #include <QCheckBox>
 #include <QLabel>
 #include <QSignalSpy>
+#include <QTableWidget>
+#include <QTabWidget>
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -112,6 +120,65 @@ private slots:
     QVERIFY(!m_w->ccdView()->hasPatchHeatmap());
   }
 
+  void slowestPatchAndFoundZoneJumpToTimelineAndCcd() {
+    const PatchPlan& plan = *m_w->document()->plan();
+    const AnalysisDocks::Run& run = m_docks->runs().front();
+    QCOMPARE(m_docks->shownRun(), 0);
+    m_docks->timelineDock()->show();
+    m_docks->timelineDock()->raise();
+    auto* tabs = m_docks->timelineDock()->findChild<QTabWidget*>(QStringLiteral("timelineTabs"));
+    QVERIFY(tabs);
+    tabs->setCurrentWidget(m_docks->slowestPatches());
+    QCoreApplication::processEvents();
+    // The list holds the run's patches, slowest first.
+    SlowestPatches* sp = m_docks->slowestPatches();
+    QCOMPARE(int(sp->patches().size()), int(run.result->patches.size()));
+    const PatchTime slowest = sp->patches().front();
+    // Clicking it selects the patch and centres the CCD on it, and shows its zone.
+    m_w->viewState()->setSelectedPatches({});
+    m_w->viewState()->setView(QPointF(10, 10), 2.0);
+    QTableWidget* t = sp->table();
+    QTest::mouseClick(t->viewport(), Qt::LeftButton, Qt::NoModifier, t->visualItemRect(t->item(0, 0)).center());
+    QCOMPARE(m_w->viewState()->selectedPatches(), QVector<int>{slowest.patch});
+    const Patch& p = plan.patches[slowest.patch];
+    const double w = plan.wave.at(p.wave0 + p.nwave / 2);
+    const int f = p.fiber0 + p.nfiber / 2;
+    const QPointF c = m_w->viewState()->center();
+    QVERIFY(std::abs(c.x() - m_sim.psf.x(f, w)) < 1e-9 && std::abs(c.y() - m_sim.psf.y(f, w)) < 1e-9);
+    QCOMPARE(m_w->viewState()->zoom(), 2.0); // zoom kept
+    TimelineView* tl = m_docks->timeline();
+    QCOMPARE(tl->focusZone(), slowest.longest);
+    const ProfileRange& z = run.profile->ranges[slowest.longest];
+    QVERIFY(tl->viewStart() <= z.startNs && tl->viewEnd() >= z.endNs);
+    // The run comparison shares the time axis: it shows the same window.
+    QCOMPARE(m_docks->runComparison()->timeline()->timeAxis(), m_docks->timeAxis());
+    QCOMPARE(m_docks->phaseTable()->timeAxis(), m_docks->timeAxis());
+    QCOMPARE(m_docks->runComparison()->timeline()->viewStart(), tl->viewStart());
+
+    // Find zone: the slowest "solve" is on a patch; clicking it selects that patch.
+    tabs->setCurrentWidget(m_docks->zoneFinder());
+    QCoreApplication::processEvents();
+    ZoneFinder* zf = m_docks->zoneFinder();
+    zf->find(QStringLiteral("solve"));
+    QVERIFY(!zf->matches().empty());
+    const ProfileRange& s0 = run.profile->ranges[zf->matches().front()];
+    QTableWidget* zt = zf->table();
+    QTest::mouseClick(zt->viewport(), Qt::LeftButton, Qt::NoModifier, zt->visualItemRect(zt->item(0, 0)).center());
+    QCOMPARE(m_w->viewState()->selectedPatches(), QVector<int>{s0.patch});
+    QCOMPARE(tl->focusZone(), zf->matches().front());
+
+    // Clicking a phase in the table highlights it on both timelines.
+    tabs->setCurrentIndex(0);
+    QCoreApplication::processEvents();
+    PhaseTable* table = m_docks->phaseTable();
+    const QRect cell = table->visualRect(table->model()->index(0, 0));
+    QTest::mouseClick(table->viewport(), Qt::LeftButton, Qt::NoModifier, cell.center());
+    QCOMPARE(tl->highlightedPhase(), table->phaseAt(0));
+    QCOMPARE(m_docks->runComparison()->timeline()->highlightedPhase(), table->phaseAt(0));
+    m_docks->timeAxis()->setHighlightedPhase({});
+    tl->resetView();
+  }
+
   void traceExportAndImport() {
     const QString path = m_dir.filePath(QStringLiteral("run.json"));
     QVERIFY(m_docks->exportTrace(path));
@@ -198,8 +265,25 @@ private slots:
     QSet<int> want(sel.begin(), sel.end());
     QCOMPARE(r.rows[1].patches, int(want.size()));
     QCOMPARE(coloured(), want);
-    // Picking the other setting applies it and shows the patches it touched in its plan.
-    m_docks->selectSweepRow(0);
+    // Each setting is a run in the run list (not shown: the shown run stays).
+    const int shown = m_docks->shownRun();
+    const auto& runs = m_docks->runs();
+    QVERIFY(runs.size() >= 2);
+    for (int k = 0; k < 2; ++k) {
+      const AnalysisDocks::Run& sr = runs[runs.size() - 2 + k];
+      QVERIFY2(sr.label.startsWith(QStringLiteral("sweep cpu nwavestep %1 nsub 5").arg(r.rows[k].nwavestep)),
+               qPrintable(sr.label));
+      QCOMPARE(sr.profile->ranges.size(), r.rows[k].profile.ranges.size());
+      QCOMPARE(int(patchTimes(*sr.profile).size()), r.rows[k].patches);
+    }
+    QCOMPARE(m_docks->shownRun(), shown);
+    // The applied setting (the current Parameters, nwavestep 50) is marked.
+    SweepHeatmap* tp = m_docks->sweepView()->throughputMap();
+    QCOMPARE(tp->sweepRow(0, tp->appliedCell() % tp->columns()), 1);
+    // Picking the other setting (a click on its cell) applies it and shows the patches
+    // it touched in its plan; the mark moves with it.
+    QTest::mouseClick(tp, Qt::LeftButton, Qt::NoModifier, tp->cellRect(0, 0).center());
+    QCOMPARE(tp->appliedCell(), 0);
     const PatchPlan& plan30 = *m_w->document()->plan();
     QCOMPARE(plan30.params.nwavestep, 30);
     int w0 = 0, w1 = 0;

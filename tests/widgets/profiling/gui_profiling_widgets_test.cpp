@@ -3,20 +3,32 @@
 // table following; phase and comparison tables equal sums of the records; the
 // CPU-vs-CUDA view's numbers equal compareFrames (what `spexlab-cli compare` prints);
 // sweep heatmaps carry the sweep's rows; the CCD heatmap colours exactly the given
-// patches and reports clicks.
+// patches and reports clicks. Issue 14: one time axis that the timeline, the phase
+// table and the run comparison follow; a clicked phase highlights its zones; self
+// time; find zone with its histogram; slowest patches; per-call comparison with room
+// for both runs; colour bars, the applied sweep cell, one-value heatmaps.
 #include "gui_test_sim.h"
 
 #include "core/extract/compare.h"
 #include "core/extract/cpu_engine.h"
 #include "widgets/ccd_view.h"
+#include "widgets/colormap.h"
+#include "widgets/heatmap_legend.h"
 #include "widgets/profiling/engine_comparison_view.h"
 #include "widgets/profiling/phase_table.h"
 #include "widgets/profiling/run_comparison_view.h"
+#include "widgets/profiling/slowest_patches.h"
 #include "widgets/profiling/sweep_view.h"
+#include "widgets/profiling/time_axis_state.h"
 #include "widgets/profiling/timeline_view.h"
+#include "widgets/profiling/zone_finder.h"
 #include "widgets/view_state.h"
 
 #include <QApplication>
+#include <QComboBox>
+#include <QHeaderView>
+#include <QLineEdit>
+#include <QScrollArea>
 #include <QSignalSpy>
 #include <QSortFilterProxyModel>
 #include <QTableWidget>
@@ -82,6 +94,27 @@ void checkTable(const PhaseTable& t, const Profile& p, int64_t t0, int64_t t1) {
     QVERIFY(std::abs(v(PhaseStatsModel::Share).toDouble() - s.inside / ((t1 - t0) * 1e-9)) < 1e-12);
     QCOMPARE(v(PhaseStatsModel::Partial).toInt(), s.partial);
   }
+}
+
+// Self time by brute force: each zone less its direct children (same lane, depth + 1,
+// inside it), summed per phase.
+std::map<std::string, double> selfSums(const Profile& p) {
+  std::map<std::string, double> out;
+  for (const ProfileRange& r : p.ranges) {
+    int64_t self = r.durationNs();
+    for (const ProfileRange& c : p.ranges)
+      if (c.lane == r.lane && c.depth == r.depth + 1 && c.startNs >= r.startNs && c.endNs <= r.endNs)
+        self -= c.durationNs();
+    out[r.name] += double(self) * 1e-9;
+  }
+  return out;
+}
+
+// Clicks the cell (row, column) of a table view as a user would.
+void clickCell(QAbstractItemView* v, int row, int column = 0) {
+  const QRect r = v->visualRect(v->model()->index(row, column));
+  QVERIFY(r.isValid());
+  QTest::mouseClick(v->viewport(), Qt::LeftButton, Qt::NoModifier, r.center());
 }
 
 } // namespace
@@ -255,6 +288,273 @@ private slots:
     QVERIFY(v.summary().contains(QStringLiteral("1 thread")));
   }
 
+  void sharedTimeAxisIsFollowedByTimelineTableAndComparison() {
+    auto a = std::make_shared<const Profile>(m_a->profile), b = std::make_shared<const Profile>(m_b->profile);
+    TimeAxisState axis;
+    TimelineView tl;
+    PhaseTable table;
+    RunComparisonView cmp;
+    tl.setTimeAxis(&axis);
+    table.setTimeAxis(&axis);
+    cmp.setTimeAxis(&axis);
+    tl.resize(900, 300);
+    cmp.resize(900, 700);
+    tl.setProfile(a, QStringLiteral("a"));
+    table.setProfile(a);
+    cmp.setRuns(QStringLiteral("a"), a, QStringLiteral("b"), b);
+    tl.show();
+    cmp.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&tl));
+    QVERIFY(QTest::qWaitForWindowExposed(&cmp));
+    // The axis spans the longest run; both timelines show all of it.
+    QCOMPARE(axis.extentNs(), std::max(a->wallNs, b->wallNs));
+    QCOMPARE(tl.viewEnd(), cmp.timeline()->viewEnd());
+    // Zoom in the timeline: the comparison's timeline shows the same window.
+    sendWheel(&tl, QPoint(tl.gutterWidth() + 300, 40), 720);
+    QVERIFY(tl.viewEnd() - tl.viewStart() < axis.extentNs() / 2);
+    QCOMPARE(cmp.timeline()->viewStart(), tl.viewStart());
+    QCOMPARE(cmp.timeline()->viewEnd(), tl.viewEnd());
+    // Select a range in the comparison's timeline: the phase table and the comparison
+    // table both count the zones overlapping it.
+    TimelineView* ct = cmp.timeline();
+    ct->resetView();
+    QCOMPARE(tl.viewStart(), int64_t(0));
+    const QPoint p0(ct->gutterWidth() + 100, 30), p1(ct->gutterWidth() + 400, 30);
+    drag(ct, p0, p1, Qt::ShiftModifier);
+    QVERIFY(axis.hasSelection());
+    const int64_t s0 = axis.selectionStart(), s1 = axis.selectionEnd();
+    QCOMPARE(s0, ct->timeAt(p0.x()));
+    QCOMPARE(tl.selectionStart(), s0);
+    QVERIFY(table.hasTimeRange());
+    checkTable(table, *a, s0, s1);
+    const auto wa = sums(*a, s0, s1), wb = sums(*b, s0, s1);
+    PhaseComparisonModel* m = cmp.model();
+    QVERIFY(m->rowCount() > 0);
+    for (int r = 0; r < m->rowCount(); ++r) {
+      const std::string name = m->data(m->index(r, 0), Qt::UserRole).toString().toStdString();
+      const double ta = m->data(m->index(r, PhaseComparisonModel::TotalA), Qt::UserRole).toDouble();
+      const double tb = m->data(m->index(r, PhaseComparisonModel::TotalB), Qt::UserRole).toDouble();
+      QVERIFY(std::abs(ta - (wa.count(name) ? wa.at(name).total : 0)) < 1e-12);
+      QVERIFY(std::abs(tb - (wb.count(name) ? wb.at(name).total : 0)) < 1e-12);
+    }
+    QVERIFY(cmp.summary().contains(QStringLiteral("overlapping")));
+    // Esc in the main timeline clears it everywhere.
+    QTest::keyClick(&tl, Qt::Key_Escape);
+    QVERIFY(!table.hasTimeRange());
+    QCOMPARE(m->rowCount(), int(comparePhases(*a, *b).size()));
+  }
+
+  void clickingAPhaseHighlightsItsZones() {
+    auto prof = std::make_shared<const Profile>(m_a->profile);
+    TimeAxisState axis;
+    TimelineView tl;
+    PhaseTable table;
+    tl.setTimeAxis(&axis);
+    table.setTimeAxis(&axis);
+    tl.setProfile(prof);
+    table.setProfile(prof);
+    tl.resize(1200, tl.contentHeight() + 10);
+    table.resize(600, 400);
+    tl.show();
+    table.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&tl));
+    QVERIFY(QTest::qWaitForWindowExposed(&table));
+    // The widest "patch" zone and a pixel inside it, clear of its label.
+    const ProfileRange* patch = nullptr;
+    int index = -1;
+    for (int i = 0; i < int(prof->ranges.size()); ++i)
+      if (prof->ranges[i].name == "patch" && (!patch || prof->ranges[i].durationNs() > patch->durationNs())) {
+        patch = &prof->ranges[i];
+        index = i;
+      }
+    QVERIFY(patch);
+    const int row = tl.rowOf(0, index);
+    const QPoint inPatch(int(tl.xOf(patch->endNs)) - 4, tl.rowTop(row) + TimelineView::kRowHeight / 2);
+    QVERIFY(tl.xOf(patch->endNs) - tl.xOf(patch->startNs) > 60);
+    QCOMPARE(tl.grab().toImage().pixelColor(inPatch).rgb(), phaseColor("patch").rgb());
+    QCOMPARE(tl.lastHighlightedRanges(), 0);
+    // Click the "solve" row of the table.
+    int solveRow = -1;
+    for (int r = 0; r < table.model()->rowCount(); ++r)
+      if (table.phaseAt(r) == QStringLiteral("solve")) solveRow = r;
+    QVERIFY(solveRow >= 0);
+    clickCell(&table, solveRow);
+    QCOMPARE(axis.highlightedPhase(), QStringLiteral("solve"));
+    QCOMPARE(tl.highlightedPhase(), QStringLiteral("solve"));
+    // Every solve zone is drawn (none merged away, however narrow), the others fade.
+    int solves = 0;
+    for (const ProfileRange& r : prof->ranges) solves += r.name == "solve";
+    (void)tl.grab();
+    QCOMPARE(tl.lastHighlightedRanges(), solves);
+    const QColor faded = tl.grab().toImage().pixelColor(inPatch);
+    QVERIFY(faded.rgb() != phaseColor("patch").rgb());
+    QVERIFY(faded.lightness() > phaseColor("patch").lightness()); // towards the white base
+    // Clicking it again clears the highlight.
+    clickCell(&table, solveRow);
+    QVERIFY(axis.highlightedPhase().isEmpty());
+    QCOMPARE(tl.grab().toImage().pixelColor(inPatch).rgb(), phaseColor("patch").rgb());
+  }
+
+  void selfTimeIsInclusiveLessNestedZones() {
+    // A known nest: patch [0, 100) with children [10, 30) and [40, 90) and a grandchild.
+    Profile p;
+    p.laneIndex("cpu thread 1");
+    p.ranges = {{"patch", 0, 100, 0, 0, 1}, {"solve", 10, 30, 0, 1, 1}, {"spots", 40, 90, 0, 1, 1},
+                {"inner", 50, 60, 0, 2, 1}, {"patch", 100, 150, 0, 0, 2}};
+    p.wallNs = 150;
+    const std::vector<int64_t> self = selfTimesNs(p);
+    QCOMPARE(self, (std::vector<int64_t>{30, 20, 40, 10, 50}));
+    // The phase table of a real run: Self equals the brute-force sums, Total the
+    // inclusive ones, and the nested phases make patch's self smaller than its total.
+    auto prof = std::make_shared<const Profile>(m_a->profile);
+    PhaseTable table;
+    table.setProfile(prof);
+    const auto want = selfSums(*prof);
+    QAbstractItemModel* m = table.model();
+    bool nested = false;
+    for (int r = 0; r < m->rowCount(); ++r) {
+      const std::string name = m->data(m->index(r, PhaseStatsModel::Name), Qt::UserRole).toString().toStdString();
+      const double selfS = m->data(m->index(r, PhaseStatsModel::Self), Qt::UserRole).toDouble();
+      const double total = m->data(m->index(r, PhaseStatsModel::Total), Qt::UserRole).toDouble();
+      QVERIFY2(std::abs(selfS - want.at(name)) < 1e-12, name.c_str());
+      QVERIFY(selfS <= total + 1e-15);
+      if (name == "patch") nested = selfS < 0.5 * total;
+    }
+    QVERIFY(nested);
+    // A selected window: self of the zones overlapping it, counted whole.
+    TimeAxisState axis;
+    table.setTimeAxis(&axis);
+    axis.setSelection(prof->wallNs / 3, prof->wallNs / 2);
+    double want3 = 0, got3 = 0;
+    const std::vector<int64_t> s3 = selfTimesNs(*prof);
+    for (std::size_t i = 0; i < prof->ranges.size(); ++i) {
+      const ProfileRange& r = prof->ranges[i];
+      if (r.name == "solve" && r.endNs > prof->wallNs / 3 && r.startNs < prof->wallNs / 2) want3 += s3[i] * 1e-9;
+    }
+    for (int r = 0; r < m->rowCount(); ++r)
+      if (table.phaseAt(r) == QStringLiteral("solve"))
+        got3 = table.proxy()->data(table.proxy()->index(r, PhaseStatsModel::Self), Qt::UserRole).toDouble();
+    QVERIFY(want3 > 0);
+    QVERIFY(std::abs(got3 - want3) < 1e-12);
+  }
+
+  void findZoneListsHistogramAndJumps() {
+    auto prof = std::make_shared<const Profile>(m_a->profile);
+    ZoneFinder zf;
+    TimelineView tl;
+    zf.resize(600, 600);
+    tl.resize(900, 300);
+    zf.setProfile(prof);
+    tl.setProfile(prof);
+    zf.show();
+    tl.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&zf));
+    // Typing a part of a name finds the zones of every name that contains it.
+    zf.nameBox()->lineEdit()->clear();
+    QTest::keyClicks(zf.nameBox()->lineEdit(), QStringLiteral("norm"));
+    int normal = 0;
+    for (const ProfileRange& r : prof->ranges) normal += r.name == "normal equations";
+    QVERIFY(normal > 0);
+    QCOMPARE(int(zf.allMatches().size()), normal);
+    // An exact name: all its zones, slowest first, and the histogram holds them all.
+    zf.nameBox()->lineEdit()->clear();
+    QTest::keyClicks(zf.nameBox()->lineEdit(), QStringLiteral("solve"));
+    std::vector<int64_t> d;
+    for (const ProfileRange& r : prof->ranges)
+      if (r.name == "solve") d.push_back(r.durationNs());
+    QCOMPARE(int(zf.matches().size()), int(d.size()));
+    for (std::size_t k = 1; k < zf.matches().size(); ++k)
+      QVERIFY(prof->ranges[zf.matches()[k - 1]].durationNs() >= prof->ranges[zf.matches()[k]].durationNs());
+    QCOMPARE(prof->ranges[zf.matches().front()].durationNs(), *std::max_element(d.begin(), d.end()));
+    DurationHistogram* h = zf.histogram();
+    int total = 0, fullest = 0;
+    for (int b = 0; b < h->binCount(); ++b) {
+      int n = 0;
+      for (int64_t x : d) n += x >= h->binLow(b) && x <= h->binHigh(b);
+      QCOMPARE(h->count(b), n); // the bins partition the durations
+      total += h->count(b);
+      if (h->count(b) > h->count(fullest)) fullest = b;
+    }
+    QCOMPARE(total, int(d.size()));
+    QVERIFY(zf.statsText().contains(QStringLiteral("%1 zones").arg(d.size())));
+    // Clicking the fullest bar lists only its zones.
+    QTest::mouseClick(h, Qt::LeftButton, Qt::NoModifier, h->barRect(fullest).center());
+    QCOMPARE(h->selectedBin(), fullest);
+    QCOMPARE(int(zf.matches().size()), h->count(fullest));
+    for (int i : zf.matches()) QCOMPARE(h->binOf(prof->ranges[i].durationNs()), fullest);
+    // Clicking a zone shows it on the timeline and names its patch.
+    QObject::connect(&zf, &ZoneFinder::zoneActivated, &tl, [&](int i) { tl.showZone(0, i); });
+    QSignalSpy patch(&zf, &ZoneFinder::patchActivated);
+    const int first = zf.matches().front();
+    clickCell(zf.table(), 0);
+    QCOMPARE(tl.focusZone(), first);
+    const ProfileRange& z = prof->ranges[first];
+    QVERIFY(tl.viewStart() <= z.startNs && tl.viewEnd() >= z.endNs);
+    QVERIFY(tl.viewEnd() - tl.viewStart() <= 3 * std::max<int64_t>(z.durationNs(), 100) + 2);
+    QCOMPARE(patch.count(), 1);
+    QCOMPARE(patch.first().first().toInt(), z.patch);
+    // The same bar again: all zones.
+    QTest::mouseClick(h, Qt::LeftButton, Qt::NoModifier, h->barRect(fullest).center());
+    QCOMPARE(int(zf.matches().size()), int(d.size()));
+  }
+
+  void slowestPatchesAreTheirZonesAndJump() {
+    auto prof = std::make_shared<const Profile>(m_a->profile);
+    SlowestPatches sp;
+    sp.resize(500, 400);
+    sp.setProfile(prof);
+    sp.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&sp));
+    // On the CPU engine each patch is one "patch" zone with the rest nested inside.
+    std::map<int, int64_t> want;
+    for (const ProfileRange& r : prof->ranges)
+      if (r.name == "patch") want[r.patch] += r.durationNs();
+    QCOMPARE(int(sp.patches().size()), int(want.size()));
+    QCOMPARE(int(want.size()), int(m_a->patches.size()));
+    for (std::size_t k = 0; k < sp.patches().size(); ++k) {
+      const PatchTime& t = sp.patches()[k];
+      QCOMPARE(t.totalNs, want.at(t.patch));
+      if (k) QVERIFY(sp.patches()[k - 1].totalNs >= t.totalNs);
+      QCOMPARE(prof->ranges[t.longest].name, std::string("patch"));
+    }
+    QSignalSpy patch(&sp, &SlowestPatches::patchActivated), zone(&sp, &SlowestPatches::zoneActivated);
+    clickCell(sp.table(), 1);
+    QCOMPARE(patch.count(), 1);
+    QCOMPARE(patch.first().first().toInt(), sp.patches()[1].patch);
+    QCOMPARE(zone.first().first().toInt(), sp.patches()[1].longest);
+  }
+
+  void runComparisonPerCallWithRoomForBothRuns() {
+    RunComparisonView v;
+    v.resize(900, 520);
+    v.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&v));
+    auto a = std::make_shared<const Profile>(m_a->profile), b = std::make_shared<const Profile>(m_b->profile);
+    v.setRuns(QStringLiteral("nwavestep 50"), a, QStringLiteral("nwavestep 40"), b);
+    QCoreApplication::processEvents();
+    const auto sa = sums(*a, 0, a->wallNs), sb = sums(*b, 0, b->wallNs);
+    PhaseComparisonModel* m = v.model();
+    // The two runs have different numbers of patches, so per call is what compares.
+    QVERIFY(sa.at("patch").count != sb.at("patch").count);
+    for (int r = 0; r < m->rowCount(); ++r) {
+      const std::string name = m->data(m->index(r, 0), Qt::UserRole).toString().toStdString();
+      const Sum &x = sa.at(name), &y = sb.at(name);
+      auto val = [&](int c) { return m->data(m->index(r, c), Qt::UserRole).toDouble(); };
+      QVERIFY(std::abs(val(PhaseComparisonModel::PerCallA) - x.total / x.count) < 1e-12);
+      QVERIFY(std::abs(val(PhaseComparisonModel::PerCallB) - y.total / y.count) < 1e-12);
+      QVERIFY(std::abs(val(PhaseComparisonModel::RatioPerCall) - (y.total / y.count) / (x.total / x.count)) < 1e-9);
+    }
+    // Room for both runs: every row of both tracks is in view without scrolling, and
+    // the table still shows its header and some rows.
+    QScrollArea* area = v.timelineArea();
+    QVERIFY2(area->viewport()->height() >= v.timeline()->contentHeight(),
+             qPrintable(QStringLiteral("%1 < %2").arg(area->viewport()->height()).arg(v.timeline()->contentHeight())));
+    QVERIFY(v.table()->viewport()->height() >= 3 * v.table()->verticalHeader()->defaultSectionSize());
+    // Every column fits the table's width (short A/B headers).
+    const int last = PhaseComparisonModel::ColumnCount - 1;
+    QVERIFY(v.table()->columnViewportPosition(last) < v.table()->viewport()->width());
+  }
+
   void engineComparisonEqualsCompareFrames() {
     EngineComparisonView v;
     v.resize(900, 600);
@@ -340,6 +640,132 @@ private slots:
     QTest::mouseClick(tp, Qt::LeftButton, Qt::NoModifier, tp->cellRect(1, 0).center());
     QCOMPARE(act.count(), 1);
     QCOMPARE(act.first().first().toInt(), tp->sweepRow(1, 0));
+
+    // The applied setting (nwavestep 30, nsubbundles 5: cell row 1, column 0) is framed
+    // on both maps; another cell is not.
+    const QPoint frameAt(tp->cellRect(1, 0).left() + 3, tp->cellRect(1, 0).center().y());
+    const QPoint otherAt(tp->cellRect(0, 1).left() + 3, tp->cellRect(0, 1).center().y());
+    QCOMPARE(tp->grab().toImage().pixelColor(frameAt).rgb(), tp->cellColor(1, 0).rgb());
+    v.setApplied(30, 5, 0.2);
+    QCOMPARE(tp->appliedCell(), 1 * 2 + 0);
+    QCOMPARE(v.accuracyMap()->appliedCell(), 2);
+    const QImage marked = tp->grab().toImage();
+    QCOMPARE(marked.pixelColor(frameAt).rgb(), QColor(Qt::white).rgb());
+    QCOMPARE(marked.pixelColor(otherAt).rgb(), tp->cellColor(0, 1).rgb());
+    v.setApplied(80, 5, 0.2); // not swept: nothing marked
+    QCOMPARE(tp->appliedCell(), -1);
+
+    // Colour bars: the range of each map, on a dark panel, inside the widget.
+    for (SweepHeatmap* map : {tp, v.accuracyMap()}) {
+      const HeatmapLegend l = map->legend();
+      double lo = INFINITY, hi = -INFINITY;
+      for (int i = 0; i < 2; ++i)
+        for (int j = 0; j < 2; ++j) {
+          lo = std::min(lo, map->value(i, j));
+          hi = std::max(hi, map->value(i, j));
+        }
+      QCOMPARE(l.lo, lo);
+      QCOMPARE(l.hi, hi);
+      QVERIFY(!l.single());
+      const QImage img = map->grab().toImage();
+      const QRect panel = map->legendRect();
+      QVERIFY(!panel.isEmpty() && map->rect().contains(panel));
+      QVERIFY(!panel.intersects(map->cellRect(0, 0)));
+      QCOMPARE(img.pixelColor(panel.topLeft() + QPoint(1, 1)).rgb(), HeatmapLegend::panelColor().rgb());
+      // The lowest-valued cell has the colour of its end of the bar.
+      for (int i = 0; i < 2; ++i)
+        for (int j = 0; j < 2; ++j)
+          if (map->value(i, j) == lo) QCOMPARE(map->cellColor(i, j).rgb(), l.color(lo).rgb());
+    }
+    // Accuracy: lower is better, so the best (lowest) score is the bright end.
+    QVERIFY(v.accuracyMap()->legend().reversed);
+  }
+
+  void oneSettingSweepHasOneSwatch() {
+    CpuEngine cpu;
+    SweepSpec spec;
+    spec.wave = spextest::smallSimOptions().wave;
+    spec.nFiber = 10;
+    spec.region = {0, 5, spec.wave.wmin, spec.wave.wmin + 20 * 0.8};
+    spec.nwavestep = {50};
+    spec.nsubbundles = {5};
+    spec.threads = 2;
+    SweepInputs in{&m_sim.sim.image, &m_sim.psf, &m_sim.sim.truth, nullptr};
+    CancelToken cancel;
+    const SweepResult r = runSweep({&cpu}, in, spec, {}, cancel);
+    QCOMPARE(int(r.rows.size()), 1);
+    QVERIFY(r.rows[0].ok());
+    // The row carries its extraction's profile (the run list shows it).
+    QVERIFY(!r.rows[0].profile.ranges.empty());
+    QCOMPARE(patchTimes(r.rows[0].profile).size(), r.rows[0].patchDiagnostics.size());
+    SweepView v;
+    v.resize(800, 420);
+    v.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&v));
+    v.setResult(r);
+    SweepHeatmap* tp = v.throughputMap();
+    const HeatmapLegend l = tp->legend();
+    QVERIFY(l.single());
+    QCOMPARE(l.lo, r.rows[0].throughput);
+    // The cell is the middle of the map (not its top), and the bar is one swatch of
+    // that colour labelled with the value, not a ramp whose two ends are equal.
+    QCOMPARE(tp->cellColor(0, 0).rgb(), colormapColor(Colormap::Viridis, 0.5).rgb());
+    QVERIFY(l.singleText().contains(QString::number(r.rows[0].throughput, 'f', 0)));
+    const QImage img = tp->grab().toImage();
+    const QRect panel = tp->legendRect();
+    const QFontMetrics fm(tp->font());
+    const int barY = panel.top() + HeatmapLegend::kPad + fm.height() + 2 + HeatmapLegend::kBarThickness / 2;
+    const QColor swatch = img.pixelColor(panel.left() + HeatmapLegend::kPad + 3, barY);
+    QCOMPARE(swatch.rgb(), tp->cellColor(0, 0).rgb());
+    // Right of the swatch: the panel, not the rest of a ramp.
+    QCOMPARE(img.pixelColor(panel.right() - HeatmapLegend::kPad - 2, barY).rgb(), HeatmapLegend::panelColor().rgb());
+  }
+
+  void ccdHeatmapLegendIsLegibleAndOneValueIsOneSwatch() {
+    ViewState state;
+    CcdView ccd(&state);
+    ccd.resize(600, 700);
+    ccd.setInputs(std::make_shared<const Image>(m_sim.sim.image), std::make_shared<const GaussHermitePsf>(m_sim.psf));
+    ccd.setPlan(std::make_shared<const PatchPlan>(m_plan));
+    ccd.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&ccd));
+    QVector<double> v(int(m_plan.patches.size()), std::nan(""));
+    for (const PatchDiagnostics& d : m_a->patches) v[d.patch] = d.seconds;
+    ccd.setPatchHeatmap(v, QStringLiteral("patch wall time [s]"));
+    // The legend's panel is opaque: its pixels do not depend on the image under it,
+    // so the white text reads the same on every colour map.
+    ScaleSettings grey = ccd.scale(), magma = grey;
+    grey.colormap = Colormap::Grey;
+    magma.colormap = Colormap::Magma;
+    ccd.setScale(grey);
+    const QImage a = ccd.grab().toImage();
+    const QRect panel = ccd.heatmapLegendRect();
+    QVERIFY(!panel.isEmpty() && ccd.rect().contains(panel));
+    ccd.setScale(magma);
+    const QImage b = ccd.grab().toImage();
+    QCOMPARE(ccd.heatmapLegendRect(), panel);
+    int text = 0;
+    for (int y = panel.top(); y <= panel.bottom(); ++y)
+      for (int x = panel.left(); x <= panel.right(); ++x) {
+        QCOMPARE(a.pixel(x, y), b.pixel(x, y));
+        text += qGray(a.pixel(x, y)) > 200; // white text and the light bar frame
+      }
+    QVERIFY(text > 50);
+    QCOMPARE(a.pixelColor(panel.topLeft() + QPoint(1, 1)).rgb(), HeatmapLegend::panelColor().rgb());
+    // One coloured patch: it and the legend's swatch are the middle colour and the
+    // legend names the value.
+    QVector<double> one(int(m_plan.patches.size()), std::nan(""));
+    const int p = m_a->patches.front().patch;
+    one[p] = m_a->patches.front().seconds;
+    ccd.setPatchHeatmap(one, QStringLiteral("patch wall time [s]"));
+    QVERIFY(ccd.heatmapLegend().single());
+    QCOMPARE(ccd.patchHeatmapColor(p).rgb(), colormapColor(Colormap::Viridis, 0.5).rgb());
+    QVERIFY(ccd.heatmapLegend().singleText().contains(QString::number(one[p], 'g', 3)));
+    const QImage c = ccd.grab().toImage();
+    const QRect panel1 = ccd.heatmapLegendRect();
+    const QFontMetrics fm(ccd.font());
+    const int barY = panel1.top() + HeatmapLegend::kPad + fm.height() + 2 + HeatmapLegend::kBarThickness / 2;
+    QCOMPARE(c.pixelColor(panel1.left() + HeatmapLegend::kPad + 3, barY).rgb(), colormapColor(Colormap::Viridis, 0.5).rgb());
   }
 
   void ccdHeatmapColoursExactlyTheGivenPatches() {
