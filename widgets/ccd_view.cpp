@@ -447,7 +447,8 @@ void CcdView::paintOverlays(QPainter& p) {
     // Colour bar, bottom left, on its own panel (legible over any image).
     const HeatmapLegend legend = heatmapLegend();
     const QSize size = legend.size(p.fontMetrics());
-    m_heatLegendRect = legend.paint(p, QPoint(8, height() - 8 - size.height()));
+    // Above the pixel axes' labels when those are on.
+    m_heatLegendRect = legend.paint(p, QPoint(8, height() - 8 - axisBand() - size.height()));
   } else {
     m_heatLegendRect = {};
   }

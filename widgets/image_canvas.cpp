@@ -363,6 +363,8 @@ void ImageCanvas::setPixelAxes(bool on) {
   update();
 }
 
+int ImageCanvas::axisBand() const { return m_axes ? kAxisBand + 4 : 0; }
+
 QVector<double> ImageCanvas::axisTicks(Qt::Orientation o) const {
   QVector<double> out;
   const QRectF vis = visibleCcdRect();

@@ -80,6 +80,7 @@ public:
   void setPixelAxes(bool on);
   bool pixelAxes() const { return m_axes; }
   QVector<double> axisTicks(Qt::Orientation o) const; // CCD x (Horizontal) or y values
+  int axisBand() const; // px the axes' labels take at the bottom (0 when off)
 
   // --- overview panner (top right): the whole image with the visible rectangle,
   //     shown while the view does not hold the whole image; click or drag to pan.
