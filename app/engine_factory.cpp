@@ -166,6 +166,55 @@ EngineChoice makeEngine(const std::string& kind, const std::vector<int>& gpus) {
   return makeEngine(kind, o);
 }
 
+std::string resolveEngineKind(const std::string& kind, std::string* note) {
+  if (note) note->clear();
+  if (kind != "auto") return kind;
+#ifdef SPEXLAB_HAVE_CUDA
+  std::string why;
+  if (cudaAvailable(&why)) return "cuda";
+#else
+  const std::string why = "this build has no CUDA engine";
+#endif
+  if (note) *note = "no usable GPU (" + why + "); using the CPU engine";
+  return "cpu";
+}
+
+std::vector<std::string> engineKindsFor(const std::string& kind, std::string* note) {
+  if (note) note->clear();
+  if (kind == "both") return {"cpu", "cuda"};
+  if (kind.empty()) return {"cpu"};
+  return {resolveEngineKind(kind, note)};
+}
+
+EngineRegistry::Lease EngineRegistry::lease(const std::string& kind) {
+  const std::string name = resolveEngineKind(kind);
+  Slot* slot = nullptr;
+  {
+    std::lock_guard lock(m_mutex);
+    auto& s = m_slots[name];
+    if (!s) s = std::make_unique<Slot>();
+    slot = s.get();
+  }
+  Lease l;
+  l.lock = std::unique_lock(slot->use);
+  if (!slot->engine) slot->engine = makeEngine(name).engine; // throws: nothing kept
+  l.engine = slot->engine.get();
+  return l;
+}
+
+void EngineRegistry::clear() {
+  std::lock_guard lock(m_mutex);
+  for (auto it = m_slots.begin(); it != m_slots.end();) {
+    std::unique_lock use(it->second->use, std::try_to_lock);
+    if (use.owns_lock()) {
+      use.unlock();
+      it = m_slots.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
 EngineChoice makeEngine(const std::string& kind, const EngineOptions& options) {
   EngineChoice c;
   if (kind == "cpu") {
@@ -176,18 +225,27 @@ EngineChoice makeEngine(const std::string& kind, const EngineOptions& options) {
     throw InputError("unknown engine '" + kind + "' (expected cpu, cuda or auto)");
 #ifdef SPEXLAB_HAVE_CUDA
   const CudaEngineOptions co = cudaOptions(options); // bad switches fail on any machine
-  std::string why;
-  if (cudaAvailable(&why)) {
-    c.engine = makeCudaEngine(co);
-    return c;
-  }
 #else
   (void)options;
-  const std::string why = "this build has no CUDA engine";
 #endif
-  if (kind == "cuda") throw GpuError("--engine cuda: no usable GPU: " + why);
+  std::string note;
+  const std::string resolved = resolveEngineKind(kind, &note);
+  if (resolved == "cuda") {
+#ifdef SPEXLAB_HAVE_CUDA
+    std::string why;
+    if (cudaAvailable(&why)) {
+      c.engine = makeCudaEngine(co);
+      return c;
+    }
+    throw GpuError("--engine cuda: no usable GPU: " + why);
+#endif
+  }
+  if (kind == "cuda") {
+    // resolveEngineKind("cuda") is "cuda"; without a CUDA build we land here.
+    throw GpuError("--engine cuda: no usable GPU: this build has no CUDA engine");
+  }
   c.engine = std::make_unique<CpuEngine>(cpuOptionsFromEnvironment());
-  c.note = "no usable GPU (" + why + "); using the CPU engine";
+  c.note = note;
   return c;
 }
 

@@ -6,7 +6,9 @@
 #include "core/extract/engine.h"
 
 #include <cstddef>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -37,6 +39,40 @@ struct EngineOptions {
 EngineChoice makeEngine(const std::string& kind, const EngineOptions& options);
 // gpus: device ordinals to use (empty: all visible).
 EngineChoice makeEngine(const std::string& kind, const std::vector<int>& gpus = {});
+
+// The one "auto" rule: "cuda" when this build has the CUDA engine and a usable GPU is
+// found, else "cpu" with the reason in *note (one line for the user). Other kinds are
+// returned as they are ("both" is the workbench's cpu + cuda, see engineKindsFor).
+std::string resolveEngineKind(const std::string& kind, std::string* note = nullptr);
+// The engines a run with this kind uses, in order: "both" -> cpu, cuda; "auto" as
+// resolveEngineKind; "" -> cpu.
+std::vector<std::string> engineKindsFor(const std::string& kind, std::string* note = nullptr);
+
+// Engines kept alive between requests, one per name ("cpu", "cuda"): the CPU engine
+// keeps its plan and per-thread workspaces, the CUDA engine its context, handles and
+// device memory (within its budget). Made on first use. One request at a time per
+// engine: lease() holds the engine's lock until the Lease goes.
+class EngineRegistry {
+public:
+  struct Lease {
+    Engine* engine = nullptr;
+    std::unique_lock<std::mutex> lock;
+    Engine* operator->() const { return engine; }
+    Engine& operator*() const { return *engine; }
+  };
+  // kind: "cpu", "cuda" or "auto" (resolved first). Throws as makeEngine does.
+  Lease lease(const std::string& kind);
+  // Drops every engine not in use (frees device memory).
+  void clear();
+
+private:
+  struct Slot {
+    std::mutex use;
+    std::unique_ptr<Engine> engine;
+  };
+  std::mutex m_mutex;
+  std::map<std::string, std::unique_ptr<Slot>> m_slots;
+};
 
 // "4G", "4GiB", "512M", "1.5G", "4294967296" -> bytes (K/M/G/T are powers of 1024).
 // Throws InputError naming `what` (e.g. "--gpu-memory") for anything else or zero.

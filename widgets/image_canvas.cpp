@@ -42,36 +42,64 @@ QTransform ccdToWidgetFor(QSizeF widget, QPointF c, double z) {
 }
 } // namespace
 
+namespace {
+// dst pixels [x0, x1) x [y0, y1) as the 2x2 averages of src (the next level down).
+void reduceInto(const QImage& src, QImage& dst, int x0, int x1, int y0, int y1) {
+  // Averaging 2x2 blocks (instead of letting the painter skip pixels) keeps thin
+  // traces and single hot pixels visible when zoomed out: aliasing would drop them.
+  const bool alpha = src.hasAlphaChannel();
+  for (int y = y0; y < y1; ++y) {
+    const QRgb* a = reinterpret_cast<const QRgb*>(src.constScanLine(2 * y));
+    const QRgb* b = reinterpret_cast<const QRgb*>(src.constScanLine(std::min(2 * y + 1, src.height() - 1)));
+    QRgb* d = reinterpret_cast<QRgb*>(dst.scanLine(y));
+    for (int x = x0; x < x1; ++x) {
+      const int xa = 2 * x, xb = std::min(2 * x + 1, src.width() - 1);
+      const QRgb q[4] = {a[xa], a[xb], b[xa], b[xb]};
+      int r = 0, g = 0, bl = 0, al = 0;
+      for (QRgb c : q) {
+        r += qRed(c);
+        g += qGreen(c);
+        bl += qBlue(c);
+        al += qAlpha(c);
+      }
+      d[x] = alpha ? qRgba(r / 4, g / 4, bl / 4, al / 4) : qRgb(r / 4, g / 4, bl / 4);
+    }
+  }
+}
+} // namespace
+
 void ImageCanvas::Pyramid::build(const QImage& base) {
   levels.clear();
   if (base.isNull()) return;
   levels.push_back(base);
-  // Averaging 2x2 blocks (instead of letting the painter skip pixels) keeps thin
-  // traces and single hot pixels visible when zoomed out: aliasing would drop them.
   while (levels.last().width() > 256 || levels.last().height() > 256) {
     const QImage& src = levels.last();
     const int w = (src.width() + 1) / 2, h = (src.height() + 1) / 2;
     QImage dst(w, h, src.format());
-    const bool alpha = src.hasAlphaChannel();
-    for (int y = 0; y < h; ++y) {
-      const QRgb* a = reinterpret_cast<const QRgb*>(src.constScanLine(2 * y));
-      const QRgb* b = reinterpret_cast<const QRgb*>(src.constScanLine(std::min(2 * y + 1, src.height() - 1)));
-      QRgb* d = reinterpret_cast<QRgb*>(dst.scanLine(y));
-      for (int x = 0; x < w; ++x) {
-        const int x1 = std::min(2 * x + 1, src.width() - 1);
-        const QRgb q[4] = {a[2 * x], a[x1], b[2 * x], b[x1]};
-        int r = 0, g = 0, bl = 0, al = 0;
-        for (QRgb c : q) {
-          r += qRed(c);
-          g += qGreen(c);
-          bl += qBlue(c);
-          al += qAlpha(c);
-        }
-        d[x] = alpha ? qRgba(r / 4, g / 4, bl / 4, al / 4) : qRgb(r / 4, g / 4, bl / 4);
-      }
-    }
+    reduceInto(src, dst, 0, w, 0, h);
     levels.push_back(dst);
   }
+}
+
+void ImageCanvas::Pyramid::update(const QRect& rect) {
+  if (levels.isEmpty()) return;
+  int x0 = rect.left(), x1 = rect.right() + 1, y0 = rect.top(), y1 = rect.bottom() + 1;
+  for (int k = 1; k < levels.size(); ++k) {
+    x0 = std::max(0, x0 / 2);
+    y0 = std::max(0, y0 / 2);
+    x1 = std::min(levels[k].width(), (x1 + 1) / 2);
+    y1 = std::min(levels[k].height(), (y1 + 1) / 2);
+    if (x1 <= x0 || y1 <= y0) return;
+    reduceInto(levels[k - 1], levels[k], x0, x1, y0, y1);
+  }
+}
+
+void ImageCanvas::updatePicture(const QRect& rect, const std::function<void(QImage&)>& paint, bool alternate) {
+  Pyramid& p = alternate ? m_alternate : m_picture;
+  if (p.levels.isEmpty() || rect.isEmpty()) return;
+  paint(p.levels[0]);
+  p.update(rect);
+  update();
 }
 
 ImageCanvas::ImageCanvas(ViewState* state, QWidget* parent) : QWidget(parent), m_state(state) {

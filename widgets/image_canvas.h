@@ -16,6 +16,8 @@
 #include <QLineF>
 
 #include <QImage>
+
+#include <functional>
 #include <QPointer>
 #include <QTransform>
 #include <QVector>
@@ -35,6 +37,8 @@ public:
   struct Pyramid {
     QVector<QImage> levels;
     void build(const QImage& base);
+    // Level 0 changed inside `rect` (its pixels): the reductions follow there.
+    void update(const QRect& rect);
   };
 
   // rgb: rendered with row 0 at the bottom (renderImage). Sets the view's image size.
@@ -45,6 +49,10 @@ public:
   // A second picture of the same size to blink against (prebuilt, so a blink is free).
   void setAlternatePicture(const QImage& rgb);
   void setShowAlternate(bool on);
+  // Changes the picture (alternate: the blink partner) in place: `paint` writes level 0
+  // inside `rect` (level-0 image pixels, row 0 at the top), the reductions follow and
+  // the widget repaints. No copy is made while the canvas alone holds the picture.
+  void updatePicture(const QRect& rect, const std::function<void(QImage& level0)>& paint, bool alternate = false);
   bool showingAlternate() const { return m_showAlternate; }
   // A translucent layer of the same size drawn over the picture (masked pixels).
   void setLayer(const QImage& argb);

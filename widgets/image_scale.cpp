@@ -190,6 +190,40 @@ double stretchValue(Stretch st, double t) {
   return t;
 }
 
+namespace {
+std::array<QRgb, kLutSize> stretchLut(Stretch stretch, const QVector<QRgb>& table) {
+  std::array<QRgb, kLutSize> lut;
+  for (int k = 0; k < kLutSize; ++k) {
+    const double s = stretchValue(stretch, double(k) / (kLutSize - 1));
+    lut[k] = table[std::clamp(int(s * 255.0 + 0.5), 0, 255)];
+  }
+  return lut;
+}
+} // namespace
+
+void renderRegion(const Array2D<double>& data, ScaleRange range, Stretch stretch, const QVector<QRgb>& table,
+                  QImage& img, int x0, int x1, int y0, int y1) {
+  const int ny = data.rows, nx = data.cols;
+  if (img.width() != nx || img.height() != ny || table.size() != 256) return;
+  x0 = std::max(0, x0);
+  y0 = std::max(0, y0);
+  x1 = std::min(nx, x1);
+  y1 = std::min(ny, y1);
+  if (x1 <= x0 || y1 <= y0) return;
+  const std::array<QRgb, kLutSize> lut = stretchLut(stretch, table);
+  const double lo = range.lo;
+  const double scale = (kLutSize - 1) / (range.hi - range.lo);
+  for (int r = y0; r < y1; ++r) {
+    const double* src = data.row(r);
+    QRgb* dst = reinterpret_cast<QRgb*>(img.scanLine(ny - 1 - r));
+    for (int c = x0; c < x1; ++c) {
+      const double t = (src[c] - lo) * scale;
+      const int k = !(t > 0) ? 0 : (t >= kLutSize - 1 ? kLutSize - 1 : int(t + 0.5));
+      dst[c] = lut[k];
+    }
+  }
+}
+
 QImage renderImage(const Array2D<double>& data, ScaleRange range, Stretch stretch,
                    const QVector<QRgb>& table) {
   const int ny = data.rows, nx = data.cols;

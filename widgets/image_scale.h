@@ -68,6 +68,11 @@ double stretchValue(Stretch s, double t);
 // NaN renders as the colour of the low end.
 QImage renderImage(const Array2D<double>& data, ScaleRange range, Stretch stretch,
                    const QVector<QRgb>& table);
+// The same for data rows [y0, y1) x columns [x0, x1) only, written into the matching
+// pixels of `img` (a renderImage picture of the same data size; row 0 at the bottom).
+// For updating a picture where its data changed; on the calling thread.
+void renderRegion(const Array2D<double>& data, ScaleRange range, Stretch stretch, const QVector<QRgb>& table,
+                  QImage& img, int x0, int x1, int y0, int y1);
 
 // The same in two steps, so a colormap change (contrast, bias, invert) costs one table
 // lookup per pixel instead of a new stretch: renderIndex gives each pixel's 8-bit

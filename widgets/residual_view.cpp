@@ -28,7 +28,10 @@ const char* shortName(int m) {
   static const char* names[] = {"data", "model", "data \u2212 model", "\u03c7"};
   return names[m];
 }
-constexpr double kChiLimit = 5.0; // chi image and histogram span +-5 sigma
+constexpr double kChiLimit = ChiMap::kLimit; // chi image and histogram span +-5 sigma
+// Changed boxes up to this many pixels are redone in place on the GUI thread (about
+// 10 ms per million); more (a whole frame's run) go to a worker.
+constexpr double kMaxInPlacePixels = 2.0e6;
 } // namespace
 
 ResidualView::ResidualView(ViewState* state, QWidget* parent) : QWidget(parent), m_state(state) {
@@ -131,7 +134,7 @@ void ResidualView::setInputs(std::shared_ptr<const Image> image, std::shared_ptr
   if (model && image && (model->rows != image->ny || model->cols != image->nx)) model.reset();
   if (!sameImage || model != m_model || revision != m_revision) {
     m_resid.reset();
-    m_chi.reset();
+    m_chiMap.reset();
     m_stats = {};
     m_histCounts.clear();
   }
@@ -199,6 +202,154 @@ void ResidualView::showBarOf(bool partner) {
   m_canvas->setCaption(m_image ? shownName() : QString());
 }
 
+void ChiMap::compute(const Image& img, const Array2D<double>& model) {
+  if (chi.rows != img.ny || chi.cols != img.nx) chi = Array2D<double>(img.ny, img.nx);
+  nbx = (img.nx + kBlock - 1) / kBlock;
+  nby = (img.ny + kBlock - 1) / kBlock;
+  const std::size_t nb = std::size_t(nbx) * nby;
+  n.assign(nb, 0);
+  sum.assign(nb, 0.0);
+  sum2.assign(nb, 0.0);
+  hist.assign(nb * kBins, 0.0);
+  for (std::size_t i = 0; i < chi.size(); ++i)
+    chi.data[i] = (img.pix.data[i] - model.data[i]) * std::sqrt(std::max(img.ivar.data[i], 0.0));
+  for (int by = 0; by < nby; ++by)
+    for (int bx = 0; bx < nbx; ++bx) blockStats(img, model, bx, by);
+  total();
+}
+
+void ChiMap::update(const Image& img, const Array2D<double>& model, const std::vector<PixelBox>& boxes) {
+  if (chi.rows != img.ny || chi.cols != img.nx || nbx == 0) return compute(img, model);
+  std::vector<uint8_t> touched(std::size_t(nbx) * nby, 0);
+  for (const PixelBox& b0 : boxes) {
+    const int x0 = std::max(0, b0.x0), x1 = std::min(img.nx, b0.x1);
+    const int y0 = std::max(0, b0.y0), y1 = std::min(img.ny, b0.y1);
+    if (x1 <= x0 || y1 <= y0) continue;
+    for (int y = y0; y < y1; ++y) {
+      const double* p = img.pix.row(y);
+      const double* iv = img.ivar.row(y);
+      const double* m = model.row(y);
+      double* c = chi.row(y);
+      for (int x = x0; x < x1; ++x) c[x] = (p[x] - m[x]) * std::sqrt(std::max(iv[x], 0.0));
+    }
+    for (int by = y0 / kBlock; by <= (y1 - 1) / kBlock; ++by)
+      for (int bx = x0 / kBlock; bx <= (x1 - 1) / kBlock; ++bx) touched[std::size_t(by) * nbx + bx] = 1;
+  }
+  for (int by = 0; by < nby; ++by)
+    for (int bx = 0; bx < nbx; ++bx)
+      if (touched[std::size_t(by) * nbx + bx]) blockStats(img, model, bx, by);
+  total();
+}
+
+void ChiMap::blockStats(const Image& img, const Array2D<double>& model, int bx, int by) {
+  const std::size_t b = std::size_t(by) * nbx + bx;
+  const double bw = 2 * kLimit / kBins;
+  double* h = hist.data() + b * kBins;
+  std::fill(h, h + kBins, 0.0);
+  double s = 0, s2 = 0;
+  long cnt = 0;
+  const int x0 = bx * kBlock, x1 = std::min(img.nx, x0 + kBlock);
+  const int y0 = by * kBlock, y1 = std::min(img.ny, y0 + kBlock);
+  for (int y = y0; y < y1; ++y) {
+    const double* iv = img.ivar.row(y);
+    const double* m = model.row(y);
+    const double* c = chi.row(y);
+    for (int x = x0; x < x1; ++x) {
+      // Only pixels that some extracted spot reaches say anything about the fit.
+      if (!(iv[x] > 0 && m[x] != 0)) continue;
+      s += c[x];
+      s2 += c[x] * c[x];
+      ++cnt;
+      const int k = int(std::floor((c[x] + kLimit) / bw));
+      if (k >= 0 && k < kBins) h[k] += 1;
+    }
+  }
+  n[b] = cnt;
+  sum[b] = s;
+  sum2[b] = s2;
+}
+
+void ChiMap::total() {
+  histogram = QVector<double>(kBins, 0.0);
+  double s = 0, s2 = 0;
+  long cnt = 0;
+  for (std::size_t b = 0; b < n.size(); ++b) {
+    if (!n[b]) continue;
+    cnt += n[b];
+    s += sum[b];
+    s2 += sum2[b];
+    const double* h = hist.data() + b * kBins;
+    for (int k = 0; k < kBins; ++k) histogram[k] += h[k];
+  }
+  stats = {};
+  stats.n = cnt;
+  if (cnt > 0) {
+    stats.mean = s / double(cnt);
+    stats.sigma = std::sqrt(std::max(0.0, s2 / double(cnt) - stats.mean * stats.mean));
+  }
+}
+
+void ResidualView::modelChanged(quint64 from, quint64 to, const std::vector<PixelBox>& boxes) {
+  // A picture can be patched in place only when nothing else is being computed for it,
+  // it shows revision `from`, and the boxes are few (a whole frame is redone in the
+  // background instead of stalling the event loop).
+  double area = 0;
+  for (const PixelBox& b : boxes) area += double(std::max(0, b.width())) * std::max(0, b.height());
+  const Mode partnerMode = Mode(m_blinkWith->currentIndex());
+  const bool incremental = m_image && m_model && m_chiMap && m_revision == from && !isUpdating() &&
+                           !m_showingPartner && area <= kMaxInPlacePixels &&
+                           (m_haveRange || (m_mode != Model && partnerMode != Model));
+  m_revision = to;
+  if (!incremental) {
+    m_resid.reset();
+    m_chiMap.reset();
+    m_stats = {};
+    m_histCounts.clear();
+    rebuild();
+    return;
+  }
+  const Image& img = *m_image;
+  m_chiMap->update(img, *m_model, boxes);
+  m_stats = m_chiMap->stats;
+  m_histCounts = m_chiMap->histogram;
+  const Mode partner = Mode(m_blinkWith->currentIndex());
+  if (m_resid && (m_mode == Residual || partner == Residual)) {
+    // Its colour limits are percentiles over the whole CCD: redo it in the background.
+    m_resid.reset();
+    rebuild();
+    return;
+  }
+  m_resid.reset();
+  // The same tables as a full render: inverted, contrast and bias included.
+  const QVector<QRgb> dataTable = displayTable(m_dataScale);
+  const QVector<QRgb> chiTable = adjustTable(colorTable(Colormap::Diverging), m_canvas->contrast(), m_canvas->bias(), false);
+  auto patch = [&](Mode m, bool alternate) {
+    if (m != Model && m != Chi) return; // the data does not change with the model
+    for (const PixelBox& b : boxes) {
+      const int x0 = std::max(0, b.x0), x1 = std::min(img.nx, b.x1);
+      const int y0 = std::max(0, b.y0), y1 = std::min(img.ny, b.y1);
+      if (x1 <= x0 || y1 <= y0) continue;
+      // Image rows run top-down: CCD row y is image row ny - 1 - y.
+      const QRect rect(x0, img.ny - y1, x1 - x0, y1 - y0);
+      m_canvas->updatePicture(rect, [&](QImage& pic) {
+        if (m == Model)
+          renderRegion(*m_model, m_dataRange, m_dataScale.stretch, dataTable, pic, x0, x1, y0, y1);
+        else
+          renderRegion(m_chiMap->chi, {-kChiLimit, kChiLimit}, Stretch::Linear, chiTable, pic, x0, x1, y0, y1);
+      }, alternate);
+    }
+  };
+  patch(m_mode, false);
+  patch(partner, true);
+  m_note->setText(tr("model: %1;  \u03c7 over %2 px: mean %3, \u03c3 %4")
+                      .arg(m_modelName)
+                      .arg(m_stats.n)
+                      .arg(m_stats.mean, 0, 'f', 3)
+                      .arg(m_stats.sigma, 0, 'f', 3));
+  updateHistogram();
+  emit updated();
+}
+
 void ResidualView::compute(Job& j) {
   const Image& img = *j.image;
   if (!j.haveRange && !img.pix.empty()) {
@@ -206,33 +357,10 @@ void ResidualView::compute(Job& j) {
     j.haveRange = true;
   }
   if (j.model && !j.chi) {
-    auto chi = std::make_shared<Array2D<double>>(img.ny, img.nx);
-    constexpr int nbin = 100;
-    const double bw = 2 * kChiLimit / nbin;
-    QVector<double> h(nbin, 0.0);
-    double sum = 0, sum2 = 0;
-    long n = 0;
-    for (std::size_t i = 0; i < chi->size(); ++i) {
-      const double iv = img.ivar.data[i];
-      const double mv = j.model->data[i];
-      const double c = (img.pix.data[i] - mv) * std::sqrt(std::max(iv, 0.0));
-      chi->data[i] = c;
-      // Only pixels that some extracted spot reaches say anything about the fit.
-      if (iv > 0 && mv != 0) {
-        sum += c;
-        sum2 += c * c;
-        ++n;
-        const int b = int(std::floor((c + kChiLimit) / bw));
-        if (b >= 0 && b < nbin) h[b] += 1;
-      }
-    }
-    j.stats = {};
-    j.stats.n = n;
-    if (n > 0) {
-      j.stats.mean = sum / n;
-      j.stats.sigma = std::sqrt(std::max(0.0, sum2 / n - j.stats.mean * j.stats.mean));
-    }
-    j.hist = h;
+    auto chi = std::make_shared<ChiMap>();
+    chi->compute(img, *j.model);
+    j.stats = chi->stats;
+    j.hist = chi->histogram;
     j.chi = std::move(chi);
   }
   if (j.model && !j.resid && (j.mode == Residual || j.partnerMode == Residual)) {
@@ -280,7 +408,7 @@ QImage ResidualView::render(const Job& j, Mode m, Bar* bar) {
     if (!j.chi) break;
     b = {adjustTable(colorTable(Colormap::Diverging), j.contrast, j.bias, false), {-kChiLimit, kChiLimit},
          Stretch::Linear, QStringLiteral("\u03c7 [\u03c3]")};
-    out = renderImage(*j.chi, b.range, b.stretch, b.table);
+    out = renderImage(j.chi->chi, b.range, b.stretch, b.table);
     break;
   }
   if (bar && !out.isNull()) *bar = b;
@@ -302,7 +430,7 @@ void ResidualView::startJob() {
   j.image = m_image;
   j.model = m_model;
   j.revision = m_revision;
-  j.chi = m_chi;
+  j.chi = m_chiMap;
   j.resid = m_resid;
   j.stats = m_stats;
   j.hist = m_histCounts;
@@ -316,7 +444,7 @@ void ResidualView::startJob() {
   m_jobConsumed = false;
   m_watcher.setFuture(QtConcurrent::run(backgroundPool(), [j]() mutable {
     compute(j);
-    return j;
+    return std::move(j); // the pictures leave the task: the canvas must hold them alone
   }));
 }
 
@@ -341,12 +469,14 @@ void ResidualView::onJobFinished() {
     m_rebuildQueued = false;
     return;
   }
-  Job j = m_watcher.result();
+  // Taken, not copied: a copy left in the future would share the pictures, and the
+  // first in-place update (modelChanged) would then copy a whole CCD picture.
+  Job j = m_watcher.future().takeResult();
   // A job for other inputs (changed while it ran) is dropped; one for the same inputs
   // with another mode or scale still hands over its arrays.
   const bool sameInputs = j.image == m_image && j.model == m_model && j.revision == m_revision;
   if (sameInputs) {
-    m_chi = j.chi;
+    m_chiMap = j.chi;
     m_resid = j.resid;
     m_stats = j.stats;
     m_histCounts = j.hist;

@@ -10,6 +10,7 @@
 
 #include "core/array.h"
 #include "core/image.h"
+#include "core/plan/patch_plan.h"
 
 #include <QFutureWatcher>
 #include <QImage>
@@ -35,6 +36,30 @@ struct ChiStats {
   double sigma = 0;
 };
 
+// chi = (data - model) sqrt(ivar) over the CCD with its statistics kept as sums per
+// 64 x 64 block, so a model that changed inside a few boxes costs those boxes: their
+// chi pixels and the blocks they touch are redone and the blocks summed again (in
+// block order, so an update equals a recomputation over the whole CCD bit for bit).
+struct ChiMap {
+  static constexpr int kBlock = 64, kBins = 100;
+  static constexpr double kLimit = 5.0; // the histogram spans +-5 sigma
+  Array2D<double> chi;
+  int nbx = 0, nby = 0;
+  std::vector<long> n;
+  std::vector<double> sum, sum2;
+  std::vector<double> hist; // kBins per block
+  ChiStats stats;
+  QVector<double> histogram; // kBins, summed over blocks
+
+  void compute(const Image& image, const Array2D<double>& model); // everything
+  // Only inside these boxes (CCD x, y; half-open) the model changed.
+  void update(const Image& image, const Array2D<double>& model, const std::vector<PixelBox>& boxes);
+
+private:
+  void blockStats(const Image& image, const Array2D<double>& model, int bx, int by);
+  void total();
+};
+
 class ResidualView : public QWidget {
   Q_OBJECT
 public:
@@ -51,6 +76,11 @@ public:
   // revision recomputes everything even when the pointers are the same.
   void setInputs(std::shared_ptr<const Image> image, std::shared_ptr<const Array2D<double>> model,
                  const QString& modelName, quint64 revision = 0);
+  // The model array given to setInputs changed in place, only inside `boxes` (CCD x,
+  // y), taking it from revision `from` to `to`. When the view shows `from` and is idle,
+  // chi, its statistics and histogram and the pictures are updated inside the boxes on
+  // the calling thread; otherwise everything is recomputed (as setInputs).
+  void modelChanged(quint64 from, quint64 to, const std::vector<PixelBox>& boxes);
   void setDataScale(const ScaleSettings& s); // the CCD view's scale for data and model
 
   void setMode(Mode m);
@@ -62,13 +92,15 @@ public:
   bool isUpdating() const;
   void waitForUpdate();
   ChiStats chiStats() const { return m_stats; } // of the last finished update
+  QVector<double> chiHistogram() const { return m_histCounts; }
+  std::shared_ptr<const Array2D<double>> chiImage() const { return m_chiMap ? std::shared_ptr<const Array2D<double>>(m_chiMap, &m_chiMap->chi) : nullptr; }
   ImageCanvas* canvas() const { return m_canvas; }
   QCustomPlot* histogram() const { return m_hist; }
   bool hasModel() const { return bool(m_model); }
   // What the view shows, for views that show the same arrays another way (side by side).
   std::shared_ptr<const Image> image() const { return m_image; }
   std::shared_ptr<const Array2D<double>> model() const { return m_model; }
-  std::shared_ptr<const Array2D<double>> chi() const { return m_chi; } // of the last update
+  std::shared_ptr<const Array2D<double>> chi() const { return chiImage(); } // of the last update
   ScaleSettings dataScale() const { return m_dataScale; }
   QString modelName() const { return m_modelName; }
   // The name of the picture on screen now (follows the blink): "data", "model", ...
@@ -93,7 +125,8 @@ private:
   // the same inputs are passed in and reused.
   struct Job {
     std::shared_ptr<const Image> image;
-    std::shared_ptr<const Array2D<double>> model, chi, resid;
+    std::shared_ptr<const Array2D<double>> model, resid;
+    std::shared_ptr<ChiMap> chi;
     quint64 revision = 0;
     ChiStats stats;
     QVector<double> hist; // chi histogram counts
@@ -132,7 +165,7 @@ private:
   QString m_modelName;
   quint64 m_revision = 0;
   std::shared_ptr<const Array2D<double>> m_resid; // computed on demand, dropped with the inputs
-  std::shared_ptr<const Array2D<double>> m_chi;
+  std::shared_ptr<ChiMap> m_chiMap; // only the GUI thread writes it, never while a job runs
   QVector<double> m_histCounts;
   ScaleSettings m_dataScale;
   ScaleRange m_dataRange;

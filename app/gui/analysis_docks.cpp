@@ -116,7 +116,8 @@ AnalysisDocks::AnalysisDocks(MainWindow* window) : QObject(window), m_window(win
 
   // Each finished extraction becomes a run in the timeline.
   connect(window->job(), &ExtractionJob::engineFinished, this,
-          [this](const QString& engine, std::shared_ptr<ExtractionResult> r) {
+          [this](const QString& engine) {
+            const auto r = m_window->document()->runSummary(engine);
             if (!r) return;
             auto profile = std::make_shared<const Profile>(r->profile);
             addRun(tr("%1 #%2 (%3 patches%4)")
@@ -595,18 +596,12 @@ void AnalysisDocks::buildEngineDock() {
 }
 
 std::optional<std::vector<int>> AnalysisDocks::selectedPatches() const {
-  // As MainWindow::runExtraction: the selected patches, else those of the selected fibers.
   const auto plan = m_window->document()->plan();
-  std::vector<int> sel;
   if (!plan) return std::nullopt;
-  for (int p : m_window->viewState()->selectedPatches())
-    if (p >= 0 && p < int(plan->patches.size())) sel.push_back(p);
-  if (sel.empty())
-    for (int f : m_window->viewState()->selectedFibers())
-      for (int p : plan->patchesInRegion(f, f + 1, 0, plan->wave.n))
-        if (std::find(sel.begin(), sel.end(), p) == sel.end()) sel.push_back(p);
+  const QVector<int> picked = m_window->viewState()->selectedPatches();
+  const QVector<int> fibers = m_window->viewState()->selectedFibers();
+  std::vector<int> sel = plan->patchesForSelection({picked.begin(), picked.end()}, {fibers.begin(), fibers.end()});
   if (sel.empty()) return std::nullopt;
-  std::sort(sel.begin(), sel.end());
   return sel;
 }
 

@@ -13,10 +13,10 @@ namespace spex {
 
 namespace {
 
-bool sameShape(const ExtractionResult& a, const ExtractionResult& b) {
-  return a.fiberMin == b.fiberMin && a.nfiber == b.nfiber && a.nwave == b.nwave &&
-         a.ndiag == b.ndiag && std::abs(a.wave.wmin - b.wave.wmin) < 1e-9 &&
-         std::abs(a.wave.dw - b.wave.dw) < 1e-12;
+bool hasShape(const ExtractionResult& r, const PatchPlan& plan, int ndiag) {
+  return r.fiberMin == plan.fiberMin && r.nfiber == plan.nFiber && r.nwave == plan.wave.n && r.ndiag == ndiag &&
+         r.wave.wmin == plan.wave.wmin && r.wave.dw == plan.wave.dw && r.flux.rows == plan.nFiber &&
+         r.flux.cols == plan.wave.n;
 }
 
 RunSettings settingsFor(const GaussHermitePsf& psf, const RunSettings& keep) {
@@ -42,8 +42,7 @@ void Document::adoptInputs(std::shared_ptr<Image> image, std::shared_ptr<GaussHe
   m_title = title;
   for (auto it = m_results.begin(); it != m_results.end(); ++it) touch(it.key());
   m_results.clear();
-  m_models.clear();
-  m_coveredBefore.clear();
+  m_pending.clear();
   m_lastModel.clear();
   touchModel();
   m_settings = settingsFor(*m_psf, m_settings);
@@ -196,151 +195,109 @@ std::vector<std::shared_ptr<const ExtractionResult>> Document::results() const {
   return out;
 }
 
+void Document::touchModel() {
+  m_modelChange = {m_modelRevision, m_modelRevision + 1, true, {}};
+  ++m_modelRevision;
+}
+
+std::shared_ptr<const Array2D<double>> Document::model(const QString& name) const {
+  const auto r = m_results.value(name);
+  // An engine writes its model while it runs: nobody reads it until it is done.
+  if (!r || !r->model || r->model->empty() || m_running.contains(name)) return nullptr;
+  return std::shared_ptr<const Array2D<double>>(r, &*r->model); // lives with the result
+}
+
 QString Document::modelSource() const {
-  if (!m_lastModel.isEmpty() && m_models.value(m_lastModel)) return m_lastModel;
-  for (auto it = m_models.begin(); it != m_models.end(); ++it)
-    if (it.value()) return it.key();
+  if (!m_lastModel.isEmpty() && model(m_lastModel)) return m_lastModel;
+  for (auto it = m_results.begin(); it != m_results.end(); ++it)
+    if (model(it.key())) return it.key();
   return {};
 }
 
 void Document::clearResults() {
   for (auto it = m_results.begin(); it != m_results.end(); ++it) touch(it.key());
   m_results.clear();
-  m_models.clear();
-  m_coveredBefore.clear();
+  m_pending.clear();
+  m_running.clear();
   m_lastModel.clear();
   touchModel();
   emit resultsChanged();
 }
 
-bool Document::beginRun(const QString& engine, const PatchPlan& plan) {
-  auto& cur = m_results[engine];
-  ExtractionResult shape;
-  shape.fiberMin = plan.fiberMin;
-  shape.nfiber = plan.nFiber;
-  shape.nwave = plan.wave.n;
-  shape.ndiag = m_psf ? m_psf->hsizeY : 0;
-  shape.wave = plan.wave;
-  const bool fresh = !cur || !sameShape(*cur, shape) || cur->flux.empty();
-  if (fresh) {
-    // Shape only, no arrays: the worker allocates them (adoptLiveResult).
-    cur = std::make_shared<ExtractionResult>();
-    cur->engine = engine.toStdString();
-    cur->fiberMin = shape.fiberMin;
-    cur->nfiber = shape.nfiber;
-    cur->nwave = shape.nwave;
-    cur->ndiag = shape.ndiag;
-    cur->wave = shape.wave;
-    cur->params = plan.params;
-    // The earlier result is gone, and with it what its model showed.
-    if (m_models.remove(engine)) touchModel();
-    m_freshRuns.insert(engine);
-  } else {
-    m_freshRuns.remove(engine);
-  }
-  m_coveredBefore[engine] = cur->covered;
-  touch(engine);
+std::shared_ptr<ExtractionResult> Document::beginRun(const QString& engine) {
+  m_running.insert(engine);
+  auto cur = m_results.value(engine);
+  const int ndiag = m_psf ? m_psf->hsizeY : 0;
+  if (cur && m_plan && hasShape(*cur, *m_plan, ndiag)) return cur;
+  auto fresh = std::make_shared<ExtractionResult>();
+  fresh->engine = engine.toStdString();
+  m_pending[engine] = fresh;
   return fresh;
 }
 
-void Document::adoptLiveResult(const QString& engine, std::shared_ptr<ExtractionResult> live) {
-  auto& cur = m_results[engine];
-  // Only into the placeholder it was made for.
-  if (live && cur && cur->flux.empty() && sameShape(*cur, *live)) {
-    cur = std::move(live);
-    touch(engine);
-  }
-}
-
-void Document::endRuns() {
-  for (auto it = m_results.begin(); it != m_results.end();) {
-    if (it.value() && it.value()->flux.empty() && it.value()->nfiber > 0) {
-      touch(it.key());
-      it = m_results.erase(it);
-    } else {
-      ++it;
-    }
-  }
-  m_freshRuns.clear();
-  m_coveredBefore.clear();
-}
-
-void Document::applyPatches(const QVector<PatchUpdate>& updates) {
-  for (const PatchUpdate& u : updates) {
-    auto it = m_results.find(u.engine);
-    if (it == m_results.end() || !it.value()) continue;
-    ExtractionResult& r = *it.value();
-    if (r.flux.empty()) continue; // placeholder: the live result has not arrived
-    const Patch& p = u.patch;
-    for (int f = 0; f < p.nfiber && f < u.flux.rows; ++f) {
-      const int row = p.fiber0 + f - r.fiberMin;
-      if (row < 0 || row >= r.nfiber) continue;
-      for (int w = 0; w < p.nwave && w < u.flux.cols; ++w) {
-        const int bin = p.wave0 + w;
-        if (bin < 0 || bin >= r.nwave) continue;
-        r.flux(row, bin) = u.flux(f, w);
-        r.ivar(row, bin) = u.ivar(f, w);
-        r.covered(row, bin) = 1;
-      }
-    }
-    touch(u.engine);
-  }
-  emit resultsChanged();
-}
-
-void Document::finishRun(const QString& engine, std::shared_ptr<ExtractionResult> fin) {
-  auto& cur = m_results[engine];
-  const Array2D<uint8_t> before = m_coveredBefore.take(engine);
-  // A result that began empty this run holds nothing the final one lacks: take the
-  // final one as it is instead of copying a whole frame's arrays on the GUI thread.
-  const bool fresh = m_freshRuns.remove(engine);
-  // The model leaves the result for an immutable snapshot (model()); bins whose
-  // spots it holds are known by `overlap` below.
-  std::shared_ptr<Array2D<double>> newModel;
-  if (fin->model) {
-    newModel = std::make_shared<Array2D<double>>(std::move(*fin->model));
-    fin->model.reset();
-  }
-  bool overlap = false;
-  if (!cur || !sameShape(*cur, *fin) || fresh || cur->flux.empty()) {
-    cur = fin;
-    overlap = true; // nothing of an earlier model survives
-  } else {
-    // Merge: bins this run covered take its values; the rest keep earlier runs'.
-    ExtractionResult& r = *cur;
-    const bool all = fin->covered.empty();
-    for (int f = 0; f < r.nfiber; ++f)
-      for (int w = 0; w < r.nwave; ++w) {
-        if (!all && !fin->covered(f, w)) continue;
-        if (!before.empty() && before(f, w)) overlap = true;
-        r.flux(f, w) = fin->flux(f, w);
-        r.ivar(f, w) = fin->ivar(f, w);
-        if (!fin->mask.empty()) r.mask(f, w) = fin->mask(f, w);
-        if (!fin->chi2pix.empty()) r.chi2pix(f, w) = fin->chi2pix(f, w);
-        if (!fin->pixmaskFraction.empty()) r.pixmaskFraction(f, w) = fin->pixmaskFraction(f, w);
-        if (!fin->deconvolved.empty()) r.deconvolved(f, w) = fin->deconvolved(f, w);
-        if (!fin->resolution.empty())
-          for (int k = 0; k < r.resolution.n1; ++k) r.resolution(f, k, w) = fin->resolution(f, k, w);
-        r.covered(f, w) = 1;
-      }
-    r.patches.insert(r.patches.end(), fin->patches.begin(), fin->patches.end());
-    r.profile = fin->profile;
-    r.engine = fin->engine;
-    r.cancelled = fin->cancelled;
-  }
-  if (newModel) {
-    // Each (fiber, bin) adds its own spots to the model (EXTRACTION.md §4.9), so the
-    // models of disjoint runs add up; a run that redid bins replaces the model. The
-    // sum goes into the new array: the old one may be in a view's worker right now.
-    const auto old = m_models.value(engine);
-    if (old && !overlap && old->size() == newModel->size())
-      for (std::size_t i = 0; i < newModel->size(); ++i) newModel->data[i] += old->data[i];
-    m_models[engine] = std::move(newModel);
-    m_lastModel = engine;
-    touchModel();
+void Document::patchesDone(const QString& engine, const QVector<int>& /*patches*/) {
+  if (auto p = m_pending.take(engine)) {
+    // The run's new result replaces the earlier one (of another shape), model too.
+    const bool hadModel = m_results.value(engine) && m_results.value(engine)->model;
+    m_results[engine] = std::move(p);
+    if (hadModel) touchModel();
   }
   touch(engine);
   emit resultsChanged();
+}
+
+void Document::finishRun(const QString& engine) {
+  m_running.remove(engine);
+  const bool wasPending = m_pending.contains(engine);
+  if (auto p = m_pending.take(engine)) m_results[engine] = std::move(p);
+  const auto r = m_results.value(engine);
+  if (!r) return;
+  if (r->model) {
+    // Only the boxes of the patches this run redid changed (updateModelImage), unless
+    // the result is new, was filled by an engine without model tiles, or the run was
+    // not one engine's.
+    const bool boxed = !wasPending && m_lastModel == engine && m_plan &&
+                       r->modelTiles.size() == m_plan->patches.size();
+    if (boxed) {
+      ModelChange c{m_modelRevision, m_modelRevision + 1, false, {}};
+      for (int i : r->lastPatches)
+        if (i >= 0 && i < int(m_plan->patches.size())) c.boxes.push_back(m_plan->patches[std::size_t(i)].box);
+      m_modelChange = std::move(c);
+      ++m_modelRevision;
+    } else {
+      touchModel();
+    }
+    m_lastModel = engine;
+  }
+  // Its bins were final at patchesDone; only a result shown first now is news to views.
+  if (wasPending) touch(engine);
+  emit resultsChanged();
+}
+
+void Document::endRuns() {
+  m_pending.clear();
+  m_running.clear();
+}
+
+std::shared_ptr<const ExtractionResult> Document::runSummary(const QString& engine) const {
+  const auto r = m_results.value(engine);
+  if (!r) return nullptr;
+  auto s = std::make_shared<ExtractionResult>();
+  s->engine = r->engine;
+  s->fiberMin = r->fiberMin;
+  s->nfiber = r->nfiber;
+  s->nwave = r->nwave;
+  s->ndiag = r->ndiag;
+  s->wave = r->wave;
+  s->params = r->params;
+  s->psferr = r->psferr;
+  s->profile = r->profile;
+  s->cancelled = r->cancelled;
+  s->lastPatches = r->lastPatches;
+  for (const PatchDiagnostics& d : r->patches)
+    if (std::find(r->lastPatches.begin(), r->lastPatches.end(), d.patch) != r->lastPatches.end())
+      s->patches.push_back(d);
+  return s;
 }
 
 } // namespace spex

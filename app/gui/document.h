@@ -49,35 +49,48 @@ public:
   QString planSummary() const;
 
   // --- results
+  // One result per source ("cpu", "cuda": what that engine extracted so far, each run
+  // filling its patches in place; "frame": an opened frame). While a job runs an
+  // engine writes into its result from a worker thread: views read the bins of the
+  // patches reported done (patchesDone) and the shape; the rest (diagnostics, profile,
+  // model) belongs to the engine until engineFinished.
   QVector<SpectrumSource> sources() const; // "cpu", "cuda", "frame" when present
   std::shared_ptr<const ExtractionResult> result(const QString& name) const;
   std::vector<std::shared_ptr<const ExtractionResult>> results() const;
-  // The newest result with a model image, for the residual view, and that image. A
-  // model is never changed once handed out: a merge makes a new one (a view's worker
-  // may still read the old one), so the pointer and modelRevision() both move.
+  // The newest result with a model image, for the residual view, and that image (the
+  // result's own model, updated in place inside the boxes of the patches each run
+  // redoes; see modelChange()).
   QString modelSource() const;
-  std::shared_ptr<const Array2D<double>> model(const QString& name) const { return m_models.value(name); }
+  std::shared_ptr<const Array2D<double>> model(const QString& name) const;
   void clearResults();
 
-  // Results are filled and merged in place, so a view cannot tell by pointer that one
-  // changed. Each result has a revision that every change to it raises, and
-  // modelRevision() rises whenever a model image changes, appears or goes (merge,
-  // clear, new inputs): views compare these, never the pointers alone.
+  // Results are filled in place, so a view cannot tell by pointer that one changed.
+  // Each result has a revision that every change to it raises, and modelRevision()
+  // rises whenever a model image changes, appears or goes (run, clear, new inputs):
+  // views compare these, never the pointers alone.
   quint64 revision(const QString& name) const { return m_revisions.value(name, 0); }
   quint64 modelRevision() const { return m_modelRevision; }
+  // What the last model change did: from revision `from` to `to`, only the pixels in
+  // `boxes` (CCD x, y) changed. A view showing `from` may update just those; any other
+  // view recomputes everything. `all` when the change was not confined to boxes.
+  struct ModelChange {
+    quint64 from = 0, to = 0;
+    bool all = true;
+    std::vector<PixelBox> boxes;
+  };
+  const ModelChange& modelChange() const { return m_modelChange; }
 
-  // A job for `engine` over `plan` starts: previous results of the same shape are
-  // kept and merged into. Returns true when there is none: the result is then an
-  // empty placeholder of the right shape (views show nothing for it) until the job's
-  // worker delivers the allocated live result through adoptLiveResult, so the GUI
-  // thread never allocates and clears a whole frame's arrays.
-  bool beginRun(const QString& engine, const PatchPlan& plan);
-  void adoptLiveResult(const QString& engine, std::shared_ptr<ExtractionResult> live);
-  void applyPatches(const QVector<PatchUpdate>& updates); // live, per patch
-  void finishRun(const QString& engine, std::shared_ptr<ExtractionResult> result);
-  // The job is over: drops placeholders that never got their live result (cancelled
-  // before that engine started).
+  // A run of `engine` over the current plan starts: the result it fills. The kept one
+  // when it has the plan's shape (the run adds to it), else a new one that views see
+  // from its first finished patch (the engine allocates its arrays on its thread).
+  std::shared_ptr<ExtractionResult> beginRun(const QString& engine);
+  void patchesDone(const QString& engine, const QVector<int>& patches); // live, per batch
+  void finishRun(const QString& engine);
+  // The job is over: results that never got a finished patch are dropped.
   void endRuns();
+  // What a run leaves in the run history: its shape, parameters, diagnostics (of its
+  // own patches) and profile, without the arrays (they go on changing in place).
+  std::shared_ptr<const ExtractionResult> runSummary(const QString& engine) const;
 
 signals:
   void inputsChanged();  // new image/PSF: everything resets
@@ -90,7 +103,7 @@ private:
                    std::shared_ptr<Truth> truth, const QString& title);
   void rebuildPlan();
   void touch(const QString& name) { m_revisions[name] = ++m_revisionCounter; }
-  void touchModel() { ++m_modelRevision; }
+  void touchModel(); // a change that is not confined to boxes
 
   std::shared_ptr<const Image> m_image;
   std::shared_ptr<const GaussHermitePsf> m_psf;
@@ -100,11 +113,10 @@ private:
   std::shared_ptr<const PatchPlan> m_plan;
   QString m_planError;
   QMap<QString, std::shared_ptr<ExtractionResult>> m_results;
-  // Model images, moved out of the results when a run finishes (see model()).
-  QMap<QString, std::shared_ptr<const Array2D<double>>> m_models;
-  QMap<QString, Array2D<uint8_t>> m_coveredBefore; // per running engine
-  QSet<QString> m_freshRuns; // running engines whose result began empty
+  QMap<QString, std::shared_ptr<ExtractionResult>> m_pending; // new results not shown yet
+  QSet<QString> m_running; // engines filling their result now
   QString m_lastModel;
+  ModelChange m_modelChange;
   QMap<QString, quint64> m_revisions;
   quint64 m_revisionCounter = 0;
   quint64 m_modelRevision = 0;

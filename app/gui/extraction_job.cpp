@@ -1,7 +1,5 @@
 #include "extraction_job.h"
 
-#include "widgets/background.h"
-
 #include "app/engine_factory.h"
 #include "core/errors.h"
 
@@ -14,13 +12,7 @@ class ExtractionJob::Sink : public ProgressSink {
 public:
   Sink(ExtractionJob* job, QString engine) : m_job(job), m_engine(std::move(engine)) {}
   void patchDone(const PatchOutput& out, int done, int total) override {
-    PatchUpdate u;
-    u.engine = m_engine;
-    if (out.patch) u.patch = *out.patch;
-    u.flux = out.flux;
-    u.ivar = out.ivar;
-    u.diagnostics = out.diagnostics;
-    m_job->enqueue(std::move(u), done, total);
+    if (out.patch) m_job->enqueue(m_engine, out.patch->index, done, total);
   }
 
 private:
@@ -28,7 +20,10 @@ private:
   QString m_engine;
 };
 
-ExtractionJob::ExtractionJob(QObject* parent) : QObject(parent) {}
+ExtractionJob::ExtractionJob(std::shared_ptr<EngineRegistry> engines, QObject* parent)
+    : QObject(parent), m_engines(engines ? std::move(engines) : std::make_shared<EngineRegistry>()) {
+  m_thread.setMaxThreadCount(1);
+}
 
 ExtractionJob::~ExtractionJob() {
   m_cancel.cancel();
@@ -45,7 +40,7 @@ bool ExtractionJob::start(JobSpec spec) {
   if (m_running) return false;
   m_running = true;
   m_cancel.reset();
-  m_future = QtConcurrent::run(backgroundPool(), [this, spec = std::move(spec)]() mutable { run(std::move(spec)); });
+  m_future = QtConcurrent::run(&m_thread, [this, spec = std::move(spec)]() mutable { run(std::move(spec)); });
   return true;
 }
 
@@ -55,11 +50,11 @@ void ExtractionJob::cancel() {
 
 void ExtractionJob::waitForWorker() { m_future.waitForFinished(); }
 
-void ExtractionJob::enqueue(PatchUpdate&& u, int done, int total) {
+void ExtractionJob::enqueue(const QString& engine, int patch, int done, int total) {
   {
     std::lock_guard<std::mutex> lock(m_mutex);
-    m_engine = u.engine;
-    m_queue.push_back(std::move(u));
+    m_engine = engine;
+    m_queue.push_back(patch);
     m_done = done;
     m_total = total;
   }
@@ -68,7 +63,7 @@ void ExtractionJob::enqueue(PatchUpdate&& u, int done, int total) {
 }
 
 void ExtractionJob::drain() {
-  QVector<PatchUpdate> batch;
+  QVector<int> batch;
   QString engine;
   int done = 0, total = 0;
   {
@@ -80,45 +75,39 @@ void ExtractionJob::drain() {
     total = m_total;
   }
   if (batch.isEmpty()) return;
-  emit patchesDone(batch);
-  emit progress(engine, done, total);
+  emit patchesDone(engine, batch, done, total);
 }
 
 void ExtractionJob::run(JobSpec spec) {
   bool cancelled = false;
-  for (const QString& name : spec.engines) {
+  for (const JobSpec::Target& target : spec.targets) {
+    const QString name = target.engine;
     if (m_cancel.cancelled()) {
       cancelled = true;
       break;
     }
     try {
-      std::unique_ptr<Engine>& engine = m_engines[name];
-      if (!engine) engine = makeEngine(name.toStdString()).engine; // warm from now on
+      EngineRegistry::Lease engine = m_engines->lease(name.toStdString()); // warm between jobs
       ExtractionRequest req;
       req.image = spec.image.get();
       req.psf = spec.psf.get();
-      req.wave = spec.wave;
-      req.fiberMin = spec.fiberMin;
-      req.nFiber = spec.nFiber;
-      req.params = spec.params;
+      req.plan = spec.plan;
+      req.wave = spec.plan->wave;
+      req.fiberMin = spec.plan->fiberMin;
+      req.nFiber = spec.plan->nFiber;
+      req.params = spec.plan->params;
       req.patches = spec.patches;
       req.model = spec.model;
       req.threads = spec.threads;
-      const PatchPlan plan = makePatchPlan(*spec.psf, spec.wave, spec.fiberMin, spec.nFiber, spec.params);
-      const int total = spec.patches ? int(spec.patches->size()) : int(plan.patches.size());
-      if (spec.freshResults.contains(name)) {
-        auto live = std::make_shared<ExtractionResult>();
-        live->engine = name.toStdString();
-        live->allocate(plan, spec.ndiag, false, 0, 0);
-        post([this, name, live] { emit liveResultReady(name, live); });
-      }
+      req.accumulate = true;
+      const int total = spec.patches ? int(spec.patches->size()) : int(spec.plan->patches.size());
       post([this, name, total] { emit engineStarted(name, total); });
       Sink sink(this, name);
-      auto result = std::make_shared<ExtractionResult>(engine->extract(req, sink, m_cancel));
-      if (result->cancelled) cancelled = true;
-      post([this, name, result] {
+      engine->extractInto(req, *target.result, sink, m_cancel);
+      if (target.result->cancelled) cancelled = true;
+      post([this, name] {
         drain(); // patches posted before this still belong before the final result
-        emit engineFinished(name, result);
+        emit engineFinished(name);
       });
     } catch (const CancelledError&) {
       cancelled = true;

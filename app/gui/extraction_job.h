@@ -1,7 +1,10 @@
 // ExtractionJob: runs one or more engines on a worker thread so the GUI thread never
-// waits (DESIGN.md "Threads"). Engines report finished patches from their own worker
-// threads; the job queues them and hands them to the GUI thread in batches through
-// one queued call at a time, so a flood of small patches costs one event per batch.
+// waits (DESIGN.md "Threads", docs/gui.md "Architecture"). Each engine fills a result
+// the caller owns (the Document's, for that engine) in place through
+// Engine::extractInto; finished patches are reported as plan indices, queued and
+// handed to the GUI thread in batches through one queued call at a time, so a flood
+// of small patches costs one event per batch and no copies. Engines stay warm between
+// jobs (the EngineRegistry the job is given).
 #pragma once
 
 #include "core/extract/engine.h"
@@ -11,6 +14,7 @@
 #include <QFuture>
 #include <QObject>
 #include <QStringList>
+#include <QThreadPool>
 #include <QVector>
 
 #include <atomic>
@@ -18,41 +22,34 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <vector>
 
 namespace spex {
 
-// One finished patch, copied out of the engine (PatchOutput points into the
-// engine's plan, which is gone by the time the GUI looks).
-struct PatchUpdate {
-  QString engine;
-  Patch patch;
-  Array2D<double> flux; // [patch.nfiber, patch.nwave], per Angstrom
-  Array2D<double> ivar;
-  PatchDiagnostics diagnostics;
-};
-
+// What one job does: the inputs, the plan (built once, by the Document), the patches
+// (nullopt: all) and, per engine in order, the result it fills.
 struct JobSpec {
   std::shared_ptr<const Image> image;
   std::shared_ptr<const GaussHermitePsf> psf;
-  WaveGrid wave;
-  int fiberMin = 0;
-  int nFiber = 0;
-  PatchParams params;
-  std::optional<std::vector<int>> patches; // nullopt: the whole plan
+  std::shared_ptr<const PatchPlan> plan;
+  std::optional<std::vector<int>> patches;
   int threads = 0;
-  bool model = true;   // the residual view needs it
-  QStringList engines; // "cpu", "cuda", run one after the other
-  // Engines whose live result (what the views show while the job runs) is new: the
-  // worker allocates it (over a hundred MB for a whole frame, too slow for the GUI
-  // thread) and hands it over with liveResultReady before that engine's first patch.
-  QStringList freshResults;
-  int ndiag = 0; // the live result's resolution diagonals
+  bool model = true; // the residual view needs it
+  struct Target {
+    QString engine; // "cpu", "cuda"
+    std::shared_ptr<ExtractionResult> result;
+  };
+  std::vector<Target> targets;
 };
+
+class EngineRegistry;
 
 class ExtractionJob : public QObject {
   Q_OBJECT
 public:
-  explicit ExtractionJob(QObject* parent = nullptr);
+  // Engines come from `engines` (kept warm between jobs); a registry of its own when null.
+  explicit ExtractionJob(std::shared_ptr<EngineRegistry> engines = nullptr, QObject* parent = nullptr);
+  std::shared_ptr<EngineRegistry> engines() const { return m_engines; }
   ~ExtractionJob() override; // cancels and waits: engines hold pointers into the spec
 
   // False (and nothing started) when a job is already running.
@@ -65,32 +62,30 @@ public:
   void waitForWorker();
 
 signals:
-  void liveResultReady(const QString& engine, std::shared_ptr<spex::ExtractionResult> result);
   void engineStarted(const QString& engine, int totalPatches);
-  void patchesDone(const QVector<spex::PatchUpdate>& updates);
-  void progress(const QString& engine, int done, int total);
-  void engineFinished(const QString& engine, std::shared_ptr<spex::ExtractionResult> result);
+  // Patches (plan indices) whose bins in the engine's result are final now.
+  void patchesDone(const QString& engine, const QVector<int>& patches, int done, int total);
+  // The engine is done with its result: shape, diagnostics, profile and model are final.
+  void engineFinished(const QString& engine);
   void engineFailed(const QString& engine, const QString& message);
   void finished(bool cancelled);
 
 private:
   class Sink;
   void run(JobSpec spec);
-  void enqueue(PatchUpdate&& u, int done, int total);
+  void enqueue(const QString& engine, int patch, int done, int total);
   void drain();
   template <class F>
   void post(F&& f);
 
+  std::shared_ptr<EngineRegistry> m_engines;
+  QThreadPool m_thread; // one worker: jobs run one at a time
   QFuture<void> m_future;
   CancelToken m_cancel;
   bool m_running = false;
-  // Engines kept warm between requests (CPU: plan and per-thread solver workspaces;
-  // CUDA: context, handles and device memory within its budget), made on first use
-  // by name ("cpu", "cuda"). Only the worker touches them, one run at a time.
-  std::map<QString, std::unique_ptr<Engine>> m_engines;
   std::mutex m_mutex;
-  QVector<PatchUpdate> m_queue;
-  QString m_engine;
+  QString m_engine;          // the engine whose patches are queued
+  QVector<int> m_queue;      // its finished patches not yet handed over
   int m_done = 0, m_total = 0;
   std::atomic<bool> m_posted{false};
 };

@@ -191,7 +191,7 @@ void ImageTools::refreshInputs() {
   // are in; until then the data alone.
   ResidualView* res = w->residualView();
   if (res->image() == image && res->model() == model && !res->isUpdating() && (!model || res->chi()))
-    m_sideBySide->setInputs(image, model, res->chi(), res->dataScale());
+    m_sideBySide->setInputs(image, model, res->chi(), res->dataScale(), doc->modelRevision());
   else if (!model)
     m_sideBySide->setInputs(image, nullptr, nullptr, w->scale());
 }

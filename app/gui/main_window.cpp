@@ -56,7 +56,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   setObjectName(QStringLiteral("spexlabMainWindow"));
   m_doc = new Document(this);
   m_state = new ViewState(this);
-  m_job = new ExtractionJob(this);
+  m_job = new ExtractionJob(nullptr, this);
   m_refreshTimer.setSingleShot(true);
   m_refreshTimer.setInterval(kRefreshMs);
   connect(&m_refreshTimer, &QTimer::timeout, this, &MainWindow::refreshResults);
@@ -82,20 +82,23 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     m_progress->setValue(0);
     m_jobLabel->setText(tr("%1: 0/%2 patches").arg(e).arg(total));
   });
-  connect(m_job, &ExtractionJob::liveResultReady, m_doc, &Document::adoptLiveResult);
-  connect(m_job, &ExtractionJob::patchesDone, m_doc, &Document::applyPatches);
-  connect(m_job, &ExtractionJob::progress, this, [this](const QString& e, int done, int total) {
-    m_progress->setValue(done);
-    m_jobLabel->setText(tr("%1: %2/%3 patches").arg(e).arg(done).arg(total));
-  });
-  connect(m_job, &ExtractionJob::engineFinished, this,
-          [this](const QString& e, std::shared_ptr<ExtractionResult> r) {
-            const double s = r->profile.wallNs * 1e-9;
-            const int n = int(r->patches.size());
-            m_doc->finishRun(e, std::move(r));
-            refreshResults(); // the residuals too: the model changed
-            statusBar()->showMessage(tr("%1 extraction: %2 patches in %3 s").arg(e).arg(n).arg(s, 0, 'f', 2), 10000);
+  connect(m_job, &ExtractionJob::patchesDone, this,
+          [this](const QString& e, const QVector<int>& patches, int done, int total) {
+            m_doc->patchesDone(e, patches);
+            m_progress->setValue(done);
+            m_jobLabel->setText(tr("%1: %2/%3 patches").arg(e).arg(done).arg(total));
           });
+  connect(m_job, &ExtractionJob::engineFinished, this, [this](const QString& e) {
+    m_doc->finishRun(e);
+    const auto r = m_doc->result(e);
+    refreshResults(); // the residuals too: the model changed
+    if (r)
+      statusBar()->showMessage(tr("%1 extraction: %2 patches in %3 s")
+                                   .arg(e)
+                                   .arg(r->lastPatches.size())
+                                   .arg(r->profile.wallNs * 1e-9, 0, 'f', 2),
+                               10000);
+  });
   connect(m_job, &ExtractionJob::engineFailed, this, [this](const QString& e, const QString& msg) {
     showError(tr("%1 extraction failed").arg(e.toUpper()), msg);
   });
@@ -667,9 +670,15 @@ void MainWindow::onPlanChanged() {
 void MainWindow::refreshResults() {
   m_refreshTimer.stop();
   const QVector<SpectrumSource> src = m_doc->sources();
-  m_spectrum->setSources(src);
-  m_resolution->setSources(src);
-  m_ccd->setExtracted(m_doc->results());
+  // Views redraw only when some result changed (each change raises its revision).
+  QVector<quint64> shown;
+  for (const SpectrumSource& s : src) shown << quint64(qHash(s.name)) << m_doc->revision(s.name);
+  if (shown != m_shownResults) {
+    m_shownResults = shown;
+    m_spectrum->setSources(src);
+    m_resolution->setSources(src);
+    m_ccd->setExtracted(m_doc->results());
+  }
   // Merged, cleared or replaced: the residual image, histogram and chi line follow.
   if (m_doc->modelRevision() != m_shownModelRevision) updateResiduals();
 }
@@ -681,12 +690,22 @@ void MainWindow::updateResiduals(bool force) {
   // until the dock is shown (or exported). A model updates it at once.
   if (name.isEmpty() && !force && !m_residual->isVisible()) {
     if (!m_residualsPending) m_residual->setInputs(nullptr, nullptr, {});
+    m_shownModelSource.clear();
     m_residualsPending = true;
     m_shownModelRevision = m_doc->modelRevision();
     return;
   }
   m_residualsPending = false;
+  // A run that redid a few patches changed the shown model in their boxes only.
+  const Document::ModelChange& c = m_doc->modelChange();
+  if (!force && !c.all && c.from == m_shownModelRevision && c.to == m_doc->modelRevision() &&
+      name == m_shownModelSource && !name.isEmpty() && m_residual->hasModel()) {
+    m_shownModelRevision = c.to;
+    m_residual->modelChanged(c.from, c.to, c.boxes);
+    return;
+  }
   m_shownModelRevision = m_doc->modelRevision();
+  m_shownModelSource = name;
   m_residual->setInputs(m_doc->image(), name.isEmpty() ? nullptr : m_doc->model(name), name,
                         m_shownModelRevision);
   m_residual->setDataScale(scale());
@@ -717,33 +736,21 @@ bool MainWindow::runExtraction(bool wholeFrame) {
   const RunSettings rs = m_doc->settings();
   std::optional<std::vector<int>> patches;
   if (!wholeFrame) {
-    std::vector<int> sel;
-    for (int p : m_state->selectedPatches())
-      if (p >= 0 && p < int(plan->patches.size())) sel.push_back(p);
-    if (sel.empty()) {
-      for (int f : m_state->selectedFibers())
-        for (int p : plan->patchesInRegion(f, f + 1, 0, plan->wave.n))
-          if (std::find(sel.begin(), sel.end(), p) == sel.end()) sel.push_back(p);
-    }
+    const QVector<int> picked = m_state->selectedPatches();
+    const QVector<int> fibers = m_state->selectedFibers();
+    std::vector<int> sel = plan->patchesForSelection({picked.begin(), picked.end()}, {fibers.begin(), fibers.end()});
     if (sel.empty()) {
       showInfo(tr("Nothing selected"),
                tr("Select patches with shift+drag on the CCD, or click a fiber trace, or extract the whole frame."));
       return false;
     }
-    std::sort(sel.begin(), sel.end());
-    patches = sel;
+    patches = std::move(sel);
   }
+  std::string autoNote;
   QStringList engines;
-  QString note;
-  if (rs.engine == QLatin1String("both")) {
-    engines = {QStringLiteral("cpu"), QStringLiteral("cuda")};
-  } else if (rs.engine == QLatin1String("auto")) {
-    // Same rule as spexlab-cli --engine auto: the GPU when there is one, else the CPU.
-    engines = {m_cudaUsable ? QStringLiteral("cuda") : QStringLiteral("cpu")};
-    if (!m_cudaUsable) note = tr("auto: no usable GPU (%1); running on the CPU").arg(m_gpus);
-  } else {
-    engines = {rs.engine.isEmpty() ? QStringLiteral("cpu") : rs.engine};
-  }
+  for (const std::string& k : engineKindsFor(rs.engine.toStdString(), &autoNote)) engines << QString::fromStdString(k);
+  // The auto rule's reason, in the workbench's words (the GPU description is m_gpus).
+  const QString note = autoNote.empty() ? QString() : tr("auto: no usable GPU (%1); running on the CPU").arg(m_gpus);
   if (engines.contains(QLatin1String("cuda")) && !m_cudaUsable) {
     showError(tr("CUDA not available"),
               cudaBuilt() ? tr("The CUDA engine cannot run: %1.\nChoose the CPU (or Auto) engine in "
@@ -752,20 +759,17 @@ bool MainWindow::runExtraction(bool wholeFrame) {
                                "engine in Parameters \u2192 Run."));
     return false;
   }
+  // Nothing may read a model while an engine writes it: a residual update in flight
+  // finishes first (it only runs after new inputs or a mode change).
+  m_residual->waitForUpdate();
   JobSpec spec;
-  for (const QString& e : engines)
-    if (m_doc->beginRun(e, *plan)) spec.freshResults << e;
-  spec.ndiag = m_doc->psf() ? m_doc->psf()->hsizeY : 0;
   spec.image = m_doc->image();
   spec.psf = m_doc->psf();
-  spec.wave = plan->wave;
-  spec.fiberMin = plan->fiberMin;
-  spec.nFiber = plan->nFiber;
-  spec.params = plan->params;
+  spec.plan = plan;
   spec.patches = patches;
   spec.threads = rs.threads;
   spec.model = true;
-  spec.engines = engines;
+  for (const QString& e : engines) spec.targets.push_back({e, m_doc->beginRun(e)});
   if (!m_job->start(std::move(spec))) return false;
   setBusy(true);
   const int n = patches ? int(patches->size()) : int(plan->patches.size());

@@ -164,6 +164,8 @@ private:
   bool m_interactive = true;
   bool m_residualsPending = false; // the hidden residual view waits for new inputs
   quint64 m_shownModelRevision = ~quint64(0); // Document::modelRevision() the residual view shows
+  QString m_shownModelSource;                  // and the result whose model it is
+  QVector<quint64> m_shownResults;             // (name hash, revision) of the shown results
   std::function<void()> m_defaultDocks; // first-show dock sizes
 };
 

@@ -73,6 +73,7 @@ CpuEngine::~CpuEngine() = default;
 
 std::shared_ptr<const PatchPlan> CpuEngine::planFor(const ExtractionRequest& req) {
   if (!req.psf) throw InputError("extraction request has no PSF");
+  if (req.plan) return requestPlan(req); // carried by the request: checked, not rebuilt
   PlanKey key{req.psf, traceHash(*req.psf), req.wave, req.fiberMin, req.nFiber, req.params};
   std::lock_guard lock(m_mutex);
   if (!m_plan || !m_planKey || !(*m_planKey == key)) {
@@ -119,19 +120,36 @@ void CpuEngine::extractInto(const ExtractionRequest& req, ExtractionResult& resu
         filledHere = m_filled == &result && m_filledPlan == planPtr;
         m_filled = nullptr; // until this request completes
       }
-      const bool reuse = filledHere &&
+      const bool accumulate = req.accumulate;
+      const bool shaped =
           result.nfiber == plan.nFiber && result.fiberMin == plan.fiberMin &&
           result.nwave == plan.wave.n && result.ndiag == psf.hsizeY &&
           sameGrid(result.wave, plan.wave) && sameParams(result.params, plan.params) &&
           result.flux.rows == plan.nFiber && result.flux.cols == plan.wave.n &&
           result.model.has_value() == req.model &&
           (!req.model || (result.model->rows == psf.npixY && result.model->cols == psf.npixX));
-      if (reuse) {
+      // Accumulating, a result of this shape is kept whoever filled it (its tiles say
+      // what its model holds); otherwise only the one this engine filled last (its
+      // patch list says what to clear).
+      const bool tiled = !req.model || result.modelTiles.size() == plan.patches.size();
+      if (accumulate && shaped && tiled) {
+        // nothing to clear: the requested patches overwrite their own bins and tiles
+      } else if (!accumulate && shaped && filledHere) {
         clearPatches(result, plan);
+        result.modelTiles.clear();
       } else {
         result.allocate(plan, psf.hsizeY, req.model, psf.npixX, psf.npixY);
+        result.modelTiles.clear();
+        if (accumulate && req.model) result.modelTiles.resize(plan.patches.size());
       }
-      result.patches.clear();
+      if (accumulate && req.patches) {
+        std::vector<PatchDiagnostics> keep;
+        for (const PatchDiagnostics& d : result.patches)
+          if (std::find(req.patches->begin(), req.patches->end(), d.patch) == req.patches->end()) keep.push_back(d);
+        result.patches = std::move(keep);
+      } else {
+        result.patches.clear();
+      }
       result.cancelled = false;
     }
     result.engine = name();
@@ -155,10 +173,11 @@ void CpuEngine::extractInto(const ExtractionRequest& req, ExtractionResult& resu
     lapack::singleThreadedBlas();
 
     std::atomic<int> next{0}, done{0};
+    std::atomic<long> noData{0}, nonFinite{0};
+    const bool tiles = req.model && req.accumulate;
     std::mutex modelMutex, diagMutex, errorMutex;
     std::exception_ptr error;
     const int total = int(todo.size());
-    const double dw = plan.wave.dw;
 
     // Per-thread solvers and their scratch live in the engine between requests.
     std::vector<std::unique_ptr<Workspace>> ws;
@@ -211,15 +230,30 @@ void CpuEngine::extractInto(const ExtractionRequest& req, ExtractionResult& resu
               }
             }
             if (req.model && !sol.model.empty()) {
-              std::lock_guard lock(modelMutex);
-              Array2D<double>& m = *result.model;
               const int bw = p.box.width();
-              for (int y = 0; y < p.box.height(); ++y) {
-                const double* src = sol.model.data() + std::size_t(y) * bw;
-                double* dst = m.row(p.box.y0 + y) + p.box.x0;
-                for (int x = 0; x < bw; ++x) dst[x] += src[x];
+              if (tiles) {
+                // The patch's own tile (same box every time: no allocation when redone).
+                Array2D<double>& t = result.modelTiles[std::size_t(p.index)];
+                if (t.rows != p.box.height() || t.cols != bw) t = Array2D<double>(p.box.height(), bw);
+                std::copy(sol.model.begin(), sol.model.begin() + std::ptrdiff_t(t.size()), t.data.begin());
+              } else {
+                std::lock_guard lock(modelMutex);
+                Array2D<double>& m = *result.model;
+                for (int y = 0; y < p.box.height(); ++y) {
+                  const double* src = sol.model.data() + std::size_t(y) * bw;
+                  double* dst = m.row(p.box.y0 + y) + p.box.x0;
+                  for (int x = 0; x < bw; ++x) dst[x] += src[x];
+                }
               }
             }
+          }
+          {
+            // Final values (per Angstrom, mask) as soon as the patch is done, so a
+            // result read while the job runs is right for every finished patch.
+            ScopedRange rf(&rec, "finalize", p.index);
+            const FinalizeCounts c = finalizeRegion(result, keptRegion(plan, p.index));
+            noData += c.noData;
+            nonFinite += c.nonFinite;
           }
           PatchOutput out;
           out.patch = &p;
@@ -234,8 +268,8 @@ void CpuEngine::extractInto(const ExtractionRequest& req, ExtractionResult& resu
           out.ivar = Array2D<double>(p.nfiber, p.nwave);
           for (int s = 0; s < p.nfiber; ++s)
             for (int k = 0; k < p.nwave; ++k) {
-              out.flux(s, k) = result.flux(p.fiber0 + s - plan.fiberMin, p.wave0 + k) / dw;
-              out.ivar(s, k) = result.ivar(p.fiber0 + s - plan.fiberMin, p.wave0 + k) * dw * dw;
+              out.flux(s, k) = result.flux(p.fiber0 + s - plan.fiberMin, p.wave0 + k);
+              out.ivar(s, k) = result.ivar(p.fiber0 + s - plan.fiberMin, p.wave0 + k);
             }
           {
             std::lock_guard lock(diagMutex);
@@ -264,27 +298,21 @@ void CpuEngine::extractInto(const ExtractionRequest& req, ExtractionResult& resu
     result.cancelled = cancel.cancelled() && done.load() < total;
     std::sort(result.patches.begin(), result.patches.end(),
               [](const PatchDiagnostics& a, const PatchDiagnostics& b) { return a.patch < b.patch; });
-    {
-      ScopedRange r(&rec, "finalize");
-      finalizeFrame(result, coveredRegion(plan, todo));
+    result.noDataBins = noData.load();
+    result.nonFiniteBins = nonFinite.load();
+    if (tiles) {
+      ScopedRange r(&rec, "model image");
+      std::vector<int> finished;
+      for (const PatchDiagnostics& d : result.patches)
+        if (std::find(todo.begin(), todo.end(), d.patch) != todo.end()) finished.push_back(d.patch);
+      updateModelImage(result, plan, finished);
     }
+    result.lastPatches = todo;
   }
   result.profile = rec.finish();
   std::lock_guard lock(m_mutex);
   m_filled = &result;
   m_filledPlan = planPtr;
-}
-
-FrameRegion CpuEngine::coveredRegion(const PatchPlan& plan, const std::vector<int>& patches) {
-  FrameRegion g{plan.nFiber, 0, plan.wave.n, 0};
-  for (int i : patches) {
-    const Patch& p = plan.patches[i];
-    g.f0 = std::min(g.f0, p.fiber0 - plan.fiberMin);
-    g.f1 = std::max(g.f1, p.fiber0 - plan.fiberMin + p.nfiber);
-    g.w0 = std::min(g.w0, p.wave0);
-    g.w1 = std::max(g.w1, p.wave0 + p.nwave);
-  }
-  return g;
 }
 
 void CpuEngine::clearPatches(ExtractionResult& r, const PatchPlan& plan) {

@@ -47,7 +47,6 @@ private:
 
   std::shared_ptr<const PatchPlan> planFor(const ExtractionRequest& request);
   static void clearPatches(ExtractionResult& result, const PatchPlan& plan);
-  static FrameRegion coveredRegion(const PatchPlan& plan, const std::vector<int>& patches);
 };
 
 } // namespace spex

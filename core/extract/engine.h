@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -40,8 +41,17 @@ struct ExtractionRequest {
   int nFiber = 0;
   PatchParams params;
   std::optional<std::vector<int>> patches; // indices into the plan; nullopt: all
+  // The plan of (psf, wave, fiberMin, nFiber, params), built once by whoever makes the
+  // request (the workbench's Document, attachPlan()) and carried with it: engines
+  // check that it fits the request (requestPlan) and never build their own from it.
+  std::shared_ptr<const PatchPlan> plan;
   bool model = false;                      // also build the CCD model image
   int threads = 0;                         // CPU threads; 0: all cores
+  // extractInto only. false: the result holds this request's patches alone (bins of
+  // earlier requests are cleared). true: the result accumulates: this request's
+  // patches replace their own bins and model tiles, everything else is kept (the
+  // workbench's live result, one per engine, owned by the Document).
+  bool accumulate = false;
 };
 
 struct PatchDiagnostics {
@@ -71,6 +81,13 @@ struct ExtractionResult {
   Array2D<double> deconvolved;     // [nfiber, nwave] f, photons per bin (not per A)
   Array2D<uint8_t> covered;        // [nfiber, nwave] 1 where a chosen patch filled it
   std::optional<Array2D<double>> model; // [npixY, npixX] when requested
+  // With `accumulate` and a model: each extracted patch's own model over its box
+  // (modelTiles[i] for plan patch i, empty until it is extracted); `model` is their
+  // sum, updated only inside the boxes of the patches a request changed
+  // (updateModelImage). Re-extracting a patch replaces its tile, so the model stays
+  // exact however requests overlap.
+  std::vector<Array2D<double>> modelTiles;
+  std::vector<int> lastPatches;          // plan indices the last request filled
   std::vector<PatchDiagnostics> patches; // one per extracted patch
   Profile profile;
   std::vector<int32_t> fibers;     // FIBER of each row (the FIBERMAP's); empty: unknown
@@ -125,12 +142,11 @@ public:
   // returns what finished, with `cancelled` set and `covered` marking the filled bins.
   virtual ExtractionResult extract(const ExtractionRequest&, ProgressSink&, const CancelToken&) = 0;
   // The same into a result the caller keeps between requests (a warm engine answering
-  // patch selections): engines that can reuse its arrays do so, the CPU engine without
-  // any frame- or CCD-sized allocation for a few patches. By default: into = extract().
+  // patch selections; see ExtractionRequest::accumulate): engines that can reuse its
+  // arrays do so, the CPU engine without any frame- or CCD-sized allocation for a few
+  // patches. By default: extract() and mergePatches().
   virtual void extractInto(const ExtractionRequest& request, ExtractionResult& into,
-                           ProgressSink& progress, const CancelToken& cancel) {
-    into = extract(request, progress, cancel);
-  }
+                           ProgressSink& progress, const CancelToken& cancel);
 };
 
 // Fibers [f0, f1) x bins [w0, w1) of a result (relative to its fiberMin); the default
@@ -143,6 +159,12 @@ struct FrameRegion {
 // patch indices valid. Throws InputError. Every engine calls it.
 void validateRequest(const ExtractionRequest& request, const PatchPlan& plan);
 
+// The request's plan: `plan` when set, after checking it was made for this request's
+// grid, fibers, parameters and CCD (InputError naming the field that differs), else
+// one built for it now. attachPlan() sets `plan` when it is missing.
+std::shared_ptr<const PatchPlan> requestPlan(const ExtractionRequest& request);
+void attachPlan(ExtractionRequest& request);
+
 // Effective PSF error of a request (the PSF's PSFERR unless given).
 double effectivePsfErr(const ExtractionRequest& request);
 
@@ -153,5 +175,29 @@ double effectivePsfErr(const ExtractionRequest& request);
 // bins count; a region holding every covered bin gives the same result while reading
 // (and allocating) no more than the region.
 void finalizeFrame(ExtractionResult& result, FrameRegion region = {});
+
+// The same for one region on the calling thread, returning its counts instead of
+// storing them: engines finalize each patch's kept bins as it finishes (disjoint
+// regions, so worker threads may call it at once), so a result read while a job runs
+// holds final values for every finished patch.
+struct FinalizeCounts {
+  long noData = 0, nonFinite = 0;
+};
+FinalizeCounts finalizeRegion(ExtractionResult& result, FrameRegion region);
+
+// The kept bins of plan patch i as a region of the result.
+FrameRegion keptRegion(const PatchPlan& plan, int patch);
+
+// Recomputes result.model inside the union of the boxes of `changed` (plan indices)
+// as the sum of result.modelTiles over them, tiles added in plan order: the pixels
+// equal a recomputation over the whole CCD bit for bit, whatever was there before.
+void updateModelImage(ExtractionResult& result, const PatchPlan& plan, const std::vector<int>& changed);
+
+// Copies patches' kept bins (all arrays, covered set), diagnostics and model from a
+// result extracted for them alone into a kept result of the same shape (allocating it
+// when it has another shape): what extractInto with `accumulate` does for engines
+// that cannot write into the caller's result directly.
+void mergePatches(ExtractionResult& into, ExtractionResult&& from, const PatchPlan& plan,
+                  const std::vector<int>& patches);
 
 } // namespace spex

@@ -220,4 +220,16 @@ int PatchPlan::patchAt(int fiber, int bin) const {
   return -1;
 }
 
+std::vector<int> PatchPlan::patchesForSelection(const std::vector<int>& picked, const std::vector<int>& fibers) const {
+  std::vector<int> sel;
+  for (int p : picked)
+    if (p >= 0 && p < int(patches.size())) sel.push_back(p);
+  if (sel.empty())
+    for (int f : fibers)
+      for (int p : patchesInRegion(f, f + 1, 0, wave.n)) sel.push_back(p);
+  std::sort(sel.begin(), sel.end());
+  sel.erase(std::unique(sel.begin(), sel.end()), sel.end());
+  return sel;
+}
+
 } // namespace spex

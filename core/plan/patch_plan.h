@@ -87,6 +87,9 @@ struct PatchPlan {
   int patchAt(int fiber, int bin) const;
   // Wavelength of a solved bin (grid index k, may lie outside [0, n)).
   double waveAt(int k) const { return wave.at(k); }
+  // The one selection rule of the workbench: the selected patches that exist in this
+  // plan, else every patch holding a selected fiber; sorted, no repeats (empty: none).
+  std::vector<int> patchesForSelection(const std::vector<int>& patches, const std::vector<int>& fibers) const;
 };
 
 // The grid desi_extract_spectra uses without -w: the PSF HDU's WAVEMIN..WAVEMAX

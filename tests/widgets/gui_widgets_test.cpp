@@ -382,6 +382,86 @@ private slots:
     view.setBlink(false);
     QVERIFY(!view.canvas()->showingAlternate());
   }
+
+  // Issue 14: a run that redid a few patches changes the model inside their boxes
+  // only, and the residual view updates chi, its statistics, histogram and pictures
+  // there alone. The result must equal a full recomputation exactly (and the
+  // statistics a naive count over the whole CCD to rounding).
+  void residualIncrementalUpdateEqualsFullRecompute() {
+    ViewState vs;
+    ResidualView view(&vs);
+    view.resize(800, 500);
+    view.show();
+    const int ny = 300, nx = 260;
+    auto img = std::make_shared<Image>();
+    img->ny = ny;
+    img->nx = nx;
+    img->pix = Array2D<double>(ny, nx);
+    img->ivar = Array2D<double>(ny, nx, 0.25);
+    auto model = std::make_shared<Array2D<double>>(ny, nx, 0.0);
+    std::mt19937 rng(11);
+    std::normal_distribution<double> g(0, 2);
+    for (int y = 0; y < ny; ++y)
+      for (int x = 0; x < nx; ++x) {
+        if (x > 40 && x < 200) (*model)(y, x) = 50.0 + (x * 7 + y) % 23; // zero elsewhere: not counted
+        img->pix(y, x) = (*model)(y, x) + g(rng);
+        if ((x + 3 * y) % 97 == 0) img->ivar(y, x) = 0; // masked pixels
+      }
+    view.setInputs(img, model, QStringLiteral("cpu"), 1);
+    view.waitForUpdate();
+    QVERIFY(view.hasModel());
+    const ChiStats before = view.chiStats();
+    // Change the model in place inside two overlapping boxes, one reaching the edge
+    // and one covering pixels that had no model (so the counted set changes too).
+    const std::vector<PixelBox> boxes = {{30, 120, 50, 130}, {100, 260, 110, 300}};
+    for (const PixelBox& b : boxes)
+      for (int y = b.y0; y < b.y1; ++y)
+        for (int x = b.x0; x < b.x1; ++x) (*model)(y, x) = 1.3 * (*model)(y, x) + 0.5 * ((x + y) % 5);
+    view.modelChanged(1, 2, boxes);
+    QVERIFY(!view.isUpdating()); // done in place, on this thread
+    const ChiStats inc = view.chiStats();
+    QVERIFY(inc.n != before.n);
+
+    ResidualView full(&vs);
+    full.resize(800, 500);
+    full.show();
+    full.setInputs(img, std::make_shared<Array2D<double>>(*model), QStringLiteral("cpu"), 2);
+    full.waitForUpdate();
+    const ChiStats ref = full.chiStats();
+    QCOMPARE(inc.n, ref.n);
+    QCOMPARE(inc.mean, ref.mean);
+    QCOMPARE(inc.sigma, ref.sigma);
+    QVERIFY(view.chiHistogram() == full.chiHistogram());
+    QVERIFY(view.chiImage()->data == full.chiImage()->data);
+    QVERIFY(view.canvas()->picture() == full.canvas()->picture());
+
+    // And a naive count over the whole CCD.
+    long n = 0;
+    double sum = 0, sum2 = 0;
+    QVector<double> hist(ChiMap::kBins, 0.0);
+    const double bw = 2 * ChiMap::kLimit / ChiMap::kBins;
+    for (int y = 0; y < ny; ++y)
+      for (int x = 0; x < nx; ++x) {
+        if (!(img->ivar(y, x) > 0 && (*model)(y, x) != 0)) continue;
+        const double c = (img->pix(y, x) - (*model)(y, x)) * std::sqrt(img->ivar(y, x));
+        ++n;
+        sum += c;
+        sum2 += c * c;
+        const int k = int(std::floor((c + ChiMap::kLimit) / bw));
+        if (k >= 0 && k < ChiMap::kBins) hist[k] += 1;
+      }
+    const double mean = sum / double(n);
+    QCOMPARE(inc.n, n);
+    QVERIFY(std::abs(inc.mean - mean) < 1e-12 * (1 + std::abs(mean)));
+    QVERIFY(std::abs(inc.sigma - std::sqrt(sum2 / double(n) - mean * mean)) < 1e-12);
+    QVERIFY(view.chiHistogram() == hist);
+
+    // A change the view did not see (another revision) is a full recomputation.
+    view.modelChanged(5, 6, boxes);
+    QVERIFY(view.isUpdating());
+    view.waitForUpdate();
+    QCOMPARE(view.chiStats().n, ref.n);
+  }
 };
 
 QTEST_MAIN(GuiWidgetsTest)
