@@ -447,7 +447,8 @@ void CcdView::paintOverlays(QPainter& p) {
     // Colour bar, bottom left, on its own panel (legible over any image).
     const HeatmapLegend legend = heatmapLegend();
     const QSize size = legend.size(p.fontMetrics());
-    m_heatLegendRect = legend.paint(p, QPoint(8, height() - 8 - size.height()));
+    // Above the pixel axes' labels when those are on.
+    m_heatLegendRect = legend.paint(p, QPoint(8, height() - 8 - axisBand() - size.height()));
   } else {
     m_heatLegendRect = {};
   }
@@ -494,8 +495,8 @@ void CcdView::drawIsoWavelengths(QPainter& p, const QRectF& vis) const {
     // Label at the first visible point, so it stays on screen while panning.
     for (const QPointF& q : wl)
       if (rect().contains(q.toPoint())) {
-        p.setPen(QColor(255, 255, 160));
-        p.drawText(q + QPointF(3, -3), QStringLiteral("%1 \u00c5").arg(w, 0, 'f', step < 1 ? 1 : 0));
+        drawHaloText(p, q + QPointF(3, -3), QStringLiteral("%1 \u00c5").arg(w, 0, 'f', step < 1 ? 1 : 0),
+                     QColor(255, 255, 160));
         break;
       }
   }

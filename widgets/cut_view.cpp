@@ -30,9 +30,18 @@ CutView::CutView(ViewState* state, QWidget* parent) : QWidget(parent), m_state(s
   m_plot->setObjectName(QStringLiteral("cutPlot"));
   m_plot->xAxis->setLabel(tr("distance along the cut [px]"));
   m_plot->yAxis->setLabel(tr("e\u207b per pixel"));
-  m_plot->legend->setVisible(true);
-  m_plot->legend->setFont(QFont(font().family(), 8));
-  m_plot->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignRight);
+  // The legend has its own row above the plot: the fiber labels along the top of the
+  // axis rect stay readable.
+  m_plot->plotLayout()->insertRow(0);
+  auto* legend = new QCPLegend;
+  m_plot->plotLayout()->addElement(0, 0, legend);
+  m_plot->plotLayout()->setRowStretchFactor(0, 0.001);
+  legend->setLayer(QStringLiteral("legend"));
+  legend->setFont(QFont(font().family(), 8));
+  legend->setFillOrder(QCPLayoutGrid::foColumnsFirst);
+  legend->setBorderPen(Qt::NoPen);
+  legend->setMargins(QMargins(2, 1, 2, 1));
+  m_plot->legend = legend;
   m_plot->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
   m_plot->setMinimumHeight(160);
   auto* lay = new QVBoxLayout(this);
@@ -119,7 +128,12 @@ void CutView::recompute() {
   m_plot->yAxis->setRange(y.lower - 0.05 * y.size(), y.upper + 0.12 * y.size()); // room for fiber labels
   // Fiber marks: a dotted line at each crossing, labelled with the FIBER number; when
   // many traces are crossed, every k-th is labelled so the numbers never overlap.
-  const int every = std::max(1, int(m_crossings.size()) / 25 + 1);
+  // Labels about 22 screen px apart at least.
+  const double plotPx = m_plot->axisRect()->width() > 50 ? m_plot->axisRect()->width() : std::max(100, m_plot->width() - 70);
+  const double pxPerCrossing = m_crossings.size() > 1 ? plotPx * (m_crossings.last().first - m_crossings.first().first) /
+                                                            (len * (m_crossings.size() - 1))
+                                                      : plotPx;
+  const int every = std::max(1, int(std::ceil(22.0 / std::max(pxPerCrossing, 1e-3))));
   for (int i = 0; i < m_crossings.size(); ++i) {
     const auto [s, f] = m_crossings[i];
     auto* line = new QCPItemStraightLine(m_plot);

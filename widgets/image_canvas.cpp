@@ -391,6 +391,8 @@ void ImageCanvas::setPixelAxes(bool on) {
   update();
 }
 
+int ImageCanvas::axisBand() const { return m_axes ? kAxisBand + 4 : 0; }
+
 QVector<double> ImageCanvas::axisTicks(Qt::Orientation o) const {
   QVector<double> out;
   const QRectF vis = visibleCcdRect();
@@ -417,10 +419,16 @@ QSize ImageCanvas::imageExtent() const {
   return s.isValid() ? s : picture().size();
 }
 
+int ImageCanvas::pannerBox() const {
+  // At most a quarter of the width and a third of the height: a small canvas keeps
+  // most of its picture.
+  return std::min({kPannerBox, width() / 4, height() / 3});
+}
+
 bool ImageCanvas::pannerShown() const {
   if (!m_pannerEnabled || m_picture.levels.isEmpty()) return false;
   const QSize ext = imageExtent();
-  if (!ext.isValid() || width() < 3 * kPannerBox / 2 || height() < 3 * kPannerBox / 2) return false;
+  if (!ext.isValid() || pannerBox() < 60) return false;
   // Zoomed in: some of the image is outside the view.
   const QRectF vis = visibleCcdRect();
   const QRectF all(-0.5, -0.5, ext.width(), ext.height());
@@ -430,7 +438,7 @@ bool ImageCanvas::pannerShown() const {
 QRect ImageCanvas::pannerRect() const {
   if (!pannerShown()) return {};
   const QSize ext = imageExtent();
-  const double s = double(kPannerBox) / std::max(ext.width(), ext.height());
+  const double s = double(pannerBox()) / std::max(ext.width(), ext.height());
   const int w = std::max(8, int(std::lround(ext.width() * s))), h = std::max(8, int(std::lround(ext.height() * s)));
   return QRect(width() - 10 - w, 10, w, h);
 }
@@ -574,26 +582,30 @@ void ImageCanvas::drawAxes(QPainter& p) const {
   const QRectF vis = visibleCcdRect();
   const double stepX = niceTickStep(vis.width() * 90.0 / std::max(1, width()));
   const double stepY = niceTickStep(vis.height() * 90.0 / std::max(1, height()));
+  // The bottom-left corner holds the axes' name; ticks keep out of it.
+  const QString name = QStringLiteral("x, y [px]");
+  const int cornerW = fm.horizontalAdvance(name) + 14, cornerH = fm.height() + 10;
+  auto tick = [&](QPointF a, QPointF b) {
+    p.setPen(QPen(QColor(0, 0, 0, 200), 3));
+    p.drawLine(a, b);
+    p.setPen(QPen(text, 1));
+    p.drawLine(a, b);
+  };
   for (double x : axisTicks(Qt::Horizontal)) {
     const double wx = toWidget(QPointF(x, 0)).x();
-    p.setPen(QPen(QColor(0, 0, 0, 200), 3));
-    p.drawLine(QPointF(wx, height()), QPointF(wx, height() - 7));
-    p.setPen(QPen(text, 1));
-    p.drawLine(QPointF(wx, height()), QPointF(wx, height() - 7));
+    tick(QPointF(wx, height()), QPointF(wx, height() - 7));
     const QString t = tickText(x, std::max(1.0, stepX));
-    drawHaloText(p, QPointF(wx - fm.horizontalAdvance(t) / 2.0, height() - 9), t, text);
+    const double left = wx - fm.horizontalAdvance(t) / 2.0;
+    if (left < cornerW || left + fm.horizontalAdvance(t) > width() - 2) continue;
+    drawHaloText(p, QPointF(left, height() - 9), t, text);
   }
   for (double y : axisTicks(Qt::Vertical)) {
     const double wy = toWidget(QPointF(0, y)).y();
-    p.setPen(QPen(QColor(0, 0, 0, 200), 3));
-    p.drawLine(QPointF(0, wy), QPointF(7, wy));
-    p.setPen(QPen(text, 1));
-    p.drawLine(QPointF(0, wy), QPointF(7, wy));
+    tick(QPointF(0, wy), QPointF(7, wy));
+    if (wy > height() - cornerH - fm.height() || wy < fm.ascent()) continue;
     drawHaloText(p, QPointF(10, wy + fm.ascent() / 2.0 - 1), tickText(y, std::max(1.0, stepY)), text);
   }
-  drawHaloText(p, QPointF(width() - fm.horizontalAdvance(QStringLiteral("x [px]")) - 6, height() - 9 - fm.height()),
-               QStringLiteral("x [px]"), text);
-  drawHaloText(p, QPointF(10, height() - 9 - 2 * fm.height()), QStringLiteral("y [px]"), text);
+  drawHaloText(p, QPointF(6, height() - 9), name, text);
 }
 
 void ImageCanvas::drawColorBar(QPainter& p) const {

@@ -88,6 +88,7 @@ public:
   void setPixelAxes(bool on);
   bool pixelAxes() const { return m_axes; }
   QVector<double> axisTicks(Qt::Orientation o) const; // CCD x (Horizontal) or y values
+  int axisBand() const; // px the axes' labels take at the bottom (0 when off)
 
   // --- overview panner (top right): the whole image with the visible rectangle,
   //     shown while the view does not hold the whole image; click or drag to pan.
@@ -168,6 +169,7 @@ private:
   void drawPanner(QPainter& p) const;
   void drawRegions(QPainter& p) const;
   QSize imageExtent() const;
+  int pannerBox() const; // the square the panner fits in, px
 
   QPointer<ViewState> m_state;
   Pyramid m_picture;

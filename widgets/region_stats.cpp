@@ -92,10 +92,15 @@ RegionStatsView::RegionStatsView(QWidget* parent) : QWidget(parent) {
   m_table->setEditTriggers(QAbstractItemView::NoEditTriggers);
   m_table->horizontalHeader()->setSectionResizeMode(QHeaderView::Stretch);
   m_table->verticalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  // As tall as its six rows, no more: the cut plot below gets the rest of the dock.
+  m_table->setSizeAdjustPolicy(QAbstractScrollArea::AdjustToContents);
+  m_table->setVerticalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  m_table->setSizePolicy(QSizePolicy::Preferred, QSizePolicy::Maximum);
+  setSizePolicy(QSizePolicy::Preferred, QSizePolicy::Maximum);
   auto* lay = new QVBoxLayout(this);
   lay->setContentsMargins(2, 2, 2, 2);
   lay->addWidget(m_label);
-  lay->addWidget(m_table, 1);
+  lay->addWidget(m_table);
   recompute();
 }
 

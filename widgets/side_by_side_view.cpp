@@ -42,8 +42,12 @@ SideBySideView::SideBySideView(ViewState* state, QWidget* parent) : QWidget(pare
 }
 
 void SideBySideView::setInputs(std::shared_ptr<const Image> image, std::shared_ptr<const Array2D<double>> model,
-                               std::shared_ptr<const Array2D<double>> chi, const ScaleSettings& dataScale) {
-  if (image == m_image && model == m_model && chi == m_chi && dataScale == m_scale && !m_dirty) return;
+                               std::shared_ptr<const Array2D<double>> chi, const ScaleSettings& dataScale,
+                               quint64 revision) {
+  if (image == m_image && model == m_model && chi == m_chi && dataScale == m_scale && revision == m_revision &&
+      !m_dirty)
+    return;
+  m_revision = revision;
   m_image = std::move(image);
   m_model = std::move(model);
   m_chi = std::move(chi);

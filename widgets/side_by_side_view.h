@@ -30,7 +30,8 @@ public:
   // model. Pictures are rendered on a worker thread, and only while the view is shown
   // (a hidden view renders when it is shown); updated() says they are in.
   void setInputs(std::shared_ptr<const Image> image, std::shared_ptr<const Array2D<double>> model,
-                 std::shared_ptr<const Array2D<double>> chi, const ScaleSettings& dataScale);
+                 std::shared_ptr<const Array2D<double>> chi, const ScaleSettings& dataScale,
+                 quint64 revision = 0); // the model's revision: arrays change in place
   bool isUpdating() const { return m_watcher.isRunning() || m_dirty; }
   void waitForUpdate();
 
@@ -38,6 +39,8 @@ public:
   // The values line for a CCD point ("x 12  y 40  data …  model …  χ …").
   QString valuesAt(QPointF ccd) const;
   QString readout() const;
+  // What hovering does: the crosshair on that pixel in all three and its values.
+  void showPixel(QPointF ccd) { onHover(ccd); }
 
 signals:
   void updated();
@@ -65,6 +68,7 @@ private:
   std::shared_ptr<const Image> m_image;
   std::shared_ptr<const Array2D<double>> m_model, m_chi;
   ScaleSettings m_scale;
+  quint64 m_revision = 0;
   QFutureWatcher<Job> m_watcher;
   bool m_dirty = false;
 };

@@ -147,6 +147,9 @@ void ImageTools::buildDocks() {
   m_regionDock->setWidget(split);
   w->addDockWidget(Qt::RightDockWidgetArea, m_regionDock);
   if (auto* res = w->findChild<QDockWidget*>(QStringLiteral("residualsDock"))) w->tabifyDockWidget(res, m_regionDock);
+  // Tabifying brings the new tab to the front; the Resolution tab stays there (a box
+  // or cut drawn on the CCD raises the Region tab).
+  if (auto* r = w->findChild<QDockWidget*>(QStringLiteral("resolutionDock"))) r->raise();
 
   m_sideBySide = new SideBySideView(w->viewState(), w);
   m_sideBySide->setObjectName(QStringLiteral("sideBySide"));
@@ -188,7 +191,7 @@ void ImageTools::refreshInputs() {
   // are in; until then the data alone.
   ResidualView* res = w->residualView();
   if (res->image() == image && res->model() == model && !res->isUpdating() && (!model || res->chi()))
-    m_sideBySide->setInputs(image, model, res->chi(), res->dataScale());
+    m_sideBySide->setInputs(image, model, res->chi(), res->dataScale(), doc->modelRevision());
   else if (!model)
     m_sideBySide->setInputs(image, nullptr, nullptr, w->scale());
 }

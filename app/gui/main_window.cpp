@@ -769,7 +769,6 @@ bool MainWindow::runExtraction(bool wholeFrame) {
   spec.patches = patches;
   spec.threads = rs.threads;
   spec.profileKernels = rs.profileKernels;
-  spec.profileKernels = rs.profileKernels;
   spec.model = true;
   for (const QString& e : engines) spec.targets.push_back({e, m_doc->beginRun(e)});
   if (!m_job->start(std::move(spec))) return false;

@@ -81,7 +81,15 @@ bool applyImageTools(MainWindow& w, const ScreenshotOptions& opt) {
   }
   // Side by side shows the residual view's arrays: let that finish first.
   w.residualView()->waitForUpdate();
-  if (ImageTools* tools = ImageTools::of(&w)) tools->sideBySide()->waitForUpdate();
+  if (ImageTools* tools = ImageTools::of(&w)) {
+    SideBySideView* sbs = tools->sideBySide();
+    sbs->waitForUpdate();
+    // The crosshair on the selected point, as if the cursor were there.
+    const auto psf = w.document()->psf();
+    const int f = w.viewState()->selectedFiber();
+    const double wave = w.viewState()->selectedWave();
+    if (psf && f >= 0 && std::isfinite(wave)) sbs->showPixel(QPointF(psf->x(f, wave), psf->y(f, wave)));
+  }
   return true;
 }
 } // namespace
