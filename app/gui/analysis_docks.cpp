@@ -125,13 +125,13 @@ AnalysisDocks::AnalysisDocks(MainWindow* window) : QObject(window), m_window(win
                        .arg(m_runCounter + 1)
                        .arg(r->patches.size())
                        .arg(r->cancelled ? tr(", cancelled") : QString()),
-                   profile, r);
+                   profile, r, true, m_window->document()->runValues(engine));
           });
   // Every run with a result can be compared with any other result.
   auto pushRuns = [this] {
     std::vector<ComparisonDock::Run> runs;
     for (const Run& r : m_runs)
-      if (r.result) runs.push_back({r.label, r.result});
+      if (r.values) runs.push_back({r.label, r.values});
     m_resultDock->setRuns(runs);
   };
   connect(this, &AnalysisDocks::runsChanged, this, pushRuns);
@@ -336,9 +336,10 @@ void AnalysisDocks::buildTimelineDock() {
 }
 
 void AnalysisDocks::addRun(const QString& label, std::shared_ptr<const Profile> profile,
-                           std::shared_ptr<const ExtractionResult> result, bool show) {
+                           std::shared_ptr<const ExtractionResult> result, bool show,
+                           std::shared_ptr<const ExtractionResult> values) {
   ++m_runCounter;
-  m_runs.push_back({label, std::move(profile), std::move(result)});
+  m_runs.push_back({label, std::move(profile), std::move(result), std::move(values)});
   refreshRunCombos();
   if (show) m_runBox->setCurrentIndex(int(m_runs.size()) - 1); // shows it
   emit runsChanged();

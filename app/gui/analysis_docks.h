@@ -54,11 +54,15 @@ public:
     QString label; // "cpu #1", "trace run.json"
     std::shared_ptr<const Profile> profile;
     std::shared_ptr<const ExtractionResult> result; // null for opened traces
+    // Its own numbers (Document::runValues: cropped to the bins it extracted), for
+    // comparisons; null for traces and sweep settings.
+    std::shared_ptr<const ExtractionResult> values;
   };
   const std::vector<Run>& runs() const { return m_runs; }
   // show: make it the shown run (a sweep adds its settings' runs without showing them).
   void addRun(const QString& label, std::shared_ptr<const Profile> profile,
-              std::shared_ptr<const ExtractionResult> result = nullptr, bool show = true);
+              std::shared_ptr<const ExtractionResult> result = nullptr, bool show = true,
+              std::shared_ptr<const ExtractionResult> values = nullptr);
   void showRun(int index); // in the timeline and phase table
   int shownRun() const;
 

@@ -91,6 +91,11 @@ public:
   // What a run leaves in the run history: its shape, parameters, diagnostics (of its
   // own patches) and profile, without the arrays (they go on changing in place).
   std::shared_ptr<const ExtractionResult> runSummary(const QString& engine) const;
+  // The numbers of the engine's last run alone, for comparisons: flux, ivar, mask,
+  // resolution and covered cropped to the spectra and bins its patches kept (the
+  // bounding box; bins of earlier runs inside it are uncovered, ivar 0). Small for a
+  // selection, one frame's worth for a whole-frame run; null before any run.
+  std::shared_ptr<const ExtractionResult> runValues(const QString& engine) const;
 
 signals:
   void inputsChanged();  // new image/PSF: everything resets

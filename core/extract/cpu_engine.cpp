@@ -214,6 +214,7 @@ void CpuEngine::extractInto(const ExtractionRequest& req, ExtractionResult& resu
             ScopedRange rp(&rec, "patch", p.index);
             solver.solve(p, plan, image, psf, opt, sol, &rec, spotCache.get());
             if (spotCache) spotCache->release(p);
+            {
             ScopedRange ra(&rec, "assemble", p.index);
             // Keep the central fibers and bins (EXTRACTION.md §3); each (fiber, bin)
             // belongs to one patch, so these writes never overlap between threads.
@@ -252,14 +253,16 @@ void CpuEngine::extractInto(const ExtractionRequest& req, ExtractionResult& resu
                 }
               }
             }
-          }
-          {
-            // Final values (per Angstrom, mask) as soon as the patch is done, so a
-            // result read while the job runs is right for every finished patch.
-            ScopedRange rf(&rec, "finalize", p.index);
-            const FinalizeCounts c = finalizeRegion(result, keptRegion(plan, p.index));
-            noData += c.noData;
-            nonFinite += c.nonFinite;
+            } // assemble
+            {
+              // Final values (per Angstrom, mask) as soon as the patch is done, so a
+              // result read while the job runs is right for every finished patch.
+              // Inside the patch zone: a patch's zones all nest under it.
+              ScopedRange rf(&rec, "finalize", p.index);
+              const FinalizeCounts c = finalizeRegion(result, keptRegion(plan, p.index));
+              noData += c.noData;
+              nonFinite += c.nonFinite;
+            }
           }
           PatchDiagnostics diag;
           diag.patch = p.index;
