@@ -48,6 +48,7 @@ ImageTools::ImageTools(MainWindow* window) : QObject(window), m_window(window) {
     m_regionDock->show();
     m_regionDock->raise();
   });
+  connect(m_sideDock, &QDockWidget::visibilityChanged, this, [this](bool) { refreshInputs(); });
   refreshInputs();
 }
 
@@ -190,6 +191,12 @@ void ImageTools::refreshInputs() {
   // Side by side shows the arrays the residual view computed (its chi), once they
   // are in; until then the data alone.
   ResidualView* res = w->residualView();
+  // Only while its dock is shown: holding the residual view's chi makes that view copy
+  // it (copy-on-write, a CCD of doubles) at every in-place update, i.e. every click.
+  if (!m_sideDock->isVisible() || m_sideBySide->visibleRegion().isEmpty()) { // also a tab behind another
+    m_sideBySide->setInputs(nullptr, nullptr, nullptr, w->scale());
+    return;
+  }
   if (res->image() == image && res->model() == model && !res->isUpdating() && (!model || res->chi()))
     m_sideBySide->setInputs(image, model, res->chi(), res->dataScale(), doc->modelRevision());
   else if (!model)
