@@ -152,6 +152,11 @@ private slots:
     QVERIFY(done.wait(120000));
     m_w->residualView()->waitForUpdate();
     QVERIFY(!m_w->document()->modelSource().isEmpty());
+    // The Side by side tab is behind Spectrum: it must not hold the residual view's chi,
+    // or every in-place update (each click) makes the residual view copy it
+    // (copy-on-write) and the hidden tab re-render three CCD images.
+    QVERIFY(!m_tools->sideBySideDock()->isVisible() || m_tools->sideBySide()->visibleRegion().isEmpty());
+    QCOMPARE(m_w->residualView()->chi().use_count(), 2L); // the view's own, and this copy
 
     vs->setView(QPointF(psf->x(7, 6100), psf->y(7, 6100)), 4.0);
     click(m_tools->boxAction());
