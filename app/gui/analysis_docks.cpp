@@ -135,21 +135,8 @@ AnalysisDocks::AnalysisDocks(MainWindow* window) : QObject(window), m_window(win
     m_resultDock->setRuns(runs);
   };
   connect(this, &AnalysisDocks::runsChanged, this, pushRuns);
-  // A run keeps its own numbers: an extraction that merges into the document's result
-  // (same engine, grid and fibers) edits in place the object an earlier run of the
-  // history may share (Document::finishRun adopts a fresh run's result). Such a run
-  // gets its own copy before the first patch lands.
-  connect(window->job(), &ExtractionJob::engineStarted, this, [this, pushRuns](const QString& engine, int) {
-    const auto cur = m_window->document()->result(engine);
-    if (!cur) return;
-    std::shared_ptr<const ExtractionResult> copy;
-    for (Run& r : m_runs)
-      if (r.result == cur) {
-        if (!copy) copy = std::make_shared<const ExtractionResult>(*cur);
-        r.result = copy;
-      }
-    if (copy) pushRuns();
-  });
+  // A run keeps its own numbers (Run::values: Document::runValues' copy of the bins it
+  // extracted), so later runs that edit the document's result in place cannot change them.
   // Patch indices of heatmaps belong to the plan they were made for.
   connect(window->document(), &Document::planChanged, this, [this] {
     m_window->ccdView()->clearPatchHeatmap();
@@ -174,9 +161,9 @@ AnalysisDocks::AnalysisDocks(MainWindow* window) : QObject(window), m_window(win
     }
     m_engineCompare->setResults(o.a, o.b, o.wallA, o.wallB);
     const QString la = tr("%1 #%2 (compare)").arg(QString::fromStdString(o.a->engine)).arg(m_runCounter + 1);
-    addRun(la, std::make_shared<const Profile>(o.a->profile), o.a);
+    addRun(la, std::make_shared<const Profile>(o.a->profile), o.a, true, o.a); // its own engines' results: their numbers
     const QString lb = tr("%1 #%2 (compare)").arg(QString::fromStdString(o.b->engine)).arg(m_runCounter + 1);
-    addRun(lb, std::make_shared<const Profile>(o.b->profile), o.b);
+    addRun(lb, std::make_shared<const Profile>(o.b->profile), o.b, true, o.b);
     m_runA->setCurrentIndex(int(m_runs.size()) - 2);
     m_runB->setCurrentIndex(int(m_runs.size()) - 1);
     setStatus(tr("Compared %1 with %2: speed-up %3x").arg(la, lb).arg(m_engineCompare->speedup(), 0, 'f', 2));
