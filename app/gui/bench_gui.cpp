@@ -33,6 +33,7 @@
 #include <QTimer>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <cstdlib>
@@ -323,6 +324,41 @@ int main(int argc, char** argv) {
         return 1;
       }
       (r == 0 ? first : again).push_back(ms);
+    }
+    if (profileEvents) {
+      // What one replot of the spectrum plot costs as it stands, per layer.
+      QCustomPlot* sp = w->spectrumView()->plot();
+      for (int pass = 0; pass < 2; ++pass) {
+        std::vector<double> rp;
+        for (int i = 0; i < 10; ++i) {
+          const double c0 = threadCpuMs();
+          sp->replot(QCustomPlot::rpImmediateRefresh);
+          rp.push_back(threadCpuMs() - c0);
+        }
+        std::printf("  spectrum plot replot (%s): median %.2f ms CPU; graphs:", pass ? "graphs hidden" : "as shown",
+                    stats(rp).median);
+        for (int g = 0; g < sp->graphCount() && pass == 0; ++g)
+          std::printf(" %d pts%s%s;", sp->graph(g)->dataCount(), sp->graph(g)->brush().style() != Qt::NoBrush ? " fill" : "",
+                      sp->graph(g)->antialiased() ? " aa" : "");
+        std::printf("\n");
+        for (int g = 0; g < sp->graphCount(); ++g) sp->graph(g)->setVisible(pass != 0 ? true : false);
+      }
+      for (int only = 0; only < sp->graphCount(); ++only) {
+        for (int g = 0; g < sp->graphCount(); ++g) sp->graph(g)->setVisible(g == only);
+        std::vector<double> rp;
+        int finite = 0;
+        for (auto it = sp->graph(only)->data()->constBegin(); it != sp->graph(only)->data()->constEnd(); ++it)
+          finite += std::isfinite(it->value);
+        for (int i = 0; i < 10; ++i) {
+          const double c0 = threadCpuMs();
+          sp->replot(QCustomPlot::rpImmediateRefresh);
+          rp.push_back(threadCpuMs() - c0);
+        }
+        const QCPRange kr = sp->graph(only)->keyAxis()->range(), vr = sp->graph(only)->valueAxis()->range();
+        std::printf("  graph %d alone: %.2f ms (%d finite; keys %.1f..%.1f, values %.3g..%.3g)\n", only, stats(rp).median,
+                    finite, kr.lower, kr.upper, vr.lower, vr.upper);
+      }
+      for (int g = 0; g < sp->graphCount(); ++g) sp->graph(g)->setVisible(true);
     }
     const Stats sa = stats(again), sc = stats(cpuMs), sg = stats(guiMs);
     std::fprintf(stderr, "clicks after the first: CLOCK_MONOTONIC %.6f,%.6f\n", clicksFrom, monotonic());
