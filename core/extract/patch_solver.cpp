@@ -30,6 +30,28 @@ void PatchSolver::spots(const Patch& p, const PatchPlan& plan, const GaussHermit
     }
 }
 
+namespace {
+
+// 4 doubles as one value (two SSE2 or one AVX2 register), loaded from any address.
+typedef double Lanes4 __attribute__((vector_size(32), aligned(8), may_alias));
+
+// sum over rows r < nrow and i < len of w[r stride + i] b[r stride + i], in four lanes
+// (plus a scalar one for each row's last len % 4) added at the end in a fixed order:
+// the same bits in both clones of the caller.
+inline __attribute__((always_inline)) double overlapDot(const double* w, const double* b, int nrow, int len,
+                                                        int stride) {
+  Lanes4 v = {0, 0, 0, 0};
+  double t = 0;
+  const int len4 = len & ~3;
+  for (int r = 0; r < nrow; ++r, w += stride, b += stride) {
+    for (int i = 0; i < len4; i += 4) v += *reinterpret_cast<const Lanes4*>(w + i) * *reinterpret_cast<const Lanes4*>(b + i);
+    for (int i = len4; i < len; ++i) t += w[i] * b[i];
+  }
+  return ((v[0] + v[1]) + (v[2] + v[3])) + t;
+}
+
+} // namespace
+
 SPEX_CLONES void PatchSolver::normalEquations(const Patch& p, const Image& image, const PatchSolveOptions& opt,
                                   PatchSolution& out) {
   const int n = p.nunknown();
@@ -119,13 +141,11 @@ SPEX_CLONES void PatchSolver::normalEquations(const Patch& p, const Image& image
         m_fmono[t] = 0;
         break;
       }
-  m_acc.resize(nx);
 
   // C^-1 = A^T W A from stamp overlaps only (A is never formed): lower triangle,
   // column-major, entry (b, a) for b >= a. On the banded path only the band is
   // cleared and written (a fifth of the matrix's memory traffic for DESI patches).
   m_icov0.resize(std::size_t(n) * n);
-  double* acc = m_acc.data();
   for (int a = 0; a < n; ++a) {
     const SpotView& sa = m_sv[a];
     const int fa = a / nw, end = bandEnd(a);
@@ -152,21 +172,13 @@ SPEX_CLONES void PatchSolver::normalEquations(const Patch& p, const Image& image
         if (!overlap(sa, sb)) continue;
         const int ix0 = std::max(0, dx), ix1 = std::min(nx, nx + dx);
         const int iy0 = std::max(0, dy), iy1 = std::min(ny, ny + dy);
-        // Column sums first (independent lanes, vectorised), then across the columns:
-        // no serial chain of additions through every overlapping pixel.
-        {
-          const double* wr = wsa + iy0 * nx;
-          const double* br = sb.v + (iy0 - dy) * nx - dx;
-          for (int ix = ix0; ix < ix1; ++ix) acc[ix] = wr[ix] * br[ix];
-        }
-        for (int iy = iy0 + 1; iy < iy1; ++iy) {
-          const double* wr = wsa + iy * nx;
-          const double* br = sb.v + (iy - dy) * nx - dx;
-          for (int ix = ix0; ix < ix1; ++ix) acc[ix] += wr[ix] * br[ix];
-        }
-        double sum = 0;
-        for (int ix = ix0; ix < ix1; ++ix) sum += acc[ix];
-        col[b] = sum;
+        // Four independent lanes through the overlap (no serial chain of additions):
+        // row by row, or, when the stamps share their columns (dx = 0, most pairs of
+        // one fiber), as one contiguous run of (iy1 - iy0) nx pixels.
+        const double* wr = wsa + iy0 * nx + ix0;
+        const double* br = sb.v + (iy0 - dy) * nx + ix0 - dx;
+        col[b] = dx == 0 ? overlapDot(wr, br, 1, (iy1 - iy0) * nx, nx)
+                         : overlapDot(wr, br, iy1 - iy0, ix1 - ix0, nx);
       }
     }
   }
@@ -313,9 +325,10 @@ void PatchSolver::decorrelateSignal(int nfib, int nw, int kept0, int kept1, Patc
       const double* xs = m_icov.data() + c0 + std::size_t(c0) * n;
       lapack::syrkT(nw, n - c0, 1.0, xs, n, 0.0, m_cs.data(), nw);
     }
-    // MRRR (dsyevr): a third fewer instructions than divide and conquer (dsyevd) at
-    // this size, same eigenpairs to rounding (docs/benchmarks.md, "CPU engine, banded").
-    lapack::syevr(nw, m_cs.data(), nw, m_eig.data(), m_z.data(), nw, m_work, m_iwork);
+    // Householder reduction and back-transformation in cache-resident loops around
+    // LAPACK's MRRR (sym_eigen.h): dsyevr's algorithm without its per-call overhead at
+    // this size (docs/benchmarks.md, "CPU engine, third pass").
+    m_symEigen.compute(nw, m_cs.data(), nw, m_eig.data(), m_z.data(), nw);
     // Q_s = C_s^-1/2 = V diag(w^-1/2) V^T = T T^T with T = V diag(w^-1/4), eigenvalues
     // clipped at 1e-14 of the largest; applyT forms only what is kept of Q_s.
     const double floor = 1e-14 * m_eig[nw - 1];
