@@ -64,33 +64,42 @@ SPEX_CLONES void PatchSolver::normalEquations(const Patch& p, const Image& image
 
   // Per spot: W*S over its stamp (zero off the box), y = A^T W p, fluxweight =
   // column sums of W A, and pixmask_fraction = sum of S over masked or lost pixels.
+  // The stamp's columns inside the box are found once per spot, not tested per pixel;
+  // the sums run in the same pixel order as a per-pixel test would (same bits).
   for (int a = 0; a < n; ++a) {
     const SpotView& sp = m_sv[a];
     double* ws = m_ws.data() + std::size_t(a) * ns;
+    const int in0 = std::clamp(box.x0 - sp.xc, 0, nx), in1 = std::clamp(box.x1 - sp.xc, in0, nx);
     double y = 0, fw = 0, pm = 0;
     for (int iy = 0; iy < ny; ++iy) {
       const int Y = sp.yc + iy;
-      const bool rowIn = Y >= box.y0 && Y < box.y1;
-      const double* ivarRow = rowIn ? image.ivar.row(Y) : nullptr;
-      const double* pixRow = rowIn ? image.pix.row(Y) : nullptr;
-      for (int ix = 0; ix < nx; ++ix) {
-        const double s = sp.v[iy * nx + ix];
-        const int X = sp.xc + ix;
-        if (!rowIn || X < box.x0 || X >= box.x1) {
-          pm += s;
-          ws[iy * nx + ix] = 0.0;
-          continue;
+      const double* srow = sp.v + iy * nx;
+      double* wrow = ws + iy * nx;
+      if (Y < box.y0 || Y >= box.y1) {
+        for (int ix = 0; ix < nx; ++ix) {
+          pm += srow[ix];
+          wrow[ix] = 0.0;
         }
-        const double w = ivarRow[X];
-        if (w == 0.0) {
-          pm += s;
-          ws[iy * nx + ix] = 0.0;
-          continue;
-        }
-        const double v = w * s;
-        ws[iy * nx + ix] = v;
+        continue;
+      }
+      const double* ivarRow = image.ivar.row(Y) + sp.xc;
+      const double* pixRow = image.pix.row(Y) + sp.xc;
+      for (int ix = 0; ix < in0; ++ix) {
+        pm += srow[ix];
+        wrow[ix] = 0.0;
+      }
+      for (int ix = in0; ix < in1; ++ix) {
+        const double w = ivarRow[ix], sv = srow[ix];
+        // A pixel of weight 0 adds +0 to fw and y (never NaN: its value is not read).
+        const double v = w * sv;
+        wrow[ix] = v;
         fw += v;
-        y += v * pixRow[X];
+        y += w != 0.0 ? v * pixRow[ix] : 0.0;
+        pm += w == 0.0 ? sv : 0.0;
+      }
+      for (int ix = in1; ix < nx; ++ix) {
+        pm += srow[ix];
+        wrow[ix] = 0.0;
       }
     }
     m_y[a] = y;
@@ -388,16 +397,21 @@ SPEX_CLONES void PatchSolver::chi2pix(const Patch& p, const Image& image, const 
   const int bw = box.width(), bh = box.height();
   // Model m = A f over the box from every padded spot (EXTRACTION.md §4.8).
   std::vector<double> m(std::size_t(bw) * bh, 0.0);
+  // Rows and columns of a stamp inside the box, found once per spot.
+  struct Span {
+    int y0, y1, x0, x1;
+  };
+  auto span = [&](const SpotView& sp) {
+    return Span{std::clamp(box.y0 - sp.yc, 0, ny), std::clamp(box.y1 - sp.yc, 0, ny),
+                std::clamp(box.x0 - sp.xc, 0, nx), std::clamp(box.x1 - sp.xc, 0, nx)};
+  };
   auto addSpot = [&](std::vector<double>& img, int a, double scale) {
     const SpotView& sp = m_sv[a];
-    for (int iy = 0; iy < ny; ++iy) {
-      const int Y = sp.yc + iy - box.y0;
-      if (Y < 0 || Y >= bh) continue;
-      for (int ix = 0; ix < nx; ++ix) {
-        const int X = sp.xc + ix - box.x0;
-        if (X < 0 || X >= bw) continue;
-        img[std::size_t(Y) * bw + X] += scale * sp.v[iy * nx + ix];
-      }
+    const Span q = span(sp);
+    for (int iy = q.y0; iy < q.y1; ++iy) {
+      double* dst = img.data() + std::size_t(sp.yc + iy - box.y0) * bw + (sp.xc - box.x0);
+      const double* src = sp.v + iy * nx;
+      for (int ix = q.x0; ix < q.x1; ++ix) dst[ix] += scale * src[ix];
     }
   };
   for (int a = 0; a < n; ++a)
@@ -432,18 +446,17 @@ SPEX_CLONES void PatchSolver::chi2pix(const Patch& p, const Image& image, const 
   out.chi2pix.assign(n, 0.0);
   for (int a = 0; a < n; ++a) {
     const SpotView& sp = m_sv[a];
+    const Span q = span(sp);
     double num = 0, den = 0;
-    for (int iy = 0; iy < ny; ++iy) {
-      const int Y = sp.yc + iy - box.y0;
-      if (Y < 0 || Y >= bh) continue;
-      for (int ix = 0; ix < nx; ++ix) {
-        const int X = sp.xc + ix - box.x0;
-        if (X < 0 || X >= bw) continue;
-        const std::size_t i = std::size_t(Y) * bw + X;
-        if (!used[i]) continue;
-        const double s = sp.v[iy * nx + ix];
-        num += s * chi2[i];
-        den += s;
+    for (int iy = q.y0; iy < q.y1; ++iy) {
+      const std::size_t row = std::size_t(sp.yc + iy - box.y0) * bw + (sp.xc - box.x0);
+      const double* c = chi2.data() + row;
+      const unsigned char* u = used.data() + row;
+      const double* src = sp.v + iy * nx;
+      for (int ix = q.x0; ix < q.x1; ++ix) {
+        // Unused pixels have chi2 0 and add +0 to both sums (same bits as skipping).
+        num += src[ix] * c[ix];
+        den += u[ix] ? src[ix] : 0.0;
       }
     }
     out.chi2pix[a] = den > 0 ? num / den : 0.0;
