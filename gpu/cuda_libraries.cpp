@@ -39,18 +39,21 @@ std::string dirOf(const std::string& path) {
   return slash == std::string::npos ? std::string() : path.substr(0, slash);
 }
 
+void* openByName(const std::string& soname, std::string* why) {
+  std::string tried;
+  for (const std::string& name : cudaLibraryCandidates(soname)) {
+    // RTLD_LOCAL: nothing else in the process resolves against them; RTLD_NOW: a
+    // library that lacks a symbol it needs fails here, not in the middle of a run.
+    if (void* h = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL)) return h;
+    const char* e = dlerror();
+    tried += (tried.empty() ? "" : "; ") + name + ": " + (e ? e : "not found");
+  }
+  if (why) *why = "cannot load " + soname + " (tried " + tried + ")";
+  return nullptr;
+}
+
 void open(Library& lib) {
-  std::call_once(lib.once, [&lib] {
-    std::string tried;
-    for (const std::string& name : cudaLibraryCandidates(lib.soname)) {
-      // RTLD_LOCAL: nothing else in the process resolves against them; RTLD_NOW: a
-      // library that lacks a symbol it needs fails here, not in the middle of a run.
-      if ((lib.handle = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL))) return;
-      const char* e = dlerror();
-      tried += "\n  " + name + ": " + (e ? e : "not found");
-    }
-    lib.error = std::string("cannot load ") + lib.soname + " (tried:" + tried + ")";
-  });
+  std::call_once(lib.once, [&lib] { lib.handle = openByName(lib.soname, &lib.error); });
 }
 
 bool load(Library& lib, std::string* why) {
@@ -85,6 +88,10 @@ std::vector<std::string> cudaLibraryCandidates(const std::string& soname) {
         break;
       }
   return out;
+}
+
+bool openCudaLibrary(const std::string& soname, std::string* why) {
+  return openByName(soname, why) != nullptr;
 }
 
 bool loadCudaMathLibraries(std::string* why) {

@@ -31,4 +31,9 @@ bool loadCupti(std::string* why = nullptr);
 // loaded CUDA runtime, then in the toolkit this build was made with.
 std::vector<std::string> cudaLibraryCandidates(const std::string& soname);
 
+// Opens `soname` as the loaders above do (RTLD_NOW | RTLD_LOCAL, the candidates in
+// order); false with *why naming it and each place tried. The handle stays open. For
+// tests of the message; the engine's libraries go through loadCudaMathLibraries.
+bool openCudaLibrary(const std::string& soname, std::string* why);
+
 } // namespace spex::gpu

@@ -9,6 +9,9 @@
 #   cold    simulate a full r frame to files, then one cold `extract --engine cuda`
 #           (new process: CUDA init, FITS read, extraction, FITS write) and a CPU
 #           extraction of the same files with all cores, then `compare`
+#   coldab  cold `extract --engine cuda` processes, this build against spexlab-cli-main (main's
+#           build, bundled as an extra binary) alternately, with `--help` and trace summaries
+#           (docs/benchmarks.md, "Cold process"); one with CUDA_MODULE_LOADING=EAGER
 #   bench   spexlab-cli bench --engine cuda --repeat 5 (warm median) and --json
 #   streams the warm median with 1, 3 and 4 streams, and with the Jacobi kernel
 #   budgets the warm median and peak memory by device-memory budget and batch size
@@ -67,6 +70,28 @@ for step in "$@"; do
              -w 5760,7620,0.8 --engine cpu --profile $OUT/trace-cpu.json > $OUT/cold-cpu.log 2>&1
           tail -4 $OUT/cold-cpu.log
           $B/spexlab-cli compare $D/frame/frame-cpu.fits $D/frame/frame-cuda.fits 2>&1 | tee $OUT/compare-cpu-cuda.txt ;;
+    coldab) # Cold processes, the committed binary against spexlab-cli-main (the bundle's
+            # extra binary, main's build) alternately, 3 each: `--help` (process start and
+            # exit alone) and a whole extract with its trace summed up (trace-summary.py).
+            mkdir -p $D/frame
+            [ -f $D/frame/preproc.fits ] || $B/spexlab-cli simulate -o $D/frame --psf $PSF -w 5760,7620,0.8 > $OUT/simulate.log 2>&1
+            for k in 1 2 3; do for v in main new; do
+              c=$B/spexlab-cli; [ $v = main ] && c=$B/spexlab-cli-main
+              [ -x $c ] || continue
+              echo "--- $v run $k"; walltime $c --help > /dev/null
+              w=$( { walltime $c extract -i $D/frame/preproc.fits -p $D/frame/psf.fits -o $D/frame/frame-$v.fits \
+                   -w 5760,7620,0.8 --engine cuda --profile $OUT/cold-$v-$k.json > $OUT/cold-$v-$k.log 2>&1; } | sed 's/[^0-9]//g')
+              grep patches $OUT/cold-$v-$k.log; python3 ./trace-summary.py $OUT/cold-$v-$k.json $w
+            done; done
+            echo "--- new, CUDA_MODULE_LOADING=EAGER"
+            w=$( { CUDA_MODULE_LOADING=EAGER walltime $B/spexlab-cli extract -i $D/frame/preproc.fits -p $D/frame/psf.fits -o $D/frame/frame-eager.fits \
+                 -w 5760,7620,0.8 --engine cuda --profile $OUT/cold-eager.json > $OUT/cold-eager.log 2>&1; } | sed 's/[^0-9]//g')
+            python3 ./trace-summary.py $OUT/cold-eager.json $w
+            for k in 1 2; do echo "--- cpu engine, new, run $k"; walltime $B/spexlab-cli extract -i $D/frame/preproc.fits -p $D/frame/psf.fits \
+              -o $D/frame/frame-cpu-n5.fits -w 5760,7620,0.8 -n 5 --engine cpu > /dev/null 2>&1
+              [ -x $B/spexlab-cli-main ] && { echo "--- cpu engine, main, run $k"; walltime $B/spexlab-cli-main extract -i $D/frame/preproc.fits \
+              -p $D/frame/psf.fits -o $D/frame/frame-cpu-n5m.fits -w 5760,7620,0.8 -n 5 --engine cpu > /dev/null 2>&1; }; done
+            $B/spexlab-cli compare $D/frame/frame-main.fits $D/frame/frame-new.fits 2>&1 | tail -3 ;;
     bench) timeout 300 $B/spexlab-cli bench --engine cuda --psf $PSF --repeat 5 --ceilings 2>&1 | tee $OUT/bench.txt
            timeout 300 $B/spexlab-cli bench --engine cuda --psf $PSF --repeat 5 --json > $OUT/bench.json 2>&1 ;;
     streams) for k in 1 3 4; do echo "streams $k:"; SPEXLAB_CUDA_STREAMS=$k timeout 200 $B/spexlab-cli bench --engine cuda --psf $PSF --repeat 5 --quiet 2>&1 \
