@@ -269,7 +269,16 @@ EngineChoice makeEngine(const std::string& kind, const EngineOptions& options) {
       return l;
     });
   };
-  if (kind == "cuda") startLoading();
+  // SPEXLAB_CUDA_LOAD=serial opens them first and then starts the driver, on this
+  // thread (for A/B timing of the overlap; docs/benchmarks.md, "Cold process").
+  const char* loadEnv = std::getenv("SPEXLAB_CUDA_LOAD");
+  const std::string loadMode = loadEnv ? loadEnv : "";
+  if (!loadMode.empty() && loadMode != "parallel" && loadMode != "serial")
+    throw InputError("SPEXLAB_CUDA_LOAD='" + loadMode + "': expected parallel or serial");
+  if (kind == "cuda") {
+    startLoading();
+    if (loadMode == "serial") libs.wait();
+  }
   std::string why;
   const bool gpuFound = cudaAvailable(&why);
   if (gpuFound && !libs.valid()) startLoading();

@@ -37,6 +37,8 @@ struct EngineChoice {
 //   SPEXLAB_CUDA_EIGH=tridiagonal|cusolver|jacobi  fiber-block eigensolver
 //   SPEXLAB_CUDA_CHOLESKY=blocked|potrf    batched Cholesky
 //   SPEXLAB_CUDA_SOLVER=auto|dense         blocked Cholesky and L^-1 on the block band, or dense
+//   SPEXLAB_CUDA_LOAD=parallel|serial      cuBLAS/cuSOLVER opened beside the driver's start
+//                                          (default) or before it (A/B timing)
 struct EngineOptions {
   std::vector<int> gpus;          // CUDA device ordinals (empty: all visible)
   // CUDA device-memory budget per GPU in bytes (0: SPEXLAB_CUDA_MEMORY, else the
