@@ -245,7 +245,7 @@ void MainWindow::buildMenus() {
   file->addSeparator();
   file->addAction(tr("&Save results as frame\u2026"), this, [this] {
     const QVector<SpectrumSource> src = m_doc->sources();
-    if (src.isEmpty() || src.first().name == QLatin1String("frame")) {
+    if (src.isEmpty() || src.first().name == "frame") {
       showError(tr("Nothing to save"), tr("Run an extraction first."));
       return;
     }
@@ -451,7 +451,7 @@ void MainWindow::loadSettings() {
   r.params.regularize = st.value(QStringLiteral("regularize"), r.params.regularize).toDouble();
   r.params.psferr = st.value(QStringLiteral("psferr"), r.params.psferr).toDouble();
   r.params.mode = st.value(QStringLiteral("mode"), 0).toInt() == 1 ? Decorrelation::Noise : Decorrelation::Signal;
-  r.engine = st.value(QStringLiteral("engine"), r.engine).toString();
+  r.engine = st.value(QStringLiteral("engine"), QString::fromStdString(r.engine)).toString().toStdString();
   r.threads = st.value(QStringLiteral("threads"), r.threads).toInt();
   st.endGroup();
   m_doc->setSettings(r);
@@ -506,7 +506,7 @@ void MainWindow::saveSettings() {
   st.setValue(QStringLiteral("regularize"), r.params.regularize);
   st.setValue(QStringLiteral("psferr"), r.params.psferr);
   st.setValue(QStringLiteral("mode"), r.params.mode == Decorrelation::Noise ? 1 : 0);
-  st.setValue(QStringLiteral("engine"), r.engine);
+  st.setValue(QStringLiteral("engine"), QString::fromStdString(r.engine));
   st.setValue(QStringLiteral("threads"), r.threads);
   st.endGroup();
 }
@@ -672,7 +672,10 @@ void MainWindow::refreshResults() {
   const QVector<SpectrumSource> src = m_doc->sources();
   // Views redraw only when some result changed (each change raises its revision).
   QVector<quint64> shown;
-  for (const SpectrumSource& s : src) shown << quint64(qHash(s.name)) << m_doc->revision(s.name);
+  for (const SpectrumSource& s : src) {
+    const QString name = QString::fromStdString(s.name);
+    shown << quint64(qHash(name)) << m_doc->revision(name);
+  }
   if (shown != m_shownResults) {
     m_shownResults = shown;
     m_spectrum->setSources(src);
@@ -748,7 +751,7 @@ bool MainWindow::runExtraction(bool wholeFrame) {
   }
   std::string autoNote;
   QStringList engines;
-  for (const std::string& k : engineKindsFor(rs.engine.toStdString(), &autoNote)) engines << QString::fromStdString(k);
+  for (const std::string& k : engineKindsFor(rs.engine, &autoNote)) engines << QString::fromStdString(k);
   // The auto rule's reason, in the workbench's words (the GPU description is m_gpus).
   const QString note = autoNote.empty() ? QString() : tr("auto: no usable GPU (%1); running on the CPU").arg(m_gpus);
   if (engines.contains(QLatin1String("cuda")) && !m_cudaUsable) {
