@@ -31,6 +31,7 @@
 #include <climits>
 #include <cstdio>
 #include <exception>
+#include <future>
 #include <thread>
 
 namespace spex {
@@ -185,9 +186,11 @@ void prefetch(CudaEngine::Device& dev, DeviceRun& run, const ExtractionRequest& 
 
 // Runs one device's share. Writes the device's rows of result (disjoint from other
 // devices) and its diagnostics into job.
+// `allocated` becomes ready once result's host arrays exist (they are allocated on
+// another thread while the device works); nothing of result is touched before.
 void runDevice(CudaEngine::Device& dev, DeviceRun& run, const CudaEngineOptions& opt,
-               DeviceJob& job, ExtractionResult& result, bool directModel, ProfileRecorder& rec,
-               const CancelToken& cancel) {
+               DeviceJob& job, ExtractionResult& result, const std::shared_future<void>& allocated,
+               bool directModel, ProfileRecorder& rec, const CancelToken& cancel) {
   const ExtractionRequest& req = *job.req;
   const PatchPlan& plan = *job.plan;
   const GaussHermitePsf& psf = *req.psf;
@@ -479,6 +482,7 @@ void runDevice(CudaEngine::Device& dev, DeviceRun& run, const CudaEngineOptions&
   }
 
   // D2H: this device's rows of the frame, and the model image.
+  allocated.get(); // rethrows the allocation's failure
   tl.phase(kPhaseD2H, mainLane, -1, ms, [&] {
     double* model = nullptr;
     if (req.model) {
@@ -545,7 +549,26 @@ ExtractionResult CudaEngine::extract(const ExtractionRequest& req, ProgressSink&
     for (auto& e : prefetchErrors)
       if (e) std::rethrow_exception(e);
     const GaussHermitePsf& psf = *req.psf;
-    result.allocate(plan, psf.hsizeY, req.model, psf.npixX, psf.npixY);
+    // The frame's host arrays (~150 MB, zeroed and paged in: tens of ms) are made on
+    // their own thread while the devices work; runDevice waits for them before its D2H.
+    std::promise<void> allocPromise;
+    const std::shared_future<void> allocated = allocPromise.get_future().share();
+    std::thread allocator([&] {
+      try {
+        rec.setThreadLaneName("allocate");
+        ScopedRange r(&rec, "allocate");
+        result.allocate(plan, psf.hsizeY, req.model, psf.npixX, psf.npixY);
+        allocPromise.set_value();
+      } catch (...) {
+        allocPromise.set_exception(std::current_exception());
+      }
+    });
+    struct Join {
+      std::thread& t;
+      ~Join() {
+        if (t.joinable()) t.join();
+      }
+    } joinAllocator{allocator};
     result.engine = name();
     result.psferr = effectivePsfErr(req);
     result.nonFinitePixels = req.image->nonFinitePixels;
@@ -605,7 +628,7 @@ ExtractionResult CudaEngine::extract(const ExtractionRequest& req, ProgressSink&
       const bool directModel = active <= 1;
       auto work = [&](int d) {
         try {
-          runDevice(*m_devices[d], *runs[d], m_options, jobs[d], result, directModel, rec, cancel);
+          runDevice(*m_devices[d], *runs[d], m_options, jobs[d], result, allocated, directModel, rec, cancel);
         } catch (...) {
           errors[d] = std::current_exception();
         }
@@ -620,6 +643,7 @@ ExtractionResult CudaEngine::extract(const ExtractionRequest& req, ProgressSink&
       }
       for (auto& e : errors)
         if (e) std::rethrow_exception(e);
+      allocated.get();
       {
         ScopedRange r(&rec, "assemble");
         for (DeviceJob& j : jobs) {
@@ -633,6 +657,7 @@ ExtractionResult CudaEngine::extract(const ExtractionRequest& req, ProgressSink&
                   [](const PatchDiagnostics& a, const PatchDiagnostics& b) { return a.patch < b.patch; });
       }
     }
+    allocated.get();
     {
       ScopedRange r(&rec, "finalize");
       finalizeFrame(result);
