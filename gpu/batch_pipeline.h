@@ -19,6 +19,7 @@ inline constexpr const char* kPhaseSolve = "solve";
 inline constexpr const char* kPhaseDecorrelate = "decorrelate";
 inline constexpr const char* kPhaseChi2 = "chi2pix";
 inline constexpr const char* kPhaseD2H = "D2H";
+inline constexpr const char* kPhasePlanCorners = "plan corners";
 
 // What the host knows of a batch's patches: the fiber coupling width to solve on
 // (F - 1: dense) and the fiber blocks any of them keeps, [keptLo, keptHi).

@@ -14,7 +14,9 @@
 namespace spex::gpu {
 
 // C: block s of matrix b at C + b * strideC + s * nb * nb (nb x nb, leading dimension
-// nb); blocks outside [lo, hi) are not written. X's upper triangle is never read.
+// nb); blocks outside [lo, hi) are not written. The upper triangles of X's diagonal
+// blocks are read and must be zero (the engine's X keeps them so); X's blocks above
+// the diagonal blocks are never read.
 // Asynchronous on `stream` (the handle is set to it); throws GpuError for bad
 // arguments, GpuError naming cuBLAS's status on failure.
 void fiberBlocksBatched(cublasHandle_t cublas, int nblk, int nb, int lo, int hi, const double* X,

@@ -71,6 +71,7 @@ struct CudaEngine::Device {
   gpu::DeviceArray<gpu::DevLegendre> sets;
   gpu::DeviceArray<int2> corner;
   gpu::DeviceArray<gpu::DevPatch> patches, retryPatches;
+  gpu::DeviceArray<int> planCorners; // the plan's corner table, x then y (computePlanCorners)
   gpu::DeviceArray<int> coupling; // per patch of the request (CudaEngineOptions::bandedSolve)
   gpu::PinnedArray<int> hInfo, hCoupling;
   gpu::PinnedArray<double> hChi2;
@@ -132,6 +133,12 @@ void uploadPsf(const GaussHermitePsf& psf, CudaEngine::Device& dev, cudaStream_t
 // Image and ivar into dev.pix and dev.ivar on dev.main, through the pinned stager;
 // returns once the host arrays have been read.
 void uploadImage(const Image& image, CudaEngine::Device& dev, std::size_t budget);
+// The corner table of the request's patch plan (core/plan/patch_plan.h PlanCorners)
+// evaluated on the device from the uploaded PSF, on dev.main, synchronous; false (out
+// empty) when the request's fibers or parameters are not a valid plan (makePatchPlan
+// then says why).
+bool computePlanCorners(CudaEngine::Device& dev, const DevPsf& psf, const ExtractionRequest& req,
+                        std::size_t budget, PlanCorners& out);
 // After every workspace's stream: the device's frame rows (nfw = rows x bins values
 // from element offset `off` of each frame array; the resolution nk times that) into
 // result, and the model image (npix values) into `model` when not null. Synchronous.

@@ -52,6 +52,24 @@ void uploadImage(const Image& image, CudaEngine::Device& dev, std::size_t budget
                     dev.main, dev.index);
 }
 
+bool computePlanCorners(CudaEngine::Device& dev, const DevPsf& psf, const ExtractionRequest& req,
+                        std::size_t budget, PlanCorners& out) {
+  out = planCornerRange(*req.psf, req.wave, req.fiberMin, req.nFiber, req.params);
+  const int nf = out.f1 - out.f0, nk = out.k1 - out.k0;
+  if (nf <= 0 || nk <= 0) return false;
+  const std::size_t N = std::size_t(nf) * nk;
+  makeRoom(dev, dev.planCorners.growth(2 * N), budget);
+  dev.planCorners.need(2 * N, &dev.held, "plan corners");
+  dev.track();
+  int* x = dev.planCorners.get();
+  launchCornerTable(psf, out.f0, nf, out.k0, nk, req.wave.wmin, req.wave.dw, x, x + N, dev.main);
+  out.x.resize(N);
+  out.y.resize(N);
+  dev.stager.download({CopySegment{out.x.data(), x, N * sizeof(int)}, CopySegment{out.y.data(), x + N, N * sizeof(int)}},
+                      dev.main, dev.index);
+  return true;
+}
+
 void downloadFrame(CudaEngine::Device& dev, ExtractionResult& result, std::size_t off, std::size_t nfw,
                    int nk, double* model, std::size_t npix) {
   cudaStream_t ms = dev.main;

@@ -1,7 +1,7 @@
 // gpu::fiberBlocksBatched (gpu/batched_fiber_blocks.h) alone against a plain host
 // product on random lower-triangular batches: the blocks asked for equal
-// X(s nb :, s)^T X(s nb :, s), the others are left as they were, X's upper triangle is
-// never read (poisoned with NaN), and bad arguments are errors.
+// X(s nb :, s)^T X(s nb :, s), the others are left as they were, X's blocks above the
+// diagonal blocks are never read (poisoned with NaN), and bad arguments are errors.
 #include "gpu/batched_fiber_blocks.h"
 #include "gpu/cuda_engine.h"
 
@@ -39,7 +39,9 @@ Result run(int nblk, int nb, int lo, int hi, int batch, unsigned seed) {
     for (int j = 0; j < n; ++j)
       for (int i = 0; i < n; ++i)
         X[b * nn + i + std::size_t(j) * n] =
-            i >= j ? scale * (u(rng) + (i == j ? 2.0 : 0.0)) : std::numeric_limits<double>::quiet_NaN();
+            i >= j ? scale * (u(rng) + (i == j ? 2.0 : 0.0))
+            : i / nb == j / nb ? 0.0 // inside a diagonal block: read, must be zero
+                               : std::numeric_limits<double>::quiet_NaN(); // above: never read
   }
   const long long strideC = (long long)nblk * nb * nb + 7; // a stride wider than the blocks
   const double poison = -12345.678;
