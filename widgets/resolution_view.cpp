@@ -100,7 +100,7 @@ void ResolutionView::refresh() {
     for (int i = 0; i < k.size(); ++i) x[i] = i - r.ndiag;
     QCPGraph* g = m_kernel->addGraph();
     g->setData(x, k, true);
-    g->setName(m_sources[s].name);
+    g->setName(QString::fromStdString(m_sources[s].name));
     g->setPen(QPen(colors[s % 3], 1.5, s ? Qt::DashLine : Qt::SolidLine));
     g->setLineStyle(QCPGraph::lsStepCenter);
     g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, 5));

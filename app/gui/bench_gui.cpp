@@ -226,7 +226,7 @@ int main(int argc, char** argv) {
   // --- 6-patch CPU selection: Extract clicked -> spectra painted
   if (!repaintOnly) {
     RunSettings sel = w->document()->settings();
-    sel.engine = QStringLiteral("cpu");
+    sel.engine = "cpu";
     sel.threads = cores;
     w->document()->setSettings(sel);
     const auto plan = w->document()->plan();
@@ -464,7 +464,7 @@ int main(int argc, char** argv) {
 
   // --- event loop during a whole-frame CPU extraction
   RunSettings rs = w->document()->settings();
-  rs.engine = QStringLiteral("cpu");
+  rs.engine = "cpu";
   rs.threads = cores;
   w->document()->setSettings(rs);
   ccd->fit();

@@ -5,6 +5,7 @@
 // with a locked crosshair, and the residual blink's caption.
 #include "gui_test_sim.h"
 
+#include "widgets/background.h"
 #include "widgets/ccd_view.h"
 #include "widgets/colormap.h"
 #include "widgets/cut_view.h"
@@ -17,11 +18,13 @@
 #include <qcustomplot.h>
 
 #include <QApplication>
+#include <QSemaphore>
 #include <QPainter>
 #include <QPicture>
 #include <QSignalSpy>
 #include <QTableWidget>
 #include <QTest>
+#include <QThreadPool>
 
 #include <algorithm>
 #include <array>
@@ -563,6 +566,66 @@ private slots:
     const QImage withCross = view.canvas(0)->grab().toImage();
     view.canvas(0)->clearCrosshair();
     QVERIFY(view.canvas(0)->grab().toImage() != withCross);
+  }
+
+  // Issue 14: the model is edited in place by later runs while a render may be in
+  // flight on a worker. The render and the values line read the view's snapshot of
+  // the model as it was given, never the array as it is being changed.
+  void sideBySideRendersItsSnapshotWhileTheModelChanges() {
+    ViewState vs;
+    auto model = std::make_shared<Array2D<double>>(m_image->ny, m_image->nx, 0.0);
+    auto chi = std::make_shared<Array2D<double>>(m_image->ny, m_image->nx, 0.0);
+    for (std::size_t i = 0; i < model->size(); ++i) {
+      model->data[i] = 0.9 * m_image->pix.data[i];
+      chi->data[i] = (m_image->pix.data[i] - model->data[i]) * std::sqrt(std::max(m_image->ivar.data[i], 0.0));
+    }
+    const auto pristine = std::make_shared<const Array2D<double>>(*model); // what was given
+    ScaleSettings s;
+    // The pictures of the model as given, from a view whose model nobody changes.
+    SideBySideView reference(&vs);
+    reference.resize(900, 400);
+    reference.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&reference));
+    reference.setInputs(m_image, pristine, chi, s, 1);
+    reference.waitForUpdate();
+    const QImage want = reference.canvas(1)->picture();
+    QVERIFY(!want.isNull());
+
+    SideBySideView view(&vs);
+    view.resize(900, 400);
+    view.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&view));
+    // Every worker of the background pool is held, so the render is surely in flight
+    // (queued) while the model changes; the same holds whenever the worker is slower
+    // than the next run.
+    QThreadPool* pool = backgroundPool();
+    QSemaphore release;
+    QSemaphore holding;
+    const int workers = pool->maxThreadCount();
+    for (int k = 0; k < workers; ++k)
+      pool->start([&] {
+        holding.release();
+        release.acquire();
+      });
+    QVERIFY(holding.tryAcquire(workers, 10000));
+    view.setInputs(m_image, model, chi, s, 1);
+    QVERIFY(view.isUpdating());
+    // The next run rewrites the caller's model in place (a different model everywhere).
+    for (std::size_t i = 0; i < model->size(); ++i) model->data[i] = 2.5 * m_image->pix.data[i] + 100.0;
+    release.release(workers);
+    view.waitForUpdate();
+    pool->waitForDone();
+    QCOMPARE(view.canvas(1)->picture(), want); // the snapshot's picture, pixel for pixel
+    QVERIFY(view.modelSnapshot() && view.modelSnapshot() != model);
+    const int c = int(std::lround(m_psf->x(4, 6100))), r = int(std::lround(m_psf->y(4, 6100)));
+    view.showPixel(QPointF(c, r));
+    QVERIFY2(view.readout().contains(QStringLiteral("model %1").arg((*pristine)(r, c), 0, 'g', 6)),
+             qPrintable(view.readout()));
+    // The same array at a new revision (the run finished): a new snapshot, a new picture.
+    view.setInputs(m_image, model, chi, s, 2);
+    view.waitForUpdate();
+    QCOMPARE((*view.modelSnapshot())(r, c), (*model)(r, c));
+    QVERIFY(view.canvas(1)->picture() != want);
   }
 
   void residualBlinkSaysWhichImageIsShown() {
