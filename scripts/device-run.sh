@@ -25,6 +25,8 @@
 #   raceeigh  compute-sanitizer racecheck on syevBatched (three workspace sizes)
 #   solverab  warm medians with SPEXLAB_CUDA_SOLVER=auto|dense (block band or dense), two
 #             streams alternating, then one stream each (phase times)
+#   guisel  spexlab-bench-gui's 6-patch selection, CUDA (warm) then CPU engine (bundle it:
+#           scripts/device-bundle.sh build build/app/gui/spexlab-bench-gui)
 #   gui     the workbench offscreen on the frame of `cold` (made if missing): CPU vs
 #           CUDA on the whole frame, twice in one process, screenshot + tables
 #   ceilings  spexlab-cli bench --ceilings alone (cuBLAS DGEMM/cuSOLVER rates)
@@ -156,6 +158,14 @@ PYEOF
          timeout 400 $B/spexlab --preproc $D/frame/preproc.fits --psf $D/frame/psf.fits --truth $D/frame/truth.fits \
             --screenshot $OUT/gui-cpu-vs-cuda.png --size 1800x1200 --compare cpu,cuda --compare-runs 2 --extract 2>&1 \
             | grep -v propagateSizeHints | tee $OUT/gui-compare.txt ;;
+    guisel) # The 6-patch selection in the workbench offscreen (spexlab-bench-gui, bundled as
+            # an extra binary), CUDA engine kept warm between clicks, then the CPU engine,
+            # with the GUI thread's CPU time per event (docs/benchmarks.md, issue 14).
+            mkdir -p $D/benchgui /tmp/xdg-run && chmod 700 /tmp/xdg-run
+            for e in cuda cpu; do
+              SPEXLAB_BENCH_EVENTS=1 timeout 250 $B/spexlab-bench-gui 1 2 $D/benchgui selection $e 2>&1 \
+                | grep -v propagateSizeHints | tee $OUT/guisel-$e.txt
+            done ;;
     batch20) SPEXLAB_PSF=$PSF timeout 500 bash ./bench-batch.sh -N 20 --cli $B/spexlab-cli --dir $D/bb \
         -- --engine cuda --gpus 0 2>&1 | tee $OUT/batch20.txt; cp $D/bb/batch-1.json $OUT/batch20-trace.json ;;
     procs5) SPEXLAB_PSF=$PSF timeout 500 bash ./bench-batch.sh -N 4 -P 5 --cli $B/spexlab-cli --dir $D/bb \
