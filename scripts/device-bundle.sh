@@ -43,5 +43,6 @@ cp "$DATA/psf-r0-00067784.fits" "$STAGE/data/"
 tar -C "$STAGE" -cJf .device/stage.tar.xz $(cd "$STAGE" && ls)
 cp scripts/device-run.sh .device/run.sh
 cp scripts/bench-batch.sh .device/bench-batch.sh
+cp scripts/trace-summary.py .device/trace-summary.py
 rm -rf "$STAGE"
 ls -la .device

@@ -425,7 +425,7 @@ private slots:
         QVERIFY(r.endNs >= r.startNs);
         if (k.kind == "kernel") {
           kernelsOutside += k.phase.empty();
-          QVERIFY2(k.grid[0] > 0 && k.block[0] > 0 && k.registers > 0, r.name.c_str());
+          QVERIFY2(k.launch.grid[0] > 0 && k.launch.block[0] > 0 && k.launch.registers > 0, r.name.c_str());
         } else {
           QVERIFY2(k.bytes > 0, r.name.c_str());
         }
