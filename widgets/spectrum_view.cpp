@@ -39,6 +39,10 @@ bool coveredBin(const ExtractionResult& r, int row, int j) {
 SpectrumView::SpectrumView(ViewState* state, QWidget* parent) : QWidget(parent), m_state(state) {
   m_plot = new QCustomPlot(this);
   m_plot->setObjectName(QStringLiteral("spectrumPlot"));
+  // QCustomPlot's default (phImmediateRefresh) makes every replot a synchronous
+  // repaint() of the window's dirty widgets; an update() lets the plots, the CCD view
+  // and the status bar that one extraction changes paint in one pass.
+  m_plot->setPlottingHint(QCP::phImmediateRefresh, false);
   m_plot->plotLayout()->clear();
   m_fluxRect = new QCPAxisRect(m_plot);
   m_ivarRect = new QCPAxisRect(m_plot);
