@@ -728,6 +728,29 @@ void FitsFile::readPixels(long long n, T* out) {
   check(status, "", "cannot read the image data (file truncated or corrupt?)");
 }
 
+namespace {
+// An image's array with its pages mapped in 4 MiB steps (Array2D's constructor maps a
+// large one in a single madvise, core/array.h). One MADV_POPULATE_WRITE call holds the
+// address space's lock (mmap_lock) while it faults pages in, ~50 ms for a 4k x 4k double
+// plane, and the threads that map memory meanwhile wait: a cold `extract` reads the
+// preproc beside the CUDA driver's start and the opening of cuBLAS/cuSOLVER
+// (docs/benchmarks.md, "Cold process").
+template <class T>
+Array2D<T> imageArray(int rows, int cols) {
+  Array2D<T> a;
+  a.rows = rows;
+  a.cols = cols;
+  const std::size_t n = std::size_t(rows) * std::size_t(cols);
+  a.data.reserve(n);
+  const std::size_t step = std::size_t(4) << 20;
+  auto* p = reinterpret_cast<unsigned char*>(a.data.data());
+  for (std::size_t at = 0; at < n * sizeof(T); at += step)
+    populatePages(p + at, std::min(step, n * sizeof(T) - at)); // pieces < 4 MiB are left to faults
+  a.data.assign(n, T{});
+  return a;
+}
+} // namespace
+
 template <class T>
 Array2D<T> FitsFile::readImage2D(int rows, int cols) {
   const std::vector<long> shape = imageShape();
@@ -736,7 +759,7 @@ Array2D<T> FitsFile::readImage2D(int rows, int cols) {
     fail("", "image is " + shapeText(shape) + " (rows x columns), expected " +
                  (rows >= 0 ? std::to_string(rows) : "any") + " x " +
                  (cols >= 0 ? std::to_string(cols) : "any"));
-  Array2D<T> a(static_cast<int>(shape[0]), static_cast<int>(shape[1]));
+  Array2D<T> a = imageArray<T>(static_cast<int>(shape[0]), static_cast<int>(shape[1]));
   readPixels(static_cast<long long>(a.size()), a.data.data());
   return a;
 }
