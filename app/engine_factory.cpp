@@ -217,7 +217,10 @@ EngineRegistry::Lease EngineRegistry::lease(const std::string& kind) {
   }
   Lease l;
   l.lock = std::unique_lock(slot->use);
-  if (!slot->engine) slot->engine = makeEngine(name).engine; // throws: nothing kept
+  if (!slot->engine) {
+    slot->engine = makeEngine(name).engine; // throws: nothing kept
+    ++m_made;
+  }
   l.engine = slot->engine.get();
   return l;
 }

@@ -5,6 +5,7 @@
 
 #include "core/extract/engine.h"
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -80,6 +81,9 @@ public:
   Lease lease(const std::string& kind);
   // Drops every engine not in use (frees device memory).
   void clear();
+  // How many engines this registry has made so far (a warm engine is made once; tests
+  // check that a second request reuses it).
+  int enginesMade() const { return m_made.load(); }
 
 private:
   struct Slot {
@@ -88,6 +92,7 @@ private:
   };
   std::mutex m_mutex;
   std::map<std::string, std::unique_ptr<Slot>> m_slots;
+  std::atomic<int> m_made{0};
 };
 
 // "4G", "4GiB", "512M", "1.5G", "4294967296" -> bytes (K/M/G/T are powers of 1024).

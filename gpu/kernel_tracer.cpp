@@ -65,6 +65,20 @@ const char* copyKindName(uint8_t k) {
   }
 }
 
+// What every activity record kind has (CUpti_ActivityKernel10, Memcpy6, Memset4 name
+// these fields alike): its device times, device, stream and launching call.
+template <class Record>
+DeviceActivity timed(DeviceActivity::Kind kind, const Record& r) {
+  DeviceActivity a;
+  a.kind = kind;
+  a.startNs = r.start;
+  a.endNs = r.end;
+  a.device = int(r.deviceId);
+  a.stream = r.streamId;
+  a.correlation = r.correlationId;
+  return a;
+}
+
 void CUPTIAPI bufferRequested(uint8_t** buffer, size_t* size, size_t* maxNumRecords) {
   *buffer = static_cast<uint8_t*>(std::aligned_alloc(8, kBufferBytes));
   *size = *buffer ? kBufferBytes : 0;
@@ -81,31 +95,20 @@ void CUPTIAPI bufferCompleted(CUcontext ctx, uint32_t streamId, uint8_t* buffer,
     case CUPTI_ACTIVITY_KIND_KERNEL:
     case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
       const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(rec);
-      DeviceActivity a;
-      a.kind = DeviceActivity::Kind::Kernel;
+      DeviceActivity a = timed(DeviceActivity::Kind::Kernel, *k);
       a.name = k->name ? k->name : "?";
-      a.startNs = k->start;
-      a.endNs = k->end;
-      a.device = int(k->deviceId);
-      a.stream = k->streamId;
-      a.correlation = k->correlationId;
-      a.grid[0] = k->gridX, a.grid[1] = k->gridY, a.grid[2] = k->gridZ;
-      a.block[0] = k->blockX, a.block[1] = k->blockY, a.block[2] = k->blockZ;
-      a.registers = k->registersPerThread;
-      a.staticShared = k->staticSharedMemory;
-      a.dynamicShared = k->dynamicSharedMemory;
+      KernelLaunch& l = a.launch;
+      l.grid[0] = k->gridX, l.grid[1] = k->gridY, l.grid[2] = k->gridZ;
+      l.block[0] = k->blockX, l.block[1] = k->blockY, l.block[2] = k->blockZ;
+      l.registers = k->registersPerThread;
+      l.staticShared = k->staticSharedMemory;
+      l.dynamicShared = k->dynamicSharedMemory;
       acts.push_back(std::move(a));
       break;
     }
     case CUPTI_ACTIVITY_KIND_MEMCPY: {
       const auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(rec);
-      DeviceActivity a;
-      a.kind = DeviceActivity::Kind::Memcpy;
-      a.startNs = m->start;
-      a.endNs = m->end;
-      a.device = int(m->deviceId);
-      a.stream = m->streamId;
-      a.correlation = m->correlationId;
+      DeviceActivity a = timed(DeviceActivity::Kind::Memcpy, *m);
       a.bytes = m->bytes;
       a.copyKind = copyKindName(m->copyKind);
       acts.push_back(std::move(a));
@@ -113,13 +116,7 @@ void CUPTIAPI bufferCompleted(CUcontext ctx, uint32_t streamId, uint8_t* buffer,
     }
     case CUPTI_ACTIVITY_KIND_MEMSET: {
       const auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(rec);
-      DeviceActivity a;
-      a.kind = DeviceActivity::Kind::Memset;
-      a.startNs = m->start;
-      a.endNs = m->end;
-      a.device = int(m->deviceId);
-      a.stream = m->streamId;
-      a.correlation = m->correlationId;
+      DeviceActivity a = timed(DeviceActivity::Kind::Memset, *m);
       a.bytes = m->bytes;
       acts.push_back(std::move(a));
       break;

@@ -4,6 +4,8 @@
 #   gpu     nvidia-smi summary          psf     test_device_psf
 #   eigh    test_batched_eigh (syevBatched against LAPACK dsyevd)
 #   chol    test_batched_cholesky (block-banded Cholesky and L^-1 against LAPACK dpotrf/dtrtri)
+#   fiber   test_batched_fiber_blocks (fiber blocks of X^T X against a host product)
+#   staging test_staging (pinned-ring uploads/downloads; frame-sized copy times)
 #   eighab  warm median with each fiber-block eigensolver (SPEXLAB_CUDA_EIGH), same process order
 #   engine  test_cuda_engine (CUDA vs CPU, pulls, non-SPD, subsets)
 #   cold    simulate a full r frame to files, then one cold `extract --engine cuda`
@@ -60,6 +62,8 @@ for step in "$@"; do
     psf) timeout 120 $B/test_device_psf 2>&1 | tee $OUT/test_device_psf.log | grep -E "PASS|FAIL|SKIP|QINFO|Totals|Loc" ;;
     chol) timeout 120 $B/test_batched_cholesky 2>&1 | tee $OUT/test_batched_cholesky.log | grep -E "PASS|FAIL|SKIP|QINFO|Totals|Loc" ;;
     eigh) timeout 120 $B/test_batched_eigh 2>&1 | tee $OUT/test_batched_eigh.log | grep -E "PASS|FAIL|SKIP|QINFO|Totals|Loc" ;;
+    fiber) timeout 120 $B/test_batched_fiber_blocks 2>&1 | tee $OUT/test_batched_fiber_blocks.log | grep -E "PASS|FAIL|SKIP|QINFO|Totals|Loc" ;;
+    staging) timeout 120 $B/test_staging 2>&1 | tee $OUT/test_staging.log | grep -E "PASS|FAIL|SKIP|QINFO|Totals|Loc" ;;
     eighab) for k in tridiagonal cusolver tridiagonal cusolver; do echo "eigh $k:"; SPEXLAB_CUDA_EIGH=$k timeout 100 $B/spexlab-cli bench --engine cuda --psf $PSF --repeat 5 2>&1 \
                | tee $OUT/bench_eigh_$k.txt | grep -E "^wall|^eigh|^decorrelate|peak|memory:"; done ;;
     engine) timeout 400 $B/test_cuda_engine 2>&1 | tee $OUT/test_cuda_engine.log | grep -E "PASS|FAIL|SKIP|QINFO|Totals|Loc|QWARN" ;;
@@ -137,7 +141,11 @@ PYEOF
               timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 $B/test_batched_eigh otherSizesAndStrides 2>&1 \
                 | tee $OUT/memcheck_eigh.log | grep -E "ERROR SUMMARY|PASS|FAIL|Totals"; echo "memcheck eigh rc ${PIPESTATUS[0]}"
               timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 $B/test_batched_cholesky 2>&1 \
-                | tee $OUT/memcheck_chol.log | grep -E "ERROR SUMMARY|PASS|FAIL|Totals"; echo "memcheck cholesky rc ${PIPESTATUS[0]}" ;;
+                | tee $OUT/memcheck_chol.log | grep -E "ERROR SUMMARY|PASS|FAIL|Totals"; echo "memcheck cholesky rc ${PIPESTATUS[0]}"
+              timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 $B/test_batched_fiber_blocks 2>&1 \
+                | tee $OUT/memcheck_fiber.log | grep -E "ERROR SUMMARY|PASS|FAIL|Totals"; echo "memcheck fiber blocks rc ${PIPESTATUS[0]}"
+              timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 $B/test_staging roundTripsEveryByte 2>&1 \
+                | tee $OUT/memcheck_staging.log | grep -E "ERROR SUMMARY|PASS|FAIL|Totals"; echo "memcheck staging rc ${PIPESTATUS[0]}" ;;
     solverab) for k in auto dense auto dense; do echo "solver $k:"; SPEXLAB_CUDA_SOLVER=$k timeout 100 $B/spexlab-cli bench --engine cuda --psf $PSF --repeat 5 2>&1 \
                | tee $OUT/bench_solver_$k.txt | grep -E "^wall|^cholesky|^inverse|^fiber blocks|^solve|^eigh|memory:"; done
               echo "one stream:"; for k in auto dense; do echo "solver $k, 1 stream:"; SPEXLAB_CUDA_STREAMS=1 SPEXLAB_CUDA_SOLVER=$k timeout 100 $B/spexlab-cli bench --engine cuda --psf $PSF --repeat 5 2>&1 \

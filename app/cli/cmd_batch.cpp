@@ -15,7 +15,9 @@
 // every job succeeded. With --mpi, jobs are dealt to ranks (job i to rank i mod size)
 // and each rank takes GPU (local rank mod GPUs). The summary table lists per frame
 // the read, extract, write and wait (extractor idle for input) times; --profile
-// writes the batch as a Chrome trace with read/extract/write lanes.
+// writes the batch as a Chrome trace with read/extract/write lanes, the engine's own
+// lanes right under extract; --profile-kernels (CUDA engine) adds every kernel and copy
+// there under its phase (docs/profiling.md, "Kernel profile") and prints their table.
 #include "commands.h"
 
 #include "app/engine_factory.h"
@@ -28,6 +30,7 @@
 #include "core/plan/patch_plan.h"
 #include "core/profile/profile.h"
 #include "engine_options.h"
+#include "kernel_table.h"
 #include "mpi_job.h"
 #include "cli_common.h"
 
@@ -221,13 +224,16 @@ int cmdBatch(const std::vector<std::string>& args) {
   setupApp(app);
   std::string jobsPath, engineKind = "auto", gpus, gpuMemory, profilePath;
   int threads = 0;
-  bool useMpi = false, quiet = false;
+  bool useMpi = false, quiet = false, profileKernels = false;
   app.add_option("JOBS", jobsPath, "one desi_extract_spectra argument list per line")->required();
   app.add_option("--engine", engineKind, "cpu | cuda | auto");
   app.add_option("--gpus", gpus, "GPU devices, e.g. 0,1 (with --mpi: local rank mod GPUs)");
   app.add_option("--gpu-memory", gpuMemory, "CUDA device-memory budget: a size (6G) or a fraction (0.2)");
   app.add_option("-t,--threads", threads, "CPU threads per process (0: the CPUs given)");
   app.add_option("--profile", profilePath, "Chrome trace of the batch (read/extract/write lanes)");
+  app.add_flag("--profile-kernels", profileKernels,
+               "CUDA engine: record every kernel and copy (CUPTI) into the --profile trace under its "
+               "frame and phase, and print a per-kernel table (slower; docs/profiling.md)");
   app.add_flag("--mpi", useMpi, "deal the jobs to MPI ranks");
   app.add_flag("--quiet", quiet, "no summary table");
   if (!parseArgs(app, args)) return 0;
@@ -241,6 +247,16 @@ int cmdBatch(const std::vector<std::string>& args) {
   EngineChoice choice = makeEngine(engineKind, engineOptionsFrom(gpus, gpuMemory, engineKind, mpi));
   if (!choice.note.empty()) std::fprintf(stderr, "spexlab-cli batch: %s\n", choice.note.c_str());
   Engine& engine = *choice.engine;
+  if (profileKernels && engine.name() == "cpu")
+    // Before any job runs: a night's batch should not find out at the end that it
+    // recorded nothing.
+  {
+    std::string why = choice.note; // "no usable GPU (...); using the CPU engine" when auto fell back
+    if (const auto cut = why.find("; using the CPU engine"); cut != std::string::npos) why.resize(cut);
+    throw InputError("--profile-kernels needs the CUDA engine (a GPU): " +
+                     (why.empty() ? std::string("the CPU engine was asked for (--engine cpu)") : why) +
+                     "; the CPU engine runs no GPU kernels, so no job was run");
+  }
 
   const auto origin = Clock::now();
   auto now = [&] { return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - origin).count(); };
@@ -273,6 +289,7 @@ int cmdBatch(const std::vector<std::string>& args) {
         r.params = j->params;
         r.model = !j->model.empty();
         r.threads = threads;
+        r.profileKernels = profileKernels;
       } catch (const std::exception& e) {
         f->error = std::string("read: ") + e.what();
         f->image.reset();
@@ -314,8 +331,9 @@ int cmdBatch(const std::vector<std::string>& args) {
   });
 
   Profile batchProfile;
-  const int readLane = batchProfile.laneIndex("read"), extractLane = batchProfile.laneIndex("extract"),
-            writeLane = batchProfile.laneIndex("write");
+  // Lanes in this order: read, extract, the engine's lanes (its main thread, CUDA
+  // streams) as the first frame brings them, write.
+  const int readLane = batchProfile.laneIndex("read"), extractLane = batchProfile.laneIndex("extract");
   {
     int64_t idleFrom = now();
     while (std::unique_ptr<Frame> f = toExtract.take()) {
@@ -346,6 +364,7 @@ int cmdBatch(const std::vector<std::string>& args) {
   const double wallS = now() * 1e-9;
 
   std::sort(done.begin(), done.end(), [](const auto& a, const auto& b) { return a->job->index < b->job->index; });
+  const int writeLane = batchProfile.laneIndex("write");
   int failed = 0;
   for (const auto& f : done) {
     const int id = f->job->index;
@@ -399,6 +418,7 @@ int cmdBatch(const std::vector<std::string>& args) {
     table << line;
   }
   if (!quiet) std::printf("%s", table.str().c_str());
+  if (!quiet && profileKernels) std::printf("\n%skernel profile (all frames):\n%s", who.c_str(), kernelTable(batchProfile).c_str());
   std::fflush(stdout);
 
   if (!profilePath.empty()) {

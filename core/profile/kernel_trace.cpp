@@ -152,11 +152,7 @@ void attachKernelTrace(Profile& p, const KernelTraceInput& in) {
     k.device = a.device;
     k.stream = int(a.stream);
     k.correlation = a.correlation;
-    std::copy(a.grid, a.grid + 3, k.grid);
-    std::copy(a.block, a.block + 3, k.block);
-    k.registers = a.registers;
-    k.staticShared = a.staticShared;
-    k.dynamicShared = a.dynamicShared;
+    k.launch = a.launch;
     k.bytes = a.bytes;
     k.copyKind = a.copyKind;
     ProfileRange r;

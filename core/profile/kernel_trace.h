@@ -49,8 +49,7 @@ struct DeviceActivity {
   int device = 0;
   uint32_t stream = 0;     // CUPTI stream id
   uint32_t correlation = 0;
-  int grid[3] = {0, 0, 0}, block[3] = {0, 0, 0};
-  int registers = 0, staticShared = 0, dynamicShared = 0;
+  KernelLaunch launch;    // kernels
   uint64_t bytes = 0;
   std::string copyKind;   // "HtoD", "DtoH", "DtoD", "HtoH", "PtoP", "other"
 };

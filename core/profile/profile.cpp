@@ -147,18 +147,29 @@ std::vector<KernelStats> Profile::kernelStats(int64_t t0, int64_t t1) const {
     return double(std::min(r.endNs, t1) - std::max(r.startNs, t0)) * 1e-9;
   };
   std::map<std::pair<std::string, std::string>, std::size_t> index; // (phase, name)
+  std::vector<double> busy; // whole durations of the launches counted (for bytesPerS)
   for (const ProfileRange& r : ranges) {
     if (r.kernel < 0 || std::size_t(r.kernel) >= kernels.size()) continue;
     if (r.endNs <= t0 || r.startNs >= t1) continue;
     const KernelRecord& k = kernels[r.kernel];
     auto [it, added] = index.try_emplace({k.phase, r.name}, out.size());
     if (added) {
+      busy.push_back(0);
       out.push_back({});
       out.back().phase = k.phase;
       out.back().name = r.name;
       out.back().kind = k.kind;
     }
     KernelStats& s = out[it->second];
+    if (s.count == 0) {
+      s.launch = k.launch;
+      s.copyKind = k.copyKind;
+    } else {
+      s.sameLaunch = s.sameLaunch && k.launch == s.launch;
+      if (k.copyKind != s.copyKind) s.copyKind = "mixed";
+    }
+    s.bytes += k.bytes;
+    busy[it->second] += double(r.durationNs()) * 1e-9;
     const double d = clipped(r);
     s.minS = s.count ? std::min(s.minS, d) : d;
     s.maxS = s.count ? std::max(s.maxS, d) : d;
@@ -173,7 +184,9 @@ std::vector<KernelStats> Profile::kernelStats(int64_t t0, int64_t t1) const {
     auto it = phaseTotal.find(r.name);
     if (it != phaseTotal.end()) it->second += clipped(r);
   }
-  for (KernelStats& s : out) {
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    KernelStats& s = out[i];
+    s.bytesPerS = s.bytes && busy[i] > 0 ? double(s.bytes) / busy[i] : 0;
     s.meanS = s.count ? s.totalS / s.count : 0;
     s.phaseTotalS = phaseTotal[s.phase];
     s.share = s.phaseTotalS > 0 ? s.totalS / s.phaseTotalS : 0;
@@ -221,11 +234,12 @@ std::string Profile::toChromeTrace() const {
       a["stream"] = k.stream;
       a["correlation"] = k.correlation;
       if (k.kind == "kernel") {
-        a["grid"] = {k.grid[0], k.grid[1], k.grid[2]};
-        a["block"] = {k.block[0], k.block[1], k.block[2]};
-        a["registers"] = k.registers;
-        a["static_shared"] = k.staticShared;
-        a["dynamic_shared"] = k.dynamicShared;
+        const KernelLaunch& l = k.launch;
+        a["grid"] = {l.grid[0], l.grid[1], l.grid[2]};
+        a["block"] = {l.block[0], l.block[1], l.block[2]};
+        a["registers"] = l.registers;
+        a["static_shared"] = l.staticShared;
+        a["dynamic_shared"] = l.dynamicShared;
         if (!k.symbol.empty()) a["symbol"] = k.symbol;
       } else {
         a["bytes"] = k.bytes;
@@ -355,11 +369,11 @@ Profile Profile::fromChromeTrace(const std::string& text) {
         k.device = int(intOf(*args, "device"));
         k.stream = int(intOf(*args, "stream"));
         k.correlation = unsigned(intOf(*args, "correlation"));
-        triple("grid", k.grid);
-        triple("block", k.block);
-        k.registers = int(intOf(*args, "registers"));
-        k.staticShared = int(intOf(*args, "static_shared"));
-        k.dynamicShared = int(intOf(*args, "dynamic_shared"));
+        triple("grid", k.launch.grid);
+        triple("block", k.launch.block);
+        k.launch.registers = int(intOf(*args, "registers"));
+        k.launch.staticShared = int(intOf(*args, "static_shared"));
+        k.launch.dynamicShared = int(intOf(*args, "dynamic_shared"));
         k.bytes = uint64_t(std::max<int64_t>(0, intOf(*args, "bytes")));
         r.kernel = int(p.kernels.size());
         p.kernels.push_back(std::move(k));

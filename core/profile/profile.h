@@ -27,6 +27,17 @@ struct ProfileRange {
   int64_t durationNs() const { return endNs - startNs; }
 };
 
+// How a kernel was launched (CUPTI's kernel record): grid and block size, registers per
+// thread, static and dynamic shared memory per block (bytes).
+struct KernelLaunch {
+  int grid[3] = {0, 0, 0};
+  int block[3] = {0, 0, 0};
+  int registers = 0;
+  int staticShared = 0;
+  int dynamicShared = 0;
+  bool operator==(const KernelLaunch&) const = default;
+};
+
 // What CUPTI recorded about one device activity (docs/profiling.md, "Kernel profile").
 // Its time, lane and depth are those of the ProfileRange pointing at it.
 struct KernelRecord {
@@ -36,11 +47,7 @@ struct KernelRecord {
   int device = 0;         // CUDA device ordinal
   int stream = 0;         // CUPTI stream id
   unsigned correlation = 0; // CUPTI correlation id of the launching API call
-  int grid[3] = {0, 0, 0};  // kernels: grid and block size
-  int block[3] = {0, 0, 0};
-  int registers = 0;        // registers per thread
-  int staticShared = 0;     // bytes of shared memory per block
-  int dynamicShared = 0;
+  KernelLaunch launch;      // kernels
   uint64_t bytes = 0;       // copies and sets: bytes moved
   std::string copyKind;     // copies: "HtoD", "DtoH", "DtoD", ...
   std::string symbol;       // kernels: the mangled name (the range's name is shortened)
@@ -64,6 +71,16 @@ struct KernelStats {
   double totalS = 0, meanS = 0, minS = 0, maxS = 0;
   double phaseTotalS = 0; // total device time of the phase's ranges (same window)
   double share = 0;       // totalS / phaseTotalS (0 when the phase is unknown)
+  // Kernels: the launch configuration of the first launch; sameLaunch says whether
+  // every launch had it.
+  KernelLaunch launch;
+  bool sameLaunch = true;
+  // Copies and sets: bytes moved by the launches counted, and their rate over the
+  // launches' whole durations (bytes / s; 0 when unknown). copyKind is the direction
+  // ("HtoD", ...), "mixed" when the launches differ.
+  uint64_t bytes = 0;
+  double bytesPerS = 0;
+  std::string copyKind;
 };
 
 struct PhaseStats {

@@ -83,6 +83,16 @@ int PhaseStatsModel::phaseRowOf(int row) const {
   return -1;
 }
 
+QString PhaseStatsModel::launchOf(const KernelStats& k) {
+  if (k.kind == "kernel") {
+    const QString l = launchText(k.launch);
+    return k.sameLaunch ? l : tr("varies; first: %1").arg(l);
+  }
+  // Copies and sets: their bytes over the launches' whole durations.
+  const double busy = k.bytesPerS > 0 ? double(k.bytes) / k.bytesPerS : 0;
+  return transferText(k.kind, k.copyKind, double(k.bytes), busy);
+}
+
 int PhaseStatsModel::rowCount(const QModelIndex& parent) const {
   return parent.isValid() ? 0 : int(m_stats.size() + m_kernels.size());
 }
@@ -97,9 +107,10 @@ QVariant PhaseStatsModel::data(const QModelIndex& index, int role) const {
     const QString phase = k.phase.empty() ? tr("outside every phase") : QString::fromStdString(k.phase);
     if (role == Qt::TextAlignmentRole) return index.column() == Name ? QVariant() : numberAlignment();
     if (role == Qt::ToolTipRole)
-      return tr("%1 %2 in %3: %4 of the phase's device time %5")
+      return tr("%1 %2 in %3: %4 of the phase's device time %5\n%6")
           .arg(QString::fromStdString(k.kind), QString::fromStdString(k.name), phase,
-               QStringLiteral("%1 %").arg(100 * k.share, 0, 'f', 1), formatDuration(k.phaseTotalS));
+               QStringLiteral("%1 %").arg(100 * k.share, 0, 'f', 1), formatDuration(k.phaseTotalS),
+               launchOf(k));
     if (role == Qt::UserRole || role == Qt::DisplayRole) {
       const bool raw = role == Qt::UserRole;
       switch (index.column()) {
@@ -111,6 +122,9 @@ QVariant PhaseStatsModel::data(const QModelIndex& index, int role) const {
       case Max: return raw ? QVariant(k.maxS) : QVariant(formatDuration(k.maxS));
       case Share: return raw ? QVariant(k.share) : QVariant(tr("%1 % of %2").arg(100 * k.share, 0, 'f', 1).arg(phase));
       case Partial: return raw ? QVariant(0) : QVariant(QString());
+      case Launch:
+        if (raw) return k.kind == "kernel" ? double(k.launch.registers) : double(k.bytes);
+        return launchOf(k);
       }
     }
     return {};
@@ -129,6 +143,7 @@ QVariant PhaseStatsModel::data(const QModelIndex& index, int role) const {
     case Max: return s.maxS;
     case Share: return s.share;
     case Partial: return partial(index.row());
+    case Launch: return 0.0;
     }
   }
   if (role == Qt::ToolTipRole && index.column() == Total)
@@ -155,7 +170,7 @@ QVariant PhaseStatsModel::data(const QModelIndex& index, int role) const {
 
 QVariant PhaseStatsModel::headerData(int section, Qt::Orientation o, int role) const {
   if (o != Qt::Horizontal || role != Qt::DisplayRole) return {};
-  static const char* names[] = {"Phase", "Count", "Total", "Share", "Self", "Mean", "Min", "Max", "Partly in"};
+  static const char* names[] = {"Phase", "Count", "Total", "Share", "Self", "Mean", "Min", "Max", "Partly in", "Launch"};
   return section >= 0 && section < ColumnCount ? tr(names[section]) : QVariant();
 }
 
@@ -343,6 +358,7 @@ void PhaseTable::setTimeRange(qint64 t0, qint64 t1) {
 }
 
 void PhaseTable::refresh() {
+  setColumnHidden(PhaseStatsModel::Launch, !m_profile || m_profile->kernels.empty());
   if (!m_profile) {
     m_model->setStats({});
     m_model->setKernelStats({});

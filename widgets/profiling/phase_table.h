@@ -27,7 +27,9 @@ class PhaseStatsModel : public QAbstractTableModel {
   Q_OBJECT
 public:
   // Share next to Total, so a narrow dock still shows it.
-  enum Column { Name, Count, Total, Share, Self, Mean, Min, Max, Partial, ColumnCount };
+  // Launch: kernel rows' launch configuration, copy rows' bytes, direction and rate
+  // (empty for phases; PhaseTable hides it without a kernel profile).
+  enum Column { Name, Count, Total, Share, Self, Mean, Min, Max, Partial, Launch, ColumnCount };
   using QAbstractTableModel::QAbstractTableModel;
 
   // partial[i]: how many of phase i's zones stick out of the selected window (empty:
@@ -50,6 +52,9 @@ public:
   int columnCount(const QModelIndex& parent = {}) const override;
   QVariant data(const QModelIndex& index, int role) const override;
   QVariant headerData(int section, Qt::Orientation o, int role) const override;
+
+  // The Launch column's text of a kernel row.
+  static QString launchOf(const KernelStats& k);
 
 private:
   std::vector<PhaseStats> m_stats;

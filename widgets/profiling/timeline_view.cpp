@@ -42,6 +42,77 @@ QString formatDuration(double s) {
   return QStringLiteral("%1 ns").arg(s * 1e9, 0, 'f', 0);
 }
 
+QString formatBytes(double b) {
+  const double a = std::abs(b);
+  if (a < 1024) return QStringLiteral("%1 B").arg(b, 0, 'f', 0);
+  if (a < 1024.0 * 1024) return QStringLiteral("%1 KiB").arg(b / 1024, 0, 'f', 2);
+  if (a < 1024.0 * 1024 * 1024) return QStringLiteral("%1 MiB").arg(b / (1024.0 * 1024), 0, 'f', 2);
+  return QStringLiteral("%1 GiB").arg(b / (1024.0 * 1024 * 1024), 0, 'f', 2);
+}
+
+QString formatRate(double r) {
+  if (!(r > 0) || !std::isfinite(r)) return {};
+  if (r >= 1e9) return QStringLiteral("%1 GB/s").arg(r * 1e-9, 0, 'f', 1);
+  if (r >= 1e6) return QStringLiteral("%1 MB/s").arg(r * 1e-6, 0, 'f', 1);
+  return QStringLiteral("%1 kB/s").arg(r * 1e-3, 0, 'f', 1);
+}
+
+QString launchText(const KernelLaunch& l) {
+  const int *grid = l.grid, *block = l.block;
+  const int registers = l.registers, staticShared = l.staticShared, dynamicShared = l.dynamicShared;
+  const qint64 threads = qint64(grid[0]) * grid[1] * grid[2] * block[0] * block[1] * block[2];
+  QString s = QStringLiteral("grid %1×%2×%3, block %4×%5×%6 (%7 threads), %8 registers/thread")
+                  .arg(grid[0]).arg(grid[1]).arg(grid[2]).arg(block[0]).arg(block[1]).arg(block[2])
+                  .arg(threads).arg(registers);
+  if (staticShared || dynamicShared)
+    s += QStringLiteral(", shared %1 static + %2 dynamic per block")
+             .arg(formatBytes(staticShared), formatBytes(dynamicShared));
+  else
+    s += QStringLiteral(", no shared memory");
+  return s;
+}
+
+QString transferText(const std::string& kind, const std::string& copyKind, double bytes, double seconds) {
+  QString dir;
+  if (kind == "memset") dir = QStringLiteral("set on the device");
+  else if (copyKind == "HtoD") dir = QStringLiteral("host → device");
+  else if (copyKind == "DtoH") dir = QStringLiteral("device → host");
+  else if (copyKind == "DtoD") dir = QStringLiteral("device → device");
+  else if (copyKind == "HtoH") dir = QStringLiteral("host → host");
+  else if (copyKind == "PtoP") dir = QStringLiteral("peer → peer");
+  else if (copyKind == "mixed") dir = QStringLiteral("mixed directions");
+  else dir = QStringLiteral("copy (%1)").arg(QString::fromStdString(copyKind.empty() ? "?" : copyKind));
+  QString s = QStringLiteral("%1 %2").arg(formatBytes(bytes), dir);
+  const QString rate = seconds > 0 ? formatRate(bytes / seconds) : QString();
+  if (!rate.isEmpty()) s += QStringLiteral(", ") + rate;
+  return s;
+}
+
+QString kernelRecordHtml(const KernelRecord& k, int64_t durationNs, const std::string& rangeName) {
+  QString s;
+  if (k.kind == "kernel") {
+    s += QStringLiteral("<br>kernel: ") + launchText(k.launch);
+    if (!k.symbol.empty() && k.symbol != rangeName) {
+      // Mangled names of templated kernels run to hundreds of characters.
+      QString sym = QString::fromStdString(k.symbol);
+      if (sym.size() > 96) sym = sym.left(93) + QStringLiteral("...");
+      s += QStringLiteral("<br>symbol %1").arg(sym.toHtmlEscaped());
+    }
+  } else {
+    s += QStringLiteral("<br>%1: %2")
+             .arg(QString::fromStdString(k.kind), transferText(k.kind, k.copyKind, double(k.bytes), durationNs * 1e-9));
+  }
+  if (k.phase.empty())
+    s += QStringLiteral("<br>phase: none (outside every phase of the engine)");
+  else if (!k.rootPhase.empty() && k.rootPhase != k.phase)
+    s += QStringLiteral("<br>phase: %1 (in %2)")
+             .arg(QString::fromStdString(k.phase).toHtmlEscaped(), QString::fromStdString(k.rootPhase).toHtmlEscaped());
+  else
+    s += QStringLiteral("<br>phase: %1").arg(QString::fromStdString(k.phase).toHtmlEscaped());
+  s += QStringLiteral("<br>device %1, CUPTI stream %2, correlation %3").arg(k.device).arg(k.stream).arg(k.correlation);
+  return s;
+}
+
 TimelineView::TimelineView(QWidget* parent)
     : QWidget(parent), m_ownAxis(new TimeAxisState(this)), m_axis(nullptr) {
   setMouseTracking(true);
@@ -244,7 +315,9 @@ QString TimelineView::toolTipAt(QPoint pos) const {
   const std::size_t index = std::size_t(r - p.ranges.data());
   if (index < m_self[track].size() && m_self[track][index] != r->durationNs())
     s += tr(" (self %1)").arg(formatDuration(m_self[track][index] * 1e-9));
-  if (r->patch >= 0) s += QStringLiteral("<br>patch %1").arg(r->patch);
+  if (r->kernel >= 0 && std::size_t(r->kernel) < p.kernels.size())
+    s += kernelRecordHtml(p.kernels[r->kernel], r->durationNs(), r->name);
+  if (r->patch >= 0) s += QStringLiteral("<br>%1 %2").arg(r->kernel >= 0 ? tr("batch") : tr("patch")).arg(r->patch);
   s += QStringLiteral("<br>%1, depth %2<br>start %3")
            .arg(QString::fromStdString(p.lanes[r->lane]).toHtmlEscaped())
            .arg(r->depth)

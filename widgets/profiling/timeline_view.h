@@ -156,5 +156,17 @@ private:
 QColor phaseColor(const std::string& name);
 // "1.234 ms", "56.7 µs", "2.345 s"
 QString formatDuration(double seconds);
+// "512 B", "1.50 KiB", "12.3 MiB", "1.20 GiB"
+QString formatBytes(double bytes);
+// "12.3 GB/s" (decimal, as bandwidths are quoted); "" when not positive.
+QString formatRate(double bytesPerS);
+// A kernel's launch configuration: "grid 24×1×1, block 256×1×1 (6 144 threads), 64
+// registers/thread, shared 1.50 KiB static + 4.00 KiB dynamic per block".
+QString launchText(const KernelLaunch& launch);
+// A copy's or set's bytes, direction and rate: "1.50 MiB host → device, 12.3 GB/s".
+QString transferText(const std::string& kind, const std::string& copyKind, double bytes, double seconds);
+// The tooltip lines (HTML) of a device activity of the kernel profile: what launched it
+// and how (launchText or transferText), the engine phase it ran in, device and stream.
+QString kernelRecordHtml(const KernelRecord& k, int64_t durationNs, const std::string& rangeName);
 
 } // namespace spex

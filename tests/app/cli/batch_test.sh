@@ -35,6 +35,42 @@ for f in a b c; do [ -f "$dir/$f.fits" ] || fail "$f.fits not written"; done
 grep -Eq "^frame +read s +extract s +write s +wait s" "$dir/out.log" || fail "no summary table"
 grep -q "3 of 4 frames ok" "$dir/out.log" || fail "summary count"
 for lane in '"read"' '"extract"' '"write"'; do grep -q "$lane" "$dir/batch.json" || fail "trace lacks $lane"; done
+# The engine's lanes sit right under extract: read, extract, main..., write last.
+lanes=$(grep -o '"name":"thread_name","pid":1,"tid":[0-9]*,"args":{"name":"[^"]*"' "$dir/batch.json" | sed 's/.*"name":"//; s/"$//' | tr '\n' ' ')
+case "$lanes" in
+  "read extract main "*"write ") ;;
+  *) fail "trace lanes not read, extract, the engine's, write: $lanes" ;;
+esac
+
+# --profile-kernels: the CPU engine has no kernels, so asking for it with --engine cpu
+# is an error before any job runs.
+{ line k1.fits; line k2.fits; } > "$dir/kjobs.txt"
+if "$CLI" batch "$dir/kjobs.txt" --engine cpu --profile-kernels > /dev/null 2> "$dir/errk.log"; then
+  fail "batch --engine cpu --profile-kernels accepted"
+fi
+grep -q "profile-kernels needs the CUDA engine (a GPU): the CPU engine was asked for" "$dir/errk.log" ||
+  { cat "$dir/errk.log"; fail "--profile-kernels on the CPU engine: no plain message"; }
+[ ! -e "$dir/k1.fits" ] || fail "a job ran although --profile-kernels cannot be served"
+# With the default engine: on a machine without a GPU the same refusal, naming why
+# there is no GPU; with one, the kernels are in the trace under their phases.
+set +e
+"$CLI" batch "$dir/kjobs.txt" --profile-kernels --profile "$dir/kbatch.json" > "$dir/k.log" 2> "$dir/errk2.log"
+code=$?
+set -e
+if [ $code != 0 ]; then
+  cat "$dir/errk2.log"
+  grep -q "profile-kernels needs the CUDA engine (a GPU): no usable GPU" "$dir/errk2.log" ||
+    grep -q "kernel profile (--profile-kernels): this build has no CUPTI" "$dir/errk2.log" ||
+    fail "batch --profile-kernels failed without saying it needs a GPU"
+  [ ! -e "$dir/k1.fits" ] || fail "a job ran although --profile-kernels cannot be served"
+else
+  cat "$dir/k.log"
+  grep -q '"cat":"kernel"' "$dir/kbatch.json" || fail "GPU batch trace has no kernels"
+  grep -q '"registers":' "$dir/kbatch.json" || fail "GPU batch trace kernels lack their launch"
+  grep -q '"copy_kind":"HtoD"' "$dir/kbatch.json" || fail "GPU batch trace has no host-to-device copy"
+  grep -q "kernel profile (all frames)" "$dir/k.log" || fail "no kernel table"
+  for f in k1 k2; do [ -f "$dir/$f.fits" ] || fail "$f.fits not written with --profile-kernels"; done
+fi
 
 # The batch frame is the frame extract writes for the same line.
 "$CLI" extract $(line single.fits) --engine cpu --threads 1 --quiet

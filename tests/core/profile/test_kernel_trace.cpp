@@ -42,14 +42,14 @@ DeviceActivity kernelAt(const char* symbol, uint32_t corr, uint32_t stream, int6
   a.stream = stream;
   a.startNs = uint64_t(t0 - kOffset);
   a.endNs = uint64_t(t1 - kOffset);
-  a.grid[0] = 120;
-  a.grid[1] = 7;
-  a.grid[2] = 1;
-  a.block[0] = 256;
-  a.block[1] = a.block[2] = 1;
-  a.registers = 64;
-  a.staticShared = 4096;
-  a.dynamicShared = 512;
+  a.launch.grid[0] = 120;
+  a.launch.grid[1] = 7;
+  a.launch.grid[2] = 1;
+  a.launch.block[0] = 256;
+  a.launch.block[1] = a.launch.block[2] = 1;
+  a.launch.registers = 64;
+  a.launch.staticShared = 4096;
+  a.launch.dynamicShared = 512;
   return a;
 }
 
@@ -155,9 +155,9 @@ private slots:
     QCOMPARE(dk.kind, std::string("kernel"));
     QCOMPARE(dk.phase, std::string("cholesky"));
     QCOMPARE(dk.rootPhase, std::string("solve"));
-    QCOMPARE(dk.grid[1], 7);
-    QCOMPARE(dk.block[0], 256);
-    QCOMPARE(dk.registers, 64);
+    QCOMPARE(dk.launch.grid[1], 7);
+    QCOMPARE(dk.launch.block[0], 256);
+    QCOMPARE(dk.launch.registers, 64);
     QCOMPARE(dk.symbol, std::string("_Z4diagILi7EEvPd"));
     const ProfileRange* panel = rangeNamed(f.p, "panel", 1); // the second "panel": a kernel
     QVERIFY(panel && panel->kernel >= 0);
@@ -294,10 +294,10 @@ private slots:
     const KernelRecord& k = back.kernels[d->kernel];
     QCOMPARE(k.phase, std::string("cholesky"));
     QCOMPARE(k.rootPhase, std::string("solve"));
-    QCOMPARE(k.grid[0], 120);
-    QCOMPARE(k.block[0], 256);
-    QCOMPARE(k.staticShared, 4096);
-    QCOMPARE(k.dynamicShared, 512);
+    QCOMPARE(k.launch.grid[0], 120);
+    QCOMPARE(k.launch.block[0], 256);
+    QCOMPARE(k.launch.staticShared, 4096);
+    QCOMPARE(k.launch.dynamicShared, 512);
     QCOMPARE(k.symbol, std::string("_Z4diagILi7EEvPd"));
     const ProfileRange* c = rangeNamed(back, "memcpy HtoD");
     QVERIFY(c && c->kernel >= 0);

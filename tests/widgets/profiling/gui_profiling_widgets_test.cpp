@@ -33,7 +33,9 @@
 #include <QSignalSpy>
 #include <QSortFilterProxyModel>
 #include <QTableWidget>
+#include <QHelpEvent>
 #include <QTest>
+#include <QToolTip>
 #include <QWheelEvent>
 
 #include <cmath>
@@ -323,6 +325,117 @@ private slots:
     QVERIFY(text(2, PhaseStatsModel::Name).endsWith(QStringLiteral("gemm")));
     // Phase statistics do not count kernels: solve is one range.
     QCOMPARE(m->data(m->index(0, PhaseStatsModel::Count), Qt::UserRole).toInt(), 1);
+  }
+
+  void timelineTooltipOfKernelsAndCopies() {
+    // A kernel profile through the real fitting code: solve > cholesky on a stream lane,
+    // one kernel in cholesky with its launch, a host-to-device copy and a set in solve.
+    Profile p;
+    p.lanes = {"main", "cuda:0 stream 1"};
+    p.wallNs = 2'000'000;
+    KernelTraceInput in;
+    auto phase = [&](uint64_t id, const char* name, const char* root, int depth, int64_t t0, int64_t t1) {
+      PhaseWindow w;
+      w.id = id;
+      w.name = name;
+      w.root = root;
+      w.lane = 1;
+      w.depth = depth;
+      w.patch = 7;
+      w.startNs = t0;
+      w.endNs = t1;
+      in.phases.push_back(w);
+      p.ranges.push_back({name, t0, t1, 1, depth, 7});
+    };
+    phase(1, "solve", "solve", 0, 0, 1'800'000);
+    phase(2, "cholesky", "solve", 1, 100'000, 600'000);
+    DeviceActivity k;
+    k.name = "_ZN4spex3gpu9cholPanelILi7EEEvPdi";
+    k.correlation = 11;
+    k.stream = 5;
+    k.startNs = 200'000;
+    k.endNs = 500'000;
+    k.launch.grid[0] = 24, k.launch.grid[1] = 2, k.launch.grid[2] = 1;
+    k.launch.block[0] = 128, k.launch.block[1] = 1, k.launch.block[2] = 1;
+    k.launch.registers = 40;
+    k.launch.staticShared = 1536;
+    k.launch.dynamicShared = 4096;
+    in.activities.push_back(k);
+    in.external[11] = 2;
+    DeviceActivity c;
+    c.kind = DeviceActivity::Kind::Memcpy;
+    c.correlation = 12;
+    c.stream = 5;
+    c.startNs = 700'000;
+    c.endNs = 1'700'000; // 12 MB in 1 ms: 12.0 GB/s
+    c.bytes = 12'000'000;
+    c.copyKind = "HtoD";
+    in.activities.push_back(c);
+    in.external[12] = 1;
+    in.streamLanes[{0, 5}] = 1;
+    attachKernelTrace(p, in);
+    QCOMPARE(p.kernels.size(), std::size_t(2));
+
+    // The same through a Chrome trace, as a trace opened in the workbench.
+    const Profile back = Profile::fromChromeTrace(p.toChromeTrace());
+    const Profile* const sources[] = {&p, &back};
+    for (const Profile* src : sources) {
+      auto prof = std::make_shared<const Profile>(*src);
+      TimelineView tl;
+      tl.resize(1000, 200);
+      tl.setProfile(prof, QStringLiteral("cuda"));
+      tl.show();
+      QVERIFY(QTest::qWaitForWindowExposed(&tl));
+      auto hover = [&](const std::string& name) {
+        int index = -1;
+        for (std::size_t i = 0; i < prof->ranges.size(); ++i)
+          if (prof->ranges[i].name == name) index = int(i);
+        if (index < 0) return QStringLiteral("no range %1").arg(QString::fromStdString(name));
+        const ProfileRange& r = prof->ranges[index];
+        const int row = tl.rowOf(0, index);
+        if (row < 0) return QStringLiteral("no row");
+        const QPoint at(int(tl.xOf((r.startNs + r.endNs) / 2)), tl.rowTop(row) + TimelineView::kRowHeight / 2);
+        // The tooltip the widget shows on a real help event.
+        QHelpEvent he(QEvent::ToolTip, at, tl.mapToGlobal(at));
+        QCoreApplication::sendEvent(&tl, &he);
+        const QString shown = QToolTip::text();
+        QToolTip::hideText();
+        return shown;
+      };
+      const QString kt = hover("spex::gpu::cholPanel<7>");
+      QVERIFY2(kt.contains(QStringLiteral("grid 24\u00d72\u00d71, block 128\u00d71\u00d71 (6144 threads)")), qPrintable(kt));
+      QVERIFY2(kt.contains(QStringLiteral("40 registers/thread")), qPrintable(kt));
+      QVERIFY2(kt.contains(QStringLiteral("shared 1.50 KiB static + 4.00 KiB dynamic per block")), qPrintable(kt));
+      QVERIFY2(kt.contains(QStringLiteral("phase: cholesky (in solve)")), qPrintable(kt));
+      QVERIFY2(kt.contains(formatDuration(300e-6)), qPrintable(kt));
+      QVERIFY2(kt.contains(QStringLiteral("batch 7")), qPrintable(kt));
+      const QString ct = hover("memcpy HtoD");
+      QVERIFY2(ct.contains(QStringLiteral("memcpy: 11.44 MiB host \u2192 device, 12.0 GB/s")), qPrintable(ct));
+      QVERIFY2(ct.contains(QStringLiteral("phase: solve")), qPrintable(ct));
+      QVERIFY2(!ct.contains(QStringLiteral("registers")), qPrintable(ct));
+      // A phase's tooltip has none of it.
+      const QString pt = hover("cholesky");
+      QVERIFY2(pt.contains(QStringLiteral("<b>cholesky</b>")) && !pt.contains(QStringLiteral("grid")), qPrintable(pt));
+
+      // The phase table's per-kernel breakdown carries the same in its Launch column.
+      PhaseTable table;
+      table.setProfile(prof);
+      QVERIFY(!table.isColumnHidden(PhaseStatsModel::Launch));
+      QAbstractItemModel* m = table.model();
+      QStringList launches;
+      for (int r = 0; r < m->rowCount(); ++r)
+        launches << m->data(m->index(r, PhaseStatsModel::Name)).toString() + " | " +
+                        m->data(m->index(r, PhaseStatsModel::Launch)).toString();
+      const QString all = launches.join('\n');
+      QVERIFY2(all.contains(QStringLiteral("cholPanel<7> | grid 24\u00d72\u00d71, block 128\u00d71\u00d71 (6144 threads), "
+                                           "40 registers/thread, shared 1.50 KiB static + 4.00 KiB dynamic per block")),
+               qPrintable(all));
+      QVERIFY2(all.contains(QStringLiteral("memcpy HtoD | 11.44 MiB host \u2192 device, 12.0 GB/s")), qPrintable(all));
+    }
+    // Without a kernel profile there is no Launch column.
+    PhaseTable plain;
+    plain.setProfile(std::make_shared<const Profile>(m_a->profile));
+    QVERIFY(plain.isColumnHidden(PhaseStatsModel::Launch));
   }
 
   void timelineOfManyRangesCullsAndMerges() {
