@@ -1323,6 +1323,7 @@ void AtomicOutput::commit() {
   syncFile(m_temp);
   if (OutputTransaction* t = t_transaction) {
     // The transaction renames it (or deletes it) from now on.
+    std::lock_guard lock(t->m_mutex);
     t->m_pending.push_back({m_temp, m_final, m_slot});
     m_committed = true;
     return;
@@ -1340,6 +1341,12 @@ OutputTransaction::OutputTransaction() : m_outer(t_transaction) {
   t_transaction = this;
 }
 
+OutputTransaction::Join::Join(OutputTransaction& t) : m_previous(t_transaction) {
+  t_transaction = &t;
+}
+
+OutputTransaction::Join::~Join() { t_transaction = m_previous; }
+
 OutputTransaction::~OutputTransaction() {
   if (t_transaction == this) t_transaction = m_outer;
   if (m_done) return;
@@ -1353,7 +1360,12 @@ OutputTransaction::~OutputTransaction() {
 void OutputTransaction::commit() {
   if (m_done) return;
   if (t_transaction == this) t_transaction = m_outer;
-  // Every temporary is complete and synced; the renames are all that is left.
+  // Every temporary is complete and synced; the renames are all that is left, in the
+  // order the outputs were committed, renameLast()'s at the end.
+  std::lock_guard lock(m_mutex);
+  if (!m_last.empty())
+    std::stable_partition(m_pending.begin(), m_pending.end(),
+                          [this](const Pending& p) { return p.final != m_last; });
   for (std::size_t i = 0; i < m_pending.size(); ++i) {
     const Pending& p = m_pending[i];
     if (std::rename(p.temp.c_str(), p.final.c_str()) != 0) {
