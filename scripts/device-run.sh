@@ -100,6 +100,9 @@ for step in "$@"; do
             cold1 serial1 $B/spexlab-cli SPEXLAB_CUDA_LOAD=serial
             cold1 serial2 $B/spexlab-cli SPEXLAB_CUDA_LOAD=serial
             cold1 new4 $B/spexlab-cli
+            for k in 1 2; do s=$(date +%s%N); $B/spexlab-cli extract -i $D/frame/preproc.fits -p $D/frame/psf.fits -o $D/frame/frame-np.fits \
+                -w 5760,7620,0.8 --engine cuda > $OUT/cold-noprofile-$k.log 2>&1
+              echo "--- new without --profile: process wall $(( ($(date +%s%N) - s) / 1000000 )) ms"; grep patches $OUT/cold-noprofile-$k.log; done
             for k in 1 2; do for v in main new; do c=$B/spexlab-cli; [ $v = main ] && c=$B/spexlab-cli-main; [ -x $c ] || continue
               s=$(date +%s%N); $c extract -i $D/frame/preproc.fits -p $D/frame/psf.fits -o $D/frame/frame-cpu-$v.fits \
                 -w 5760,7620,0.8 -n 5 --engine cpu > /dev/null 2>&1
