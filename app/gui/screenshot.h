@@ -52,6 +52,11 @@ struct ScreenshotOptions {
   QString box;
   QString cut;
   bool invert = false;
+  // Timeline (issue 12): the window "T0,T1" in milliseconds of the shown run (e.g. a
+  // kernel-rich stretch of an opened GPU trace), and the tooltip of the longest zone
+  // whose name contains `tooltip` in that window, drawn into the picture beside it.
+  QString timeWindow;
+  QString tooltip;
 };
 
 // Returns the process exit code: 0 when the picture was written.
