@@ -8,8 +8,14 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include <chrono>
+#include <future>
+
 #ifdef SPEXLAB_HAVE_CUDA
 #include "gpu/cuda_engine.h"
+#include "gpu/cuda_libraries.h"
+
+#include <cuda_runtime_api.h>
 #endif
 
 namespace spex {
@@ -185,7 +191,7 @@ std::string resolveEngineKind(const std::string& kind, std::string* note) {
   if (kind != "auto") return kind;
 #ifdef SPEXLAB_HAVE_CUDA
   std::string why;
-  if (cudaAvailable(&why)) return "cuda";
+  if (cudaAvailable(&why) && gpu::loadCudaMathLibraries(&why)) return "cuda";
 #else
   const std::string why = "this build has no CUDA engine";
 #endif
@@ -211,7 +217,10 @@ EngineRegistry::Lease EngineRegistry::lease(const std::string& kind) {
   }
   Lease l;
   l.lock = std::unique_lock(slot->use);
-  if (!slot->engine) slot->engine = makeEngine(name).engine; // throws: nothing kept
+  if (!slot->engine) {
+    slot->engine = makeEngine(name).engine; // throws: nothing kept
+    ++m_made;
+  }
   l.engine = slot->engine.get();
   return l;
 }
@@ -239,28 +248,83 @@ EngineChoice makeEngine(const std::string& kind, const EngineOptions& options) {
     throw InputError("unknown engine '" + kind + "' (expected cpu, cuda or auto)");
 #ifdef SPEXLAB_HAVE_CUDA
   const CudaEngineOptions co = cudaOptions(options); // bad switches fail on any machine
+  // cuBLAS and cuSOLVER are opened on a thread of their own (~0.1 s of page faults)
+  // while this one starts the driver and the GPUs' primary contexts; the engine's
+  // handles need both. For "cuda" from the start; for "auto" once a GPU is found (a
+  // machine without one does not load them at all).
+  using Clock = std::chrono::steady_clock;
+  const auto t0 = Clock::now();
+  const auto since = [t0] {
+    return int64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count());
+  };
+  struct Loaded {
+    bool ok = false;
+    std::string why;
+    int64_t startNs = 0, endNs = 0;
+  };
+  std::future<Loaded> libs;
+  const auto startLoading = [&] {
+    libs = std::async(std::launch::async, [since] {
+      Loaded l;
+      l.startNs = since();
+      l.ok = gpu::loadCudaMathLibraries(&l.why);
+      l.endNs = since();
+      return l;
+    });
+  };
+  // SPEXLAB_CUDA_LOAD=serial opens them first and then starts the driver, on this
+  // thread (for A/B timing of the overlap; docs/benchmarks.md, "Cold process").
+  const char* loadEnv = std::getenv("SPEXLAB_CUDA_LOAD");
+  const std::string loadMode = loadEnv ? loadEnv : "";
+  if (!loadMode.empty() && loadMode != "parallel" && loadMode != "serial")
+    throw InputError("SPEXLAB_CUDA_LOAD='" + loadMode + "': expected parallel or serial");
+  if (kind == "cuda") {
+    startLoading();
+    if (loadMode == "serial") libs.wait();
+  }
+  std::string why;
+  const bool gpuFound = cudaAvailable(&why);
+  if (gpuFound && !libs.valid()) startLoading();
+  if (gpuFound)
+    for (int d : co.gpus.empty() ? std::vector<int>{0} : co.gpus)
+      if (cudaSetDevice(d) == cudaSuccess) cudaFree(nullptr); // the primary context; the engine checks
+  cudaGetLastError();
+  const int64_t contextNs = since();
+  Loaded loaded;
+  if (libs.valid()) {
+    loaded = libs.get();
+    c.steps.push_back({"load cuBLAS/cuSOLVER", loaded.startNs, loaded.endNs, true});
+  }
+  c.steps.push_back({"CUDA driver and contexts", 0, contextNs, false});
+  if (gpuFound && !loaded.ok) {
+    if (kind == "cuda")
+      throw GpuError("--engine cuda: the CUDA engine needs cuBLAS and cuSOLVER: " + loaded.why +
+                     " (install the CUDA toolkit's math libraries or put their folder on LD_LIBRARY_PATH)");
+    c.engine = std::make_unique<CpuEngine>(cpuOptionsFromEnvironment());
+    c.note = "the CUDA engine cannot start (" + loaded.why + "); using the CPU engine";
+    c.steps.clear();
+    return c;
+  }
+  if (gpuFound) {
+    const int64_t s = since();
+    c.engine = makeCudaEngine(co);
+    c.steps.push_back({"CUDA engine (streams, handles)", s, since(), false});
+    return c;
+  }
+  if (kind == "cuda") throw GpuError("--engine cuda: no usable GPU: " + why);
+  c.engine = std::make_unique<CpuEngine>(cpuOptionsFromEnvironment());
+  c.note = "no usable GPU (" + why + "); using the CPU engine";
+  c.steps.clear();
+  return c;
 #else
   (void)options;
-#endif
+  if (kind == "cuda") throw GpuError("--engine cuda: no usable GPU: this build has no CUDA engine");
   std::string note;
-  const std::string resolved = resolveEngineKind(kind, &note);
-  if (resolved == "cuda") {
-#ifdef SPEXLAB_HAVE_CUDA
-    std::string why;
-    if (cudaAvailable(&why)) {
-      c.engine = makeCudaEngine(co);
-      return c;
-    }
-    throw GpuError("--engine cuda: no usable GPU: " + why);
-#endif
-  }
-  if (kind == "cuda") {
-    // resolveEngineKind("cuda") is "cuda"; without a CUDA build we land here.
-    throw GpuError("--engine cuda: no usable GPU: this build has no CUDA engine");
-  }
+  resolveEngineKind(kind, &note);
   c.engine = std::make_unique<CpuEngine>(cpuOptionsFromEnvironment());
   c.note = note;
   return c;
+#endif
 }
 
 std::vector<std::size_t> enginePeakDeviceBytes(const Engine& engine) {
@@ -302,6 +366,21 @@ GpuCeilings measureGpuCeilings(int device) {
 #else
   (void)device;
   throw GpuError("this build has no CUDA engine");
+#endif
+}
+
+void releaseEngineForExit(std::unique_ptr<Engine> engine) {
+#ifdef SPEXLAB_HAVE_CUDA
+  const bool cuda = dynamic_cast<const CudaEngine*>(engine.get()) != nullptr;
+  engine.reset();
+  if (!cuda) return;
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) n = 0;
+  for (int d = 0; d < n; ++d)
+    if (cudaSetDevice(d) == cudaSuccess) cudaDeviceReset();
+  cudaGetLastError();
+#else
+  engine.reset();
 #endif
 }
 

@@ -5,7 +5,9 @@
 
 #include "core/extract/engine.h"
 
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -17,6 +19,15 @@ namespace spex {
 struct EngineChoice {
   std::unique_ptr<Engine> engine;
   std::string note; // one line for the user when auto fell back, else empty
+  // What making it took, for a trace's "engine start" lane (times since makeEngine was
+  // called; empty for the CPU engine): "load cuBLAS/cuSOLVER" (on its own thread),
+  // "CUDA driver and contexts", "CUDA engine (streams, handles)".
+  struct Step {
+    std::string name;
+    int64_t startNs = 0, endNs = 0;
+    bool ownLane = false; // ran beside the others (on another thread)
+  };
+  std::vector<Step> steps;
 };
 
 // What the CLI and the workbench can set on an engine. The CUDA engine's other
@@ -27,6 +38,8 @@ struct EngineChoice {
 //   SPEXLAB_CUDA_EIGH=tridiagonal|cusolver|jacobi  fiber-block eigensolver
 //   SPEXLAB_CUDA_CHOLESKY=blocked|potrf    batched Cholesky
 //   SPEXLAB_CUDA_SOLVER=auto|dense         blocked Cholesky and L^-1 on the block band, or dense
+//   SPEXLAB_CUDA_LOAD=parallel|serial      cuBLAS/cuSOLVER opened beside the driver's start
+//                                          (default) or before it (A/B timing)
 struct EngineOptions {
   std::vector<int> gpus;          // CUDA device ordinals (empty: all visible)
   // CUDA device-memory budget per GPU in bytes (0: SPEXLAB_CUDA_MEMORY, else the
@@ -36,7 +49,10 @@ struct EngineOptions {
 };
 
 // Throws InputError for an unknown kind or a bad SPEXLAB_CUDA_* value, and GpuError
-// when "cuda" cannot be had.
+// when "cuda" cannot be had (no driver or GPU, or cuBLAS/cuSOLVER cannot be loaded: the
+// message names the library and the places tried). Making a CUDA engine opens cuBLAS
+// and cuSOLVER on a second thread while the driver and the GPUs' contexts start; no
+// other path loads them (gpu/cuda_libraries.h).
 EngineChoice makeEngine(const std::string& kind, const EngineOptions& options);
 // gpus: device ordinals to use (empty: all visible).
 EngineChoice makeEngine(const std::string& kind, const std::vector<int>& gpus = {});
@@ -65,6 +81,9 @@ public:
   Lease lease(const std::string& kind);
   // Drops every engine not in use (frees device memory).
   void clear();
+  // How many engines this registry has made so far (a warm engine is made once; tests
+  // check that a second request reuses it).
+  int enginesMade() const { return m_made.load(); }
 
 private:
   struct Slot {
@@ -73,6 +92,7 @@ private:
   };
   std::mutex m_mutex;
   std::map<std::string, std::unique_ptr<Slot>> m_slots;
+  std::atomic<int> m_made{0};
 };
 
 // "4G", "4GiB", "512M", "1.5G", "4294967296" -> bytes (K/M/G/T are powers of 1024).
@@ -91,6 +111,12 @@ int visibleGpuCount();
 // "none: <reason>" or the GPUs found, for Help -> About and `spexlab-cli --version`.
 std::string describeGpus();
 bool cudaBuilt();
+
+// Releases the CUDA engine's device state ahead of the process's end: destroys
+// `engine` (streams, handles, device memory) and then every GPU's primary context, so
+// that an exiting `spexlab-cli` can do it while it writes its outputs instead of after.
+// Only for a process that makes no further CUDA calls. The CPU engine is just deleted.
+void releaseEngineForExit(std::unique_ptr<Engine> engine);
 
 // Peak device memory (bytes) a CUDA engine has held on each of its GPUs; empty for
 // other engines.

@@ -1,5 +1,7 @@
 #include "device_check.h"
 
+#include "core/plan/patch_plan.h"
+
 #include "kernels.h"
 
 #include "core/errors.h"
@@ -92,6 +94,34 @@ std::vector<Spot> deviceSpots(const GaussHermitePsf& psf, const std::vector<int>
     s.v.assign(v.begin() + i * npix, v.begin() + (i + 1) * npix);
   }
   return out;
+}
+
+void devicePlanCorners(const GaussHermitePsf& psf, double wmin, double dw, PlanCorners& c) {
+  std::vector<double> pool;
+  std::vector<DevLegendre> sets;
+  auto add = [&](const LegendreSet& l) {
+    sets.push_back({int(pool.size()), l.coeff.cols, l.wavemin, l.wavemax});
+    pool.insert(pool.end(), l.coeff.data.begin(), l.coeff.data.end());
+  };
+  add(psf.xTrace);
+  add(psf.yTrace);
+  DevVec<double> dpool(pool);
+  DevVec<DevLegendre> dsets(sets);
+  DevPsf dp;
+  dp.pool = dpool.p;
+  dp.sets = dsets.p;
+  dp.nfiber = psf.nfiber;
+  dp.hsizeX = psf.hsizeX;
+  dp.hsizeY = psf.hsizeY;
+  const int nf = c.f1 - c.f0, nk = c.k1 - c.k0;
+  const std::size_t N = std::size_t(std::max(nf, 0)) * std::max(nk, 0);
+  DevVec<int> dx(std::max<std::size_t>(N, 1)), dy(std::max<std::size_t>(N, 1));
+  launchCornerTable(dp, c.f0, nf, c.k0, nk, wmin, dw, dx.p, dy.p, nullptr);
+  SPEX_CUDA(cudaDeviceSynchronize());
+  c.x = dx.host();
+  c.y = dy.host();
+  c.x.resize(N);
+  c.y.resize(N);
 }
 
 } // namespace spex::gpu

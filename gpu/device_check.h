@@ -3,6 +3,7 @@
 // Hermite evaluations exist once per language and are tested against each other).
 #pragma once
 
+#include "core/plan/patch_plan.h"
 #include "core/psf/gauss_hermite_psf.h"
 
 #include <vector>
@@ -21,6 +22,10 @@ std::vector<double> deviceGaussHermiteBasis(int deg, int hsize, const std::vecto
 // psf.spot(fibers[i], waves[i]) evaluated on the device.
 std::vector<Spot> deviceSpots(const GaussHermitePsf& psf, const std::vector<int>& fibers,
                               const std::vector<double>& waves);
+
+// The corner table of a plan over `range` (its f0, f1, k0, k1) on grid wave, evaluated
+// by the engine's launchCornerTable: the x and y of range filled (PlanCorners).
+void devicePlanCorners(const GaussHermitePsf& psf, double wmin, double dw, PlanCorners& range);
 
 } // namespace spex::gpu
 

@@ -105,6 +105,11 @@ void launchSpotTable(const DevPsf& psf, const SpotTable& table, double wmin, dou
 // used by the tests against the C++ evaluation.
 void launchSpotList(const DevPsf& psf, const int* fibers, const double* waves, int count,
                     double* v, int2* corner, cudaStream_t stream);
+// Stamp corners (GaussHermitePsf::corner, to the bit) of fibers [f0, f0 + nf) at grid
+// bins [k0, k0 + nk) (w = wmin + k dw) into x and y at [(f - f0) * nk + (k - k0)]: the
+// corner table a patch plan is made from (core/plan/patch_plan.h PlanCorners).
+void launchCornerTable(const DevPsf& psf, int f0, int nf, int k0, int nk, double wmin, double dw, int* x,
+                       int* y, cudaStream_t stream);
 void launchLegendreSums(const double* coeff, int ncoeff, const double* u, int count,
                         double* out, cudaStream_t stream);
 void launchGaussHermiteBasis(int deg, int hsize, const double* d, const double* sigma,

@@ -198,6 +198,57 @@ void launchSpotTable(const DevPsf& psf, const SpotTable& table, double wmin, dou
   SPEX_CUDA_LAUNCH("spotTableKernel");
 }
 
+namespace {
+
+// The host's legendreU and legendreSum (core/psf/legendre.h) operation for operation,
+// rounded as the host rounds them (no contraction into FMAs), so the corners below are
+// the host's to the bit.
+__device__ double legendreSumStrict(const double* c, int n, double w, double wmin, double wmax) {
+  const double u = __dadd_rn(__ddiv_rn(__dmul_rn(2.0, __dadd_rn(w, -wmin)), __dadd_rn(wmax, -wmin)), -1.0);
+  if (n <= 0) return 0.0;
+  double p0 = 1.0, p1 = u;
+  double s = c[0];
+  if (n > 1) s = __dadd_rn(s, __dmul_rn(c[1], u));
+  for (int k = 1; k + 1 < n; ++k) {
+    const double a = __dmul_rn(__dmul_rn(double(2 * k + 1), u), p1);
+    const double p2 = __ddiv_rn(__dadd_rn(a, -__dmul_rn(double(k), p0)), double(k + 1));
+    s = __dadd_rn(s, __dmul_rn(c[k + 1], p2));
+    p0 = p1;
+    p1 = p2;
+  }
+  return s;
+}
+
+// core/psf/gauss_hermite_psf.cpp floorToInt.
+__device__ int floorToIntDev(double v) {
+  if (!(v > -1e9)) return -1000000000;
+  if (v > 1e9) return 1000000000;
+  return int(floor(v));
+}
+
+__global__ void cornerTableKernel(DevPsf psf, int f0, int nf, int k0, int nk, double wmin, double dw,
+                                  int* x, int* y) {
+  const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= (long long)nf * nk) return;
+  const int f = f0 + int(i / nk), k = k0 + int(i % nk);
+  const double w = __dadd_rn(wmin, __dmul_rn(double(k), dw)); // WaveGrid::at
+  const DevLegendre dx = psf.sets[kSetX], dy = psf.sets[kSetY];
+  const double xx = legendreSumStrict(psf.pool + dx.offset + (long long)f * dx.ncoeff, dx.ncoeff, w, dx.wmin, dx.wmax);
+  const double yy = legendreSumStrict(psf.pool + dy.offset + (long long)f * dy.ncoeff, dy.ncoeff, w, dy.wmin, dy.wmax);
+  x[i] = floorToIntDev(__dadd_rn(__dadd_rn(xx, -double(psf.hsizeX)), 0.5));
+  y[i] = floorToIntDev(__dadd_rn(__dadd_rn(yy, -double(psf.hsizeY)), 0.5));
+}
+
+} // namespace
+
+void launchCornerTable(const DevPsf& psf, int f0, int nf, int k0, int nk, double wmin, double dw, int* x,
+                       int* y, cudaStream_t stream) {
+  const long long count = (long long)nf * nk;
+  if (count <= 0) return;
+  cornerTableKernel<<<unsigned((count + 255) / 256), 256, 0, stream>>>(psf, f0, nf, k0, nk, wmin, dw, x, y);
+  SPEX_CUDA_LAUNCH("cornerTableKernel");
+}
+
 void launchSpotList(const DevPsf& psf, const int* fibers, const double* waves, int count,
                     double* v, int2* corner, cudaStream_t stream) {
   if (count <= 0) return;

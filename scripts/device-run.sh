@@ -4,11 +4,18 @@
 #   gpu     nvidia-smi summary          psf     test_device_psf
 #   eigh    test_batched_eigh (syevBatched against LAPACK dsyevd)
 #   chol    test_batched_cholesky (block-banded Cholesky and L^-1 against LAPACK dpotrf/dtrtri)
+#   fiber   test_batched_fiber_blocks (fiber blocks of X^T X against a host product)
+#   staging test_staging (pinned-ring uploads/downloads; frame-sized copy times)
 #   eighab  warm median with each fiber-block eigensolver (SPEXLAB_CUDA_EIGH), same process order
 #   engine  test_cuda_engine (CUDA vs CPU, pulls, non-SPD, subsets)
 #   cold    simulate a full r frame to files, then one cold `extract --engine cuda`
 #           (new process: CUDA init, FITS read, extraction, FITS write) and a CPU
 #           extraction of the same files with all cores, then `compare`
+#   coldab  cold `extract --engine cuda` processes, this build against spexlab-cli-main (main's
+#           build, bundled as an extra binary) alternately, with `--help` and trace summaries
+#           (docs/benchmarks.md, "Cold process"); SPEXLAB_CUDA_LOAD=serial; CPU-engine
+#           processes; the driver's own start-up through python ctypes
+#   pack    everything under $OUT into one logs.tgz (the device tool brings back 8 files)
 #   bench   spexlab-cli bench --engine cuda --repeat 5 (warm median) and --json
 #   streams the warm median with 1, 3 and 4 streams, and with the Jacobi kernel
 #   budgets the warm median and peak memory by device-memory budget and batch size
@@ -55,6 +62,8 @@ for step in "$@"; do
     psf) timeout 120 $B/test_device_psf 2>&1 | tee $OUT/test_device_psf.log | grep -E "PASS|FAIL|SKIP|QINFO|Totals|Loc" ;;
     chol) timeout 120 $B/test_batched_cholesky 2>&1 | tee $OUT/test_batched_cholesky.log | grep -E "PASS|FAIL|SKIP|QINFO|Totals|Loc" ;;
     eigh) timeout 120 $B/test_batched_eigh 2>&1 | tee $OUT/test_batched_eigh.log | grep -E "PASS|FAIL|SKIP|QINFO|Totals|Loc" ;;
+    fiber) timeout 120 $B/test_batched_fiber_blocks 2>&1 | tee $OUT/test_batched_fiber_blocks.log | grep -E "PASS|FAIL|SKIP|QINFO|Totals|Loc" ;;
+    staging) timeout 120 $B/test_staging 2>&1 | tee $OUT/test_staging.log | grep -E "PASS|FAIL|SKIP|QINFO|Totals|Loc" ;;
     eighab) for k in tridiagonal cusolver tridiagonal cusolver; do echo "eigh $k:"; SPEXLAB_CUDA_EIGH=$k timeout 100 $B/spexlab-cli bench --engine cuda --psf $PSF --repeat 5 2>&1 \
                | tee $OUT/bench_eigh_$k.txt | grep -E "^wall|^eigh|^decorrelate|peak|memory:"; done ;;
     engine) timeout 400 $B/test_cuda_engine 2>&1 | tee $OUT/test_cuda_engine.log | grep -E "PASS|FAIL|SKIP|QINFO|Totals|Loc|QWARN" ;;
@@ -67,6 +76,52 @@ for step in "$@"; do
              -w 5760,7620,0.8 --engine cpu --profile $OUT/trace-cpu.json > $OUT/cold-cpu.log 2>&1
           tail -4 $OUT/cold-cpu.log
           $B/spexlab-cli compare $D/frame/frame-cpu.fits $D/frame/frame-cuda.fits 2>&1 | tee $OUT/compare-cpu-cuda.txt ;;
+    coldab) # Cold processes, this build against spexlab-cli-main (main's build, bundled as an
+            # extra binary) alternately, 3 each, then SPEXLAB_CUDA_LOAD=serial twice: `--help`
+            # (process start and exit alone) and a whole extract, its trace summed up
+            # (trace-summary.py; "outside the trace" = process start + exit).
+            mkdir -p $D/frame
+            [ -f $D/frame/preproc.fits ] || $B/spexlab-cli simulate -o $D/frame --psf $PSF -w 5760,7620,0.8 > $OUT/simulate.log 2>&1
+            cold1() { # tag binary [env...]
+              local tag=$1 c=$2 s w; shift 2
+              s=$(date +%s%N); env "$@" $c --help > /dev/null; echo "--- $tag: --help $(( ($(date +%s%N) - s) / 1000000 )) ms"
+              s=$(date +%s%N)
+              env "$@" $c extract -i $D/frame/preproc.fits -p $D/frame/psf.fits -o $D/frame/frame-$tag.fits \
+                -w 5760,7620,0.8 --engine cuda --profile $OUT/cold-$tag.json > $OUT/cold-$tag.log 2>&1
+              w=$(( ($(date +%s%N) - s) / 1000000 ))
+              echo "process wall: $w ms"; grep patches $OUT/cold-$tag.log; python3 ./trace-summary.py $OUT/cold-$tag.json $w
+            }
+            for k in 1 2 3; do
+              [ -x $B/spexlab-cli-main ] && cold1 main$k $B/spexlab-cli-main
+              cold1 new$k $B/spexlab-cli
+            done
+            cold1 serial1 $B/spexlab-cli SPEXLAB_CUDA_LOAD=serial
+            cold1 serial2 $B/spexlab-cli SPEXLAB_CUDA_LOAD=serial
+            cold1 new4 $B/spexlab-cli
+            for k in 1 2; do for v in main new; do c=$B/spexlab-cli; [ $v = main ] && c=$B/spexlab-cli-main; [ -x $c ] || continue
+              s=$(date +%s%N); $c extract -i $D/frame/preproc.fits -p $D/frame/psf.fits -o $D/frame/frame-cpu-$v.fits \
+                -w 5760,7620,0.8 -n 5 --engine cpu > /dev/null 2>&1
+              echo "--- cpu engine (5 fibers), $v: process wall $(( ($(date +%s%N) - s) / 1000000 )) ms"; done; done
+            # The driver alone (python ctypes): cuInit, the primary context, and opening
+            # cuBLAS + cuSOLVER, in both orders.
+            for order in driver-first libs-first; do python3 - $order <<'PYEOF'
+import ctypes, sys, time
+t = [time.perf_counter()]
+def mark(): t.append(time.perf_counter())
+def libs():
+    ctypes.CDLL("libcublas.so.13"); ctypes.CDLL("libcusolver.so.12")
+if sys.argv[1] == "libs-first": libs(); mark()
+rt = ctypes.CDLL("libcudart.so.13"); n = ctypes.c_int(); rt.cudaGetDeviceCount(ctypes.byref(n)); mark()
+rt.cudaSetDevice(0); rt.cudaFree(None); mark()
+if sys.argv[1] == "driver-first": libs(); mark()
+d = [1e3 * (b - a) for a, b in zip(t, t[1:])]
+names = (["open cuBLAS+cuSOLVER"] if sys.argv[1] == "libs-first" else []) + ["cudart + cuInit", "primary context"] + (["open cuBLAS+cuSOLVER"] if sys.argv[1] == "driver-first" else [])
+print("driver alone (%s): " % sys.argv[1] + ", ".join("%s %.1f ms" % (k, v) for k, v in zip(names, d)))
+PYEOF
+            done
+            $B/spexlab-cli compare $D/frame/frame-main1.fits $D/frame/frame-new1.fits 2>&1 | tail -3 ;;
+    pack) # everything under $OUT into one archive (the device tool brings back 8 files)
+          (cd $OUT && tar czf /tmp/logs.tgz . && rm -rf ./* && mv /tmp/logs.tgz ./) ;;
     bench) timeout 300 $B/spexlab-cli bench --engine cuda --psf $PSF --repeat 5 --ceilings 2>&1 | tee $OUT/bench.txt
            timeout 300 $B/spexlab-cli bench --engine cuda --psf $PSF --repeat 5 --json > $OUT/bench.json 2>&1 ;;
     streams) for k in 1 3 4; do echo "streams $k:"; SPEXLAB_CUDA_STREAMS=$k timeout 200 $B/spexlab-cli bench --engine cuda --psf $PSF --repeat 5 --quiet 2>&1 \
@@ -83,7 +138,11 @@ for step in "$@"; do
               timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 $B/test_batched_eigh otherSizesAndStrides 2>&1 \
                 | tee $OUT/memcheck_eigh.log | grep -E "ERROR SUMMARY|PASS|FAIL|Totals"; echo "memcheck eigh rc ${PIPESTATUS[0]}"
               timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 $B/test_batched_cholesky 2>&1 \
-                | tee $OUT/memcheck_chol.log | grep -E "ERROR SUMMARY|PASS|FAIL|Totals"; echo "memcheck cholesky rc ${PIPESTATUS[0]}" ;;
+                | tee $OUT/memcheck_chol.log | grep -E "ERROR SUMMARY|PASS|FAIL|Totals"; echo "memcheck cholesky rc ${PIPESTATUS[0]}"
+              timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 $B/test_batched_fiber_blocks 2>&1 \
+                | tee $OUT/memcheck_fiber.log | grep -E "ERROR SUMMARY|PASS|FAIL|Totals"; echo "memcheck fiber blocks rc ${PIPESTATUS[0]}"
+              timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 $B/test_staging roundTripsEveryByte 2>&1 \
+                | tee $OUT/memcheck_staging.log | grep -E "ERROR SUMMARY|PASS|FAIL|Totals"; echo "memcheck staging rc ${PIPESTATUS[0]}" ;;
     solverab) for k in auto dense auto dense; do echo "solver $k:"; SPEXLAB_CUDA_SOLVER=$k timeout 100 $B/spexlab-cli bench --engine cuda --psf $PSF --repeat 5 2>&1 \
                | tee $OUT/bench_solver_$k.txt | grep -E "^wall|^cholesky|^inverse|^fiber blocks|^solve|^eigh|memory:"; done
               echo "one stream:"; for k in auto dense; do echo "solver $k, 1 stream:"; SPEXLAB_CUDA_STREAMS=1 SPEXLAB_CUDA_SOLVER=$k timeout 100 $B/spexlab-cli bench --engine cuda --psf $PSF --repeat 5 2>&1 \

@@ -28,6 +28,7 @@ CutView::CutView(ViewState* state, QWidget* parent) : QWidget(parent), m_state(s
   m_label->setWordWrap(true);
   m_plot = new QCustomPlot(this);
   m_plot->setObjectName(QStringLiteral("cutPlot"));
+  m_plot->setPlottingHint(QCP::phImmediateRefresh, false); // see SpectrumView
   m_plot->xAxis->setLabel(tr("distance along the cut [px]"));
   m_plot->yAxis->setLabel(tr("e\u207b per pixel"));
   // The legend has its own row above the plot: the fiber labels along the top of the
@@ -71,6 +72,12 @@ void CutView::setCut(const QLineF& ccd) {
 }
 
 void CutView::recompute() {
+  // Without a cut there is nothing to sample: when the empty state with the same
+  // message is what is shown already (a model change, every extraction), no replot.
+  const bool none = !m_image || m_cut.isNull() || m_cut.length() < 1;
+  if (none && m_shownEmpty && m_shownEmptyImage == bool(m_image)) return;
+  m_shownEmpty = none;
+  m_shownEmptyImage = bool(m_image);
   m_dist.clear();
   m_data.clear();
   m_model.clear();

@@ -60,6 +60,7 @@ private:
   QVector<QPair<double, int>> m_crossings;
   QLabel* m_label = nullptr;
   QCustomPlot* m_plot = nullptr;
+  bool m_shownEmpty = false, m_shownEmptyImage = false; // the "no cut" state is on screen
 };
 
 } // namespace spex

@@ -1,14 +1,17 @@
 #include "image_canvas.h"
 
+#include <QCache>
 #include <QElapsedTimer>
 #include <QKeyEvent>
 #include <QMouseEvent>
+#include <QPaintEngine>
 #include <QPainter>
 #include <QPainterPath>
 #include <QWheelEvent>
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 
 namespace spex {
 
@@ -507,15 +510,68 @@ void ImageCanvas::clearRegions() {
   update();
 }
 
-void ImageCanvas::drawHaloText(QPainter& p, const QPointF& baseline, const QString& text, const QColor& fill) {
-  // A dark outline under the glyphs: light text stays readable on white, grey,
-  // viridis yellow or the diverging map's pale middle alike.
+namespace {
+// The halo label drawn at `baseline` into p (glyph outlines stroked dark, then filled).
+void paintHaloPath(QPainter& p, const QPointF& baseline, const QFont& font, const QString& text, const QColor& fill) {
   QPainterPath path;
-  path.addText(baseline, p.font(), text);
+  path.addText(baseline, font, text);
   p.save();
   p.setRenderHint(QPainter::Antialiasing, true);
   p.strokePath(path, QPen(QColor(0, 0, 0, 220), 3.0, Qt::SolidLine, Qt::RoundCap, Qt::RoundJoin));
   p.fillPath(path, fill);
+  p.restore();
+}
+
+// Rendered halo labels, per text, font, colour and quarter-pixel offset: stroking the
+// glyph outlines is most of a repaint's cost when dozens of labels (fiber numbers,
+// axis ticks, wavelengths) are on screen, and the same labels come back every paint.
+struct HaloSprite {
+  QImage image;
+  QPoint origin; // image's top-left relative to the rounded-down baseline
+};
+QCache<QString, HaloSprite>& haloCache() {
+  static QCache<QString, HaloSprite> cache(4000); // cost: one per label
+  return cache;
+}
+} // namespace
+
+void ImageCanvas::drawHaloText(QPainter& p, const QPointF& baseline, const QString& text, const QColor& fill) {
+  // A dark outline under the glyphs: light text stays readable on white, grey,
+  // viridis yellow or the diverging map's pale middle alike.
+  const QTransform& t = p.worldTransform();
+  const QPaintEngine* engine = p.paintEngine();
+  // Sprites only on a raster device at scale 1 (screen, images); vector output (PDF,
+  // SVG) and scaled painters get the outlines themselves.
+  if (!engine || engine->type() != QPaintEngine::Raster || t.type() > QTransform::TxTranslate ||
+      p.device()->devicePixelRatio() != 1.0) {
+    paintHaloPath(p, baseline, p.font(), text, fill);
+    return;
+  }
+  const QPointF at = t.map(baseline);
+  const double fx = std::floor(at.x()), fy = std::floor(at.y());
+  const int qx = int((at.x() - fx) * 4.0), qy = int((at.y() - fy) * 4.0); // quarter pixels
+  const QFont font = p.font();
+  const QString key = text + QChar(0) + font.key() + QChar(0) + QString::number(fill.rgba(), 16) + QChar(0) +
+                      QString::number(qx * 4 + qy);
+  HaloSprite* sprite = haloCache().object(key);
+  if (!sprite) {
+    QPainterPath path;
+    const QPointF sub(qx / 4.0, qy / 4.0);
+    path.addText(sub, font, text);
+    const QRect box = path.boundingRect().adjusted(-3, -3, 3, 3).toAlignedRect(); // room for the 3 px halo
+    auto s = std::make_unique<HaloSprite>();
+    s->origin = box.topLeft();
+    s->image = QImage(box.size().expandedTo(QSize(1, 1)), QImage::Format_ARGB32_Premultiplied);
+    s->image.fill(Qt::transparent);
+    QPainter ip(&s->image);
+    paintHaloPath(ip, sub - QPointF(box.topLeft()), font, text, fill);
+    ip.end();
+    sprite = s.get();
+    haloCache().insert(key, s.release());
+  }
+  p.save();
+  p.resetTransform();
+  p.drawImage(QPoint(int(fx), int(fy)) + sprite->origin, sprite->image);
   p.restore();
 }
 

@@ -141,7 +141,7 @@ RunSettings ParameterPanel::settings() const {
   s.params.regularize = m_regularize->value();
   s.params.psferr = m_psferrFromPsf->isChecked() ? std::nan("") : m_psferr->value();
   s.params.mode = Decorrelation(m_mode->currentData().toInt());
-  s.engine = m_engine->currentData().toString();
+  s.engine = m_engine->currentData().toString().toStdString();
   s.threads = m_threads->value();
   s.profileKernels = m_profileKernels->isChecked();
   return s;
@@ -165,7 +165,7 @@ void ParameterPanel::setSettings(const RunSettings& s) {
   m_psferr->setEnabled(!fromPsf);
   m_psferr->setValue(fromPsf ? 0.01 : s.params.psferr);
   m_mode->setCurrentIndex(s.params.mode == Decorrelation::Noise ? 1 : 0);
-  const int e = m_engine->findData(s.engine);
+  const int e = m_engine->findData(QString::fromStdString(s.engine));
   m_engine->setCurrentIndex(e >= 0 ? e : 0);
   m_threads->setValue(s.threads);
   m_profileKernels->setChecked(s.profileKernels);

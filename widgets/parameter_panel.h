@@ -5,7 +5,7 @@
 // CCD follows as the user types; the panel itself never runs anything.
 #pragma once
 
-#include "core/plan/patch_plan.h"
+#include "core/plan/run_settings.h"
 
 #include <QWidget>
 
@@ -17,18 +17,6 @@ class QSpinBox;
 class QVBoxLayout;
 
 namespace spex {
-
-struct RunSettings {
-  double wmin = 5760, wmax = 7620, dw = 0.8;
-  int fiberMin = 0;
-  int nFiber = 25;
-  PatchParams params;
-  QString engine = QStringLiteral("cpu"); // "cpu", "cuda", "both", "auto"
-  int threads = 0;                          // 0: all cores
-  // CUDA engine: record every kernel and copy through CUPTI into the run's profile
-  // (the timeline's stream lanes, the phase table's kernel rows); off by default.
-  bool profileKernels = false;
-};
 
 class ParameterPanel : public QWidget {
   Q_OBJECT

@@ -40,6 +40,7 @@ ResidualView::ResidualView(ViewState* state, QWidget* parent) : QWidget(parent),
   m_canvas->setLeadsFit(false); // it follows the CCD view's zoom and pan
   m_hist = new QCustomPlot(this);
   m_hist->setObjectName(QStringLiteral("chiHistogram"));
+  m_hist->setPlottingHint(QCP::phImmediateRefresh, false); // see SpectrumView
   m_hist->xAxis->setLabel(QStringLiteral("\u03c7"));
   m_hist->yAxis->setLabel(tr("pixels"));
   m_hist->setMinimumWidth(160);

@@ -15,12 +15,14 @@ ResolutionView::ResolutionView(ViewState* state, QWidget* parent) : QWidget(pare
   m_title = new QLabel(this);
   m_kernel = new QCustomPlot(this);
   m_kernel->setObjectName(QStringLiteral("resolutionKernel"));
+  m_kernel->setPlottingHint(QCP::phImmediateRefresh, false); // see SpectrumView
   m_kernel->xAxis->setLabel(tr("bin offset"));
   m_kernel->yAxis->setLabel(tr("R weight"));
   m_kernel->legend->setVisible(true);
   m_kernel->legend->setFont(QFont(font().family(), 8));
   m_diag = new QCustomPlot(this);
   m_diag->setObjectName(QStringLiteral("resolutionDiagonals"));
+  m_diag->setPlottingHint(QCP::phImmediateRefresh, false);
   m_diag->xAxis->setLabel(QStringLiteral("wavelength [\u00c5]"));
   m_diag->yAxis->setLabel(tr("diagonal offset"));
   m_map = new QCPColorMap(m_diag->xAxis, m_diag->yAxis);
@@ -98,7 +100,7 @@ void ResolutionView::refresh() {
     for (int i = 0; i < k.size(); ++i) x[i] = i - r.ndiag;
     QCPGraph* g = m_kernel->addGraph();
     g->setData(x, k, true);
-    g->setName(m_sources[s].name);
+    g->setName(QString::fromStdString(m_sources[s].name));
     g->setPen(QPen(colors[s % 3], 1.5, s ? Qt::DashLine : Qt::SolidLine));
     g->setLineStyle(QCPGraph::lsStepCenter);
     g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, 5));

@@ -4,7 +4,7 @@
 // wavelength), so a bad patch edge or a broken decorrelation shows at a glance.
 #pragma once
 
-#include "spectrum_source.h"
+#include "core/extract/spectrum_source.h"
 #include "view_state.h"
 
 #include <QPointer>

@@ -44,12 +44,15 @@ SideBySideView::SideBySideView(ViewState* state, QWidget* parent) : QWidget(pare
 void SideBySideView::setInputs(std::shared_ptr<const Image> image, std::shared_ptr<const Array2D<double>> model,
                                std::shared_ptr<const Array2D<double>> chi, const ScaleSettings& dataScale,
                                quint64 revision) {
-  if (image == m_image && model == m_model && chi == m_chi && dataScale == m_scale && revision == m_revision &&
-      !m_dirty)
+  if (image == m_image && model.get() == m_modelSource && chi == m_chi && dataScale == m_scale &&
+      revision == m_revision && !m_dirty)
     return;
+  // A new snapshot only when the model is another array or another revision of it.
+  if (model.get() != m_modelSource || revision != m_revision || !model)
+    m_model = model ? std::make_shared<const Array2D<double>>(*model) : nullptr;
+  m_modelSource = model.get();
   m_revision = revision;
   m_image = std::move(image);
-  m_model = std::move(model);
   m_chi = std::move(chi);
   m_scale = dataScale;
   m_dirty = true;

@@ -29,9 +29,17 @@ public:
   // chi: (data - model) sqrt(ivar), as the residual view computed it; null with the
   // model. Pictures are rendered on a worker thread, and only while the view is shown
   // (a hidden view renders when it is shown); updated() says they are in.
+  // The model is edited in place by later runs (revision: the Document's
+  // modelRevision), so the view keeps a snapshot of it taken here, when the caller's
+  // array is at rest: renders and the values line read the snapshot, whatever happens
+  // to the caller's array afterwards. chi needs none: the residual view copies a chi
+  // array that others hold before changing it (copy-on-write), and the image is
+  // never changed in place.
   void setInputs(std::shared_ptr<const Image> image, std::shared_ptr<const Array2D<double>> model,
                  std::shared_ptr<const Array2D<double>> chi, const ScaleSettings& dataScale,
-                 quint64 revision = 0); // the model's revision: arrays change in place
+                 quint64 revision = 0);
+  // The model snapshot the pictures are made from (null without a model).
+  std::shared_ptr<const Array2D<double>> modelSnapshot() const { return m_model; }
   bool isUpdating() const { return m_watcher.isRunning() || m_dirty; }
   void waitForUpdate();
 
@@ -66,7 +74,8 @@ private:
   std::array<ImageCanvas*, 3> m_canvas{};
   QLabel* m_values = nullptr;
   std::shared_ptr<const Image> m_image;
-  std::shared_ptr<const Array2D<double>> m_model, m_chi;
+  std::shared_ptr<const Array2D<double>> m_model, m_chi; // m_model: the view's own snapshot
+  const Array2D<double>* m_modelSource = nullptr;        // the caller's array it was taken from
   ScaleSettings m_scale;
   quint64 m_revision = 0;
   QFutureWatcher<Job> m_watcher;

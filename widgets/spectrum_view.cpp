@@ -39,6 +39,10 @@ bool coveredBin(const ExtractionResult& r, int row, int j) {
 SpectrumView::SpectrumView(ViewState* state, QWidget* parent) : QWidget(parent), m_state(state) {
   m_plot = new QCustomPlot(this);
   m_plot->setObjectName(QStringLiteral("spectrumPlot"));
+  // QCustomPlot's default (phImmediateRefresh) makes every replot a synchronous
+  // repaint() of the window's dirty widgets; an update() lets the plots, the CCD view
+  // and the status bar that one extraction changes paint in one pass.
+  m_plot->setPlottingHint(QCP::phImmediateRefresh, false);
   m_plot->plotLayout()->clear();
   m_fluxRect = new QCPAxisRect(m_plot);
   m_ivarRect = new QCPAxisRect(m_plot);
@@ -251,10 +255,10 @@ void SpectrumView::rebuild(bool rescale) {
       }
       auto [xa, ya] = axes(m_fluxRect);
       QCPGraph* g = m_plot->addGraph(xa, ya);
-      g->setName(QStringLiteral("%1, fiber %2").arg(src.name).arg(m_state->fiberNumber(fiber)));
+      g->setName(QStringLiteral("%1, fiber %2").arg(QString::fromStdString(src.name)).arg(m_state->fiberNumber(fiber)));
       g->setData(x, f, true);
       g->setPen(pen);
-      m_fluxGraphs.push_back({src.name, fiber, g});
+      m_fluxGraphs.push_back({QString::fromStdString(src.name), fiber, g});
       if (!mx.isEmpty()) {
         QCPGraph* gm = m_plot->addGraph(xa, ya);
         gm->setData(mx, my, true);
@@ -412,7 +416,7 @@ void SpectrumView::updateCursor() {
       const int j = int(std::lround((w - r.wave.wmin) / r.wave.dw));
       if (row < 0 || row >= r.nfiber || j < 0 || j >= r.nwave || !coveredBin(r, row, j)) continue;
       const double iv = r.ivar(row, j);
-      text += QStringLiteral("  %1 %2 \u00b1 %3").arg(src.name).arg(r.flux(row, j), 0, 'g', 5)
+      text += QStringLiteral("  %1 %2 \u00b1 %3").arg(QString::fromStdString(src.name)).arg(r.flux(row, j), 0, 'g', 5)
                   .arg(iv > 0 ? 1 / std::sqrt(iv) : kNaN, 0, 'g', 3);
     }
   }
@@ -469,7 +473,7 @@ bool SpectrumView::exportCsv(const QString& path, bool allFibers, QString* error
       if (m_truth) truthOnGrid(*m_truth, r, fiber, &conv, nullptr);
       for (int j = 0; j < r.nwave; ++j) {
         if (!coveredBin(r, row, j)) continue;
-        out << src.name << ',' << fiber << ',' << QString::number(r.wave.at(j), 'f', 4) << ','
+        out << QString::fromStdString(src.name) << ',' << fiber << ',' << QString::number(r.wave.at(j), 'f', 4) << ','
             << QString::number(r.flux(row, j), 'g', 10) << ','
             << QString::number(r.ivar(row, j), 'g', 10) << ','
             << (r.mask.empty() ? 0u : r.mask(row, j)) << ','

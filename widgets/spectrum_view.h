@@ -5,7 +5,8 @@
 // plot moves the marker on the CCD trace, clicking selects that wavelength.
 #pragma once
 
-#include "spectrum_source.h"
+#include "core/extract/spectrum_source.h"
+#include "truth_on_grid.h"
 #include "view_state.h"
 
 #include <QPointer>

@@ -173,8 +173,19 @@ int runExtract(ExtractOptions& o, const std::string& prog) {
     m.ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - s).count();
     return m;
   });
-  GaussHermitePsf psf = readPsf(o.psf);
-  Image image = readPreproc(in);
+  // The PSF is read beside the preproc (it is small, but its open, header checks and
+  // tables are ~10 ms of a cold start); errors keep their order: the PSF's first.
+  std::future<GaussHermitePsf> psfRead =
+      std::async(std::launch::async, [&o] { return readPsf(o.psf); });
+  Image image;
+  std::exception_ptr preprocError;
+  try {
+    image = readPreproc(in);
+  } catch (...) {
+    preprocError = std::current_exception();
+  }
+  GaussHermitePsf psf = psfRead.get();
+  if (preprocError) std::rethrow_exception(preprocError);
   const int specmin = o.specmin;
   const int nspec = o.nspecOpt->count() ? o.nspec : psf.nfiber - specmin;
   // The PSF decides which fibers exist (the engine checks again); FIBERMAP rows next.
@@ -221,10 +232,13 @@ int runExtract(ExtractOptions& o, const std::string& prog) {
   req.params.nwavestep = boundNwavestep(req.params.nwavestep, req, stepNote);
   if (!stepNote.empty()) std::fprintf(stderr, "%s: %s\n", prog.c_str(), stepNote.c_str());
 
+  const auto tWait = std::chrono::steady_clock::now();
   MadeEngine made = engineMade.get();
   EngineChoice& choice = made.choice;
+  const auto tEngine = std::chrono::steady_clock::now();
+  const std::string engineName = choice.engine->name();
   if (!choice.note.empty() && mpi.root()) std::fprintf(stderr, "%s: %s\n", prog.c_str(), choice.note.c_str());
-  if (o.profileKernels && choice.engine->name() == "cpu" && mpi.root())
+  if (o.profileKernels && engineName == "cpu" && mpi.root())
     std::fprintf(stderr, "%s: --profile-kernels: the CPU engine runs no GPU kernels; nothing to record\n",
                  prog.c_str());
   if (o.verbose && !o.quiet) {
@@ -235,7 +249,7 @@ int runExtract(ExtractOptions& o, const std::string& prog) {
     if (o.barycentric) std::printf("extracted on %.6f - %.6f A steps %.9f (HELIOCOR %.12f)\n", extractGrid.wmin, extractGrid.last(), extractGrid.dw, heliocor);
     std::printf("specmin:     %d\nnspec:       %d\nregularize:  %g\n", specmin, nspec, o.params.regularize);
     std::printf("bundlesize:  %d\nnsubbundles: %d\nnwavestep:   %d\n", o.params.bundlesize, o.params.nsubbundles, o.params.nwavestep);
-    std::printf("engine:      %s\n#-----------------------------\n", choice.engine->name().c_str());
+    std::printf("engine:      %s\n#-----------------------------\n", engineName.c_str());
     std::fflush(stdout);
   }
   TerminalProgress progress(!o.quiet);
@@ -262,6 +276,23 @@ int runExtract(ExtractOptions& o, const std::string& prog) {
   mpi.gather(r, whole);
   if (!mpi.root()) return 0; // rank 0 writes the one frame
 
+  // The engine is not needed any more: its teardown (for CUDA the device memory, the
+  // handles and the GPUs' contexts, ~0.1 s that the process would otherwise spend at
+  // exit) runs while the outputs are written. Under MPI the contexts stay (the MPI
+  // library may hold CUDA resources until MPI_Finalize); the engine still goes.
+  // The preproc's pixel arrays (~0.35 GB for a full frame; the writers need only its
+  // header and FIBERMAP) are freed there too.
+  std::future<void> released = std::async(
+      std::launch::async, [e = std::move(choice.engine), keep = mpi.active(), pix = std::move(image.pix),
+                           ivar = std::move(image.ivar), mask = std::move(image.mask)]() mutable {
+        if (keep)
+          e.reset();
+        else
+          releaseEngineForExit(std::move(e));
+        std::vector<double>().swap(pix.data);
+        std::vector<double>().swap(ivar.data);
+        std::vector<int32_t>().swap(mask.data);
+      });
   const auto tw = std::chrono::steady_clock::now();
   FrameMeta meta;
   meta.inputImage = in;
@@ -277,19 +308,36 @@ int runExtract(ExtractOptions& o, const std::string& prog) {
     outputs.commit();
   }
   const double writeS = std::chrono::duration<double>(std::chrono::steady_clock::now() - tw).count();
+  released.get();
+  const double releaseS = std::chrono::duration<double>(std::chrono::steady_clock::now() - tw).count();
   if (!o.profile.empty()) {
     // Reading and writing happen outside the engine; put them on the main lane.
+    // The engine's profile starts when it was ready (after the read, or after waiting
+    // for the engine start when that took longer).
     Profile p = r.profile;
     const int lane = p.laneIndex("main");
+    const auto ns = [t0](std::chrono::steady_clock::time_point t) {
+      return int64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(t - t0).count());
+    };
     const int64_t readNs = int64_t(readS * 1e9), writeNs = int64_t(writeS * 1e9);
+    const int64_t waitStart = ns(tWait), extractStart = ns(tEngine), writeStart = ns(tw);
     Profile shifted;
     shifted.lanes = p.lanes;
     shifted.ranges.push_back({"read", 0, readNs, lane, 0, -1});
-    // Made beside the reading, on its own lane.
-    shifted.ranges.push_back({"engine start", 0, made.ns, shifted.laneIndex("engine start"), 0, -1});
-    shifted.append(p, readNs);
-    shifted.ranges.push_back({"write", readNs + p.wallNs, readNs + p.wallNs + writeNs, lane, 0, -1});
-    shifted.wallNs = readNs + p.wallNs + writeNs;
+    if (extractStart - waitStart > 1000000)
+      shifted.ranges.push_back({"wait for the engine", waitStart, extractStart, lane, 0, -1});
+    // Made beside the reading, on its own lane, with the steps the factory timed.
+    const int startLane = shifted.laneIndex("engine start");
+    shifted.ranges.push_back({"engine start", 0, made.ns, startLane, 0, -1});
+    for (const EngineChoice::Step& st : choice.steps)
+      shifted.ranges.push_back({st.name, st.startNs, st.endNs,
+                                st.ownLane ? shifted.laneIndex("engine libraries") : startLane,
+                                st.ownLane ? 0 : 1, -1});
+    shifted.append(p, extractStart);
+    shifted.ranges.push_back({"write", writeStart, writeStart + writeNs, lane, 0, -1});
+    shifted.ranges.push_back({"engine release", writeStart, writeStart + int64_t(releaseS * 1e9),
+                              shifted.laneIndex("engine release"), 0, -1});
+    shifted.wallNs = writeStart + std::max(writeNs, int64_t(releaseS * 1e9));
     writeTextAtomic(o.profile, shifted.toChromeTrace());
   }
 
@@ -303,7 +351,7 @@ int runExtract(ExtractOptions& o, const std::string& prog) {
     for (uint32_t m : r.mask.data) masked += m != 0;
     std::printf("extracted %d fibers (%d..%d) x %d wavelengths (%.1f..%.1f A, step %.2f) with %s\n",
                 r.nfiber, r.fiberMin, r.fiberMin + r.nfiber - 1, requested.n, requested.wmin,
-                requested.last(), requested.dw, choice.engine->name().c_str());
+                requested.last(), requested.dw, engineName.c_str());
     if (o.barycentric) std::printf("  barycentric correction: HELIOCOR %.12f\n", heliocor);
     std::printf("  %zu patches in %.2f s (read %.2f s, write %.2f s); %d regularized, %d failed\n",
                 r.patches.size(), r.profile.wallNs * 1e-9, readS, writeS, regularized, failed);

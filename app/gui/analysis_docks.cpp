@@ -3,11 +3,13 @@
 #include "widgets/background.h"
 
 #include "comparison_dock.h"
-#include "main_window.h"
+#include "document.h"
+#include "extraction_job.h"
 #include "user_messages.h"
 
 #include "app/engine_factory.h"
 #include "core/errors.h"
+#include "widgets/ccd_view.h"
 #include "widgets/profiling/engine_comparison_view.h"
 #include "widgets/profiling/phase_table.h"
 #include "widgets/profiling/run_comparison_view.h"
@@ -27,6 +29,8 @@
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QLineEdit>
+#include <QMainWindow>
+#include <QMenu>
 #include <QMenuBar>
 #include <QProgressBar>
 #include <QPushButton>
@@ -40,6 +44,7 @@
 #include <chrono>
 #include <climits>
 #include <cmath>
+#include <utility>
 
 namespace spex {
 
@@ -61,6 +66,8 @@ bool parseList(const QString& text, std::vector<T>& out) {
   return !out.empty();
 }
 
+const QString kCompareClient = QStringLiteral("compare"); // JobSpec::client of a comparison
+
 bool samePlan(const PatchParams& a, const PatchParams& b) {
   return a.bundlesize == b.bundlesize && a.nsubbundles == b.nsubbundles && a.nwavestep == b.nwavestep &&
          a.wavepad() == b.wavepad();
@@ -68,22 +75,23 @@ bool samePlan(const PatchParams& a, const PatchParams& b) {
 
 } // namespace
 
-void installAnalysisDocks(MainWindow* window) {
-  if (!AnalysisDocks::of(window)) new AnalysisDocks(window);
+void installAnalysisDocks(const WorkbenchContext& context) {
+  if (!AnalysisDocks::of(context.host)) new AnalysisDocks(context);
 }
 
-AnalysisDocks* AnalysisDocks::of(MainWindow* window) {
+AnalysisDocks* AnalysisDocks::of(QMainWindow* window) {
   return window ? window->findChild<AnalysisDocks*>(QString(), Qt::FindDirectChildrenOnly) : nullptr;
 }
 
-AnalysisDocks::AnalysisDocks(MainWindow* window) : QObject(window), m_window(window) {
+AnalysisDocks::AnalysisDocks(const WorkbenchContext& context) : QObject(context.host), m_ctx(context) {
+  QMainWindow* window = m_ctx.host;
   m_axis = new TimeAxisState(this);
   buildTimelineDock();
   buildRunDock();
   buildEngineDock();
   buildSweepDock();
-  m_resultDock = new ComparisonDock(window->document(), window->viewState(), window->cudaUsable(),
-                                    cudaBuilt() ? window->gpuDescription() : tr("this spexlab was built without CUDA"),
+  m_resultDock = new ComparisonDock(m_ctx.document, m_ctx.state, m_ctx.cudaUsable,
+                                    cudaBuilt() ? m_ctx.gpuDescription : tr("this spexlab was built without CUDA"),
                                     window);
   // Beside the spectrum, which stays in front.
   QDockWidget* spectrum = window->findChild<QDockWidget*>(QStringLiteral("spectrumDock"));
@@ -95,13 +103,13 @@ AnalysisDocks::AnalysisDocks(MainWindow* window) : QObject(window), m_window(win
 
   // Before Help, which stays the last menu.
   auto* menu = new QMenu(tr("&Analysis"), window->menuBar());
-  if (window->helpMenu()) window->menuBar()->insertMenu(window->helpMenu()->menuAction(), menu);
+  if (m_ctx.menuBefore) window->menuBar()->insertMenu(m_ctx.menuBefore->menuAction(), menu);
   else window->menuBar()->addMenu(menu);
   for (QDockWidget* d : {m_timelineDock, m_runDock, m_engineDock, static_cast<QDockWidget*>(m_resultDock), m_sweepDock})
     menu->addAction(d->toggleViewAction());
   menu->addSeparator();
   menu->addAction(tr("Open Chrome trace\u2026"), this, [this] {
-    const QString path = QFileDialog::getOpenFileName(m_window, tr("Open Chrome trace"), {}, tr("Chrome trace (*.json)"));
+    const QString path = QFileDialog::getOpenFileName(m_ctx.host, tr("Open Chrome trace"), {}, tr("Chrome trace (*.json)"));
     if (!path.isEmpty()) openTrace(path);
   });
   menu->addAction(tr("Compare CPU vs CUDA"), this, [this] {
@@ -115,9 +123,10 @@ AnalysisDocks::AnalysisDocks(MainWindow* window) : QObject(window), m_window(win
   });
 
   // Each finished extraction becomes a run in the timeline.
-  connect(window->job(), &ExtractionJob::engineFinished, this,
+  connect(m_ctx.job, &ExtractionJob::engineFinished, this,
           [this](const QString& engine) {
-            const auto r = m_window->document()->runSummary(engine);
+            if (!m_ctx.job->client().isEmpty()) return; // a comparison: its runs come below
+            const auto r = m_ctx.document->runSummary(engine);
             if (!r) return;
             auto profile = std::make_shared<const Profile>(r->profile);
             addRun(tr("%1 #%2 (%3 patches%4)")
@@ -125,7 +134,7 @@ AnalysisDocks::AnalysisDocks(MainWindow* window) : QObject(window), m_window(win
                        .arg(m_runCounter + 1)
                        .arg(r->patches.size())
                        .arg(r->cancelled ? tr(", cancelled") : QString()),
-                   profile, r, true, m_window->document()->runValues(engine));
+                   profile, r, true, m_ctx.document->runValues(engine));
           });
   // Every run with a result can be compared with any other result.
   auto pushRuns = [this] {
@@ -138,32 +147,40 @@ AnalysisDocks::AnalysisDocks(MainWindow* window) : QObject(window), m_window(win
   // A run keeps its own numbers (Run::values: Document::runValues' copy of the bins it
   // extracted), so later runs that edit the document's result in place cannot change them.
   // Patch indices of heatmaps belong to the plan they were made for.
-  connect(window->document(), &Document::planChanged, this, [this] {
-    m_window->ccdView()->clearPatchHeatmap();
+  connect(m_ctx.document, &Document::planChanged, this, [this] {
+    m_ctx.ccd->clearPatchHeatmap();
     showAppliedSweepSetting();
     const QSignalBlocker block(m_heatBox);
     m_heatBox->setCurrentIndex(0);
   });
-  connect(window->document(), &Document::inputsChanged, this, [this] {
-    m_window->ccdView()->clearPatchHeatmap();
+  connect(m_ctx.document, &Document::inputsChanged, this, [this] {
+    m_ctx.ccd->clearPatchHeatmap();
     m_sweepSelected = -1;
   });
-  connect(window->ccdView(), &CcdView::heatmapPatchClicked, this, [this](int patch) {
-    m_window->viewState()->setSelectedPatches({patch});
+  connect(m_ctx.ccd, &CcdView::heatmapPatchClicked, this, [this](int patch) {
+    m_ctx.state->setSelectedPatches({patch});
   });
-  connect(&m_compareWatcher, &QFutureWatcherBase::finished, this, [this] {
-    const CompareOutcome o = m_compareWatcher.result();
-    m_compareButton->setEnabled(m_window->cudaUsable()); // greyed where CUDA cannot run
-    if (!o.error.isEmpty()) {
-      m_engineCompare->showMessage(tr("The comparison failed: %1").arg(o.error));
+  // The comparison runs on the app's one job runner, with the registry's warm engines.
+  connect(m_ctx.job, &ExtractionJob::engineFailed, this, [this](const QString& engine, const QString& msg) {
+    if (m_comparing && m_ctx.job->client() == kCompareClient && m_compareError.isEmpty())
+      m_compareError = QStringLiteral("%1: %2").arg(engine, msg);
+  });
+  connect(m_ctx.job, &ExtractionJob::finished, this, [this](bool cancelled) {
+    if (!m_comparing || m_ctx.job->client() != kCompareClient) return;
+    m_comparing = false;
+    m_compareButton->setEnabled(m_ctx.cudaUsable); // greyed where CUDA cannot run
+    const auto a = std::exchange(m_compareA, nullptr), b = std::exchange(m_compareB, nullptr);
+    if (m_compareError.isEmpty() && (cancelled || a->cancelled || b->cancelled)) m_compareError = tr("cancelled");
+    if (!m_compareError.isEmpty()) {
+      m_engineCompare->showMessage(tr("The comparison failed: %1").arg(userMessage(m_compareError).text));
       emit comparisonFinished(false);
       return;
     }
-    m_engineCompare->setResults(o.a, o.b, o.wallA, o.wallB);
-    const QString la = tr("%1 #%2 (compare)").arg(QString::fromStdString(o.a->engine)).arg(m_runCounter + 1);
-    addRun(la, std::make_shared<const Profile>(o.a->profile), o.a, true, o.a); // its own engines' results: their numbers
-    const QString lb = tr("%1 #%2 (compare)").arg(QString::fromStdString(o.b->engine)).arg(m_runCounter + 1);
-    addRun(lb, std::make_shared<const Profile>(o.b->profile), o.b, true, o.b);
+    m_engineCompare->setResults(a, b, a->profile.wallNs * 1e-9, b->profile.wallNs * 1e-9);
+    const QString la = tr("%1 #%2 (compare)").arg(QString::fromStdString(a->engine)).arg(m_runCounter + 1);
+    addRun(la, std::make_shared<const Profile>(a->profile), a, true, a); // results of their own: their numbers
+    const QString lb = tr("%1 #%2 (compare)").arg(QString::fromStdString(b->engine)).arg(m_runCounter + 1);
+    addRun(lb, std::make_shared<const Profile>(b->profile), b, true, b);
     m_runA->setCurrentIndex(int(m_runs.size()) - 2);
     m_runB->setCurrentIndex(int(m_runs.size()) - 1);
     setStatus(tr("Compared %1 with %2: speed-up %3x").arg(la, lb).arg(m_engineCompare->speedup(), 0, 'f', 2));
@@ -201,7 +218,7 @@ AnalysisDocks::AnalysisDocks(MainWindow* window) : QObject(window), m_window(win
                               .arg(QString::fromLatin1(sweepModeName(m_sweep.mode))));
     // Show the patches of the row with the current plan's setting, if the sweep ran it.
     m_sweepSelected = -1;
-    const auto plan = m_window->document()->plan();
+    const auto plan = m_ctx.document->plan();
     for (int i = 0; plan && i < int(m_sweep.rows.size()); ++i) {
       const SweepRow& r = m_sweep.rows[i];
       PatchParams p = plan->params;
@@ -231,15 +248,13 @@ AnalysisDocks::AnalysisDocks(MainWindow* window) : QObject(window), m_window(win
 }
 
 AnalysisDocks::~AnalysisDocks() {
-  m_compareCancel.cancel();
   m_sweepCancel.cancel();
-  m_compareWatcher.waitForFinished();
   m_sweepWatcher.waitForFinished();
 }
 
 void AnalysisDocks::setStatus(const QString& s) {
   m_status = s;
-  if (m_window->statusBar()) m_window->statusBar()->showMessage(s, 10000);
+  if (QStatusBar* bar = m_ctx.host->statusBar()) bar->showMessage(s, 10000);
 }
 
 // --- Timeline dock
@@ -296,11 +311,11 @@ void AnalysisDocks::buildTimelineDock() {
 
   connect(m_runBox, &QComboBox::currentIndexChanged, this, [this](int i) { showRun(i); });
   connect(open, &QPushButton::clicked, this, [this] {
-    const QString path = QFileDialog::getOpenFileName(m_window, tr("Open Chrome trace"), {}, tr("Chrome trace (*.json)"));
+    const QString path = QFileDialog::getOpenFileName(m_ctx.host, tr("Open Chrome trace"), {}, tr("Chrome trace (*.json)"));
     if (!path.isEmpty()) openTrace(path);
   });
   connect(save, &QPushButton::clicked, this, [this] {
-    const QString path = QFileDialog::getSaveFileName(m_window, tr("Export Chrome trace"), QStringLiteral("profile.json"),
+    const QString path = QFileDialog::getSaveFileName(m_ctx.host, tr("Export Chrome trace"), QStringLiteral("profile.json"),
                                                       tr("Chrome trace (*.json)"));
     if (!path.isEmpty()) exportTrace(path);
   });
@@ -317,7 +332,7 @@ void AnalysisDocks::buildTimelineDock() {
   connect(m_slowest, &SlowestPatches::zoneActivated, this, showZone);
   connect(m_slowest, &SlowestPatches::patchActivated, this, jump);
 
-  m_timelineDock = new QDockWidget(tr("Timeline"), m_window);
+  m_timelineDock = new QDockWidget(tr("Timeline"), m_ctx.host);
   m_timelineDock->setObjectName(QStringLiteral("timelineDock"));
   m_timelineDock->setWidget(w);
 }
@@ -334,7 +349,7 @@ void AnalysisDocks::addRun(const QString& label, std::shared_ptr<const Profile> 
 
 bool AnalysisDocks::jumpToPatch(int patch) {
   const int i = shownRun();
-  const auto plan = m_window->document()->plan();
+  const auto plan = m_ctx.document->plan();
   if (i < 0 || !m_runs[i].result || !plan || !samePlan(m_runs[i].result->params, plan->params) ||
       m_runs[i].result->fiberMin != plan->fiberMin || patch < 0 || patch >= int(plan->patches.size())) {
     setStatus(tr("Patch %1 is not on the CCD: the shown run has no per-patch results for the current patch plan.")
@@ -343,8 +358,8 @@ bool AnalysisDocks::jumpToPatch(int patch) {
   }
   // Select it and bring its kept region to the middle of the CCD (zoom unchanged).
   const Patch& p = plan->patches[patch];
-  const auto psf = m_window->document()->psf();
-  ViewState* vs = m_window->viewState();
+  const auto psf = m_ctx.document->psf();
+  ViewState* vs = m_ctx.state;
   vs->setSelectedPatches({patch});
   if (psf) {
     const int f = p.fiber0 + p.nfiber / 2;
@@ -353,15 +368,15 @@ bool AnalysisDocks::jumpToPatch(int patch) {
   }
   setStatus(tr("Patch %1: fibers %2–%3, %4–%5 Å")
                 .arg(patch)
-                .arg(m_window->viewState()->fiberNumber(p.fiber0))
-                .arg(m_window->viewState()->fiberNumber(p.fiber0 + p.nfiber - 1))
+                .arg(m_ctx.state->fiberNumber(p.fiber0))
+                .arg(m_ctx.state->fiberNumber(p.fiber0 + p.nfiber - 1))
                 .arg(plan->wave.at(p.wave0), 0, 'f', 1)
                 .arg(plan->wave.at(p.wave0 + p.nwave - 1), 0, 'f', 1));
   return true;
 }
 
 void AnalysisDocks::showAppliedSweepSetting() {
-  const auto plan = m_window->document()->plan();
+  const auto plan = m_ctx.document->plan();
   if (plan) m_sweepView->setApplied(plan->params.nwavestep, plan->params.nsubbundles, plan->params.wavepadFrac);
   else m_sweepView->clearApplied();
 }
@@ -418,7 +433,7 @@ bool AnalysisDocks::openTrace(const QString& path) {
     return true;
   } catch (const std::exception& e) {
     setStatus(QString::fromStdString(e.what()));
-    m_window->showError(tr("Cannot open trace"), m_status);
+    m_ctx.showError(tr("Cannot open trace"), m_status);
     return false;
   }
 }
@@ -430,7 +445,7 @@ bool AnalysisDocks::exportTrace(const QString& path) const {
     writeChromeTraceFile(*m_runs[i].profile, path.toStdString());
     return true;
   } catch (const std::exception& e) {
-    m_window->showError(tr("Cannot export trace"), QString::fromStdString(e.what()));
+    m_ctx.showError(tr("Cannot export trace"), QString::fromStdString(e.what()));
     return false;
   }
 }
@@ -440,7 +455,7 @@ QVector<double> AnalysisDocks::heatmapValues(Heatmap h, QString* why) const {
     if (why) *why = s;
     return QVector<double>();
   };
-  const auto plan = m_window->document()->plan();
+  const auto plan = m_ctx.document->plan();
   if (!plan) return fail(tr("No patch plan."));
   QVector<double> v(int(plan->patches.size()), std::nan(""));
   const std::vector<PatchDiagnostics>* diags = nullptr;
@@ -483,7 +498,7 @@ bool AnalysisDocks::setHeatmap(Heatmap h) {
     const QSignalBlocker block(m_heatBox);
     m_heatBox->setCurrentIndex(int(h));
   }
-  CcdView* ccd = m_window->ccdView();
+  CcdView* ccd = m_ctx.ccd;
   if (h == Heatmap::None) {
     ccd->clearPatchHeatmap();
     return true;
@@ -527,7 +542,7 @@ void AnalysisDocks::buildRunDock() {
   lay->setContentsMargins(2, 2, 2, 2);
   lay->addLayout(bar);
   lay->addWidget(m_runCompare, 1);
-  m_runDock = new QDockWidget(tr("Run comparison"), m_window);
+  m_runDock = new QDockWidget(tr("Run comparison"), m_ctx.host);
   m_runDock->setObjectName(QStringLiteral("runComparisonDock"));
   m_runDock->setWidget(w);
 }
@@ -553,7 +568,7 @@ void AnalysisDocks::buildEngineDock() {
   bar->addWidget(m_compareWhole);
   bar->addStretch(1);
   m_engineCompare = new EngineComparisonView;
-  if (!m_window->cudaUsable()) {
+  if (!m_ctx.cudaUsable) {
     // Say so plainly, grey what cannot run, and offer the comparisons that can.
     m_compareButton->setEnabled(false);
     m_compareButton->setToolTip(tr("Needs a usable GPU"));
@@ -566,7 +581,7 @@ void AnalysisDocks::buildEngineDock() {
       m_resultDock->raise();
     });
     m_engineCompare->showMessage(
-        (cudaBuilt() ? tr("CUDA is not available: no usable GPU here (%1).").arg(m_window->gpuDescription())
+        (cudaBuilt() ? tr("CUDA is not available: no usable GPU here (%1).").arg(m_ctx.gpuDescription)
                      : tr("CUDA is not available: this spexlab was built without the CUDA engine.")) +
         QStringLiteral(" ") +
         tr("A CPU run can still be compared with an opened frame (e.g. the pipeline's frame-*.fits) or with "
@@ -578,16 +593,16 @@ void AnalysisDocks::buildEngineDock() {
   lay->addWidget(m_engineCompare, 1);
   connect(m_compareButton, &QPushButton::clicked, this,
           [this] { compareEngines(QStringLiteral("cpu"), QStringLiteral("cuda"), m_compareWhole->isChecked()); });
-  m_engineDock = new QDockWidget(tr("CPU vs CUDA"), m_window);
+  m_engineDock = new QDockWidget(tr("CPU vs CUDA"), m_ctx.host);
   m_engineDock->setObjectName(QStringLiteral("engineComparisonDock"));
   m_engineDock->setWidget(w);
 }
 
 std::optional<std::vector<int>> AnalysisDocks::selectedPatches() const {
-  const auto plan = m_window->document()->plan();
+  const auto plan = m_ctx.document->plan();
   if (!plan) return std::nullopt;
-  const QVector<int> picked = m_window->viewState()->selectedPatches();
-  const QVector<int> fibers = m_window->viewState()->selectedFibers();
+  const QVector<int> picked = m_ctx.state->selectedPatches();
+  const QVector<int> fibers = m_ctx.state->selectedFibers();
   std::vector<int> sel = plan->patchesForSelection({picked.begin(), picked.end()}, {fibers.begin(), fibers.end()});
   if (sel.empty()) return std::nullopt;
   return sel;
@@ -595,59 +610,50 @@ std::optional<std::vector<int>> AnalysisDocks::selectedPatches() const {
 
 bool AnalysisDocks::compareEngines(const QString& a, const QString& b, bool wholeFrame) {
   if (isComparing()) return false;
-  Document* doc = m_window->document();
+  Document* doc = m_ctx.document;
   const auto plan = doc->plan();
   if (!plan || !doc->image() || !doc->psf()) {
     m_engineCompare->showMessage(tr("Open a frame and a PSF first.") +
                                  (doc->planError().isEmpty() ? QString() : QStringLiteral(" ") + doc->planError()));
     return false;
   }
-  // Engines are made here so an unavailable GPU is said at once, in words.
-  std::shared_ptr<Engine> ea, eb;
-  try {
-    ea = std::shared_ptr<Engine>(makeEngine(a.toStdString()).engine.release());
-    eb = std::shared_ptr<Engine>(makeEngine(b.toStdString()).engine.release());
-  } catch (const std::exception& e) {
-    m_engineCompare->showMessage(tr("CUDA is not available here, so there is nothing to compare the CPU with. %1")
-                                     .arg(userMessage(QString::fromStdString(e.what())).text));
+  // CUDA without a usable GPU is said at once, in words.
+  for (const QString& kind : {a, b}) {
+    if (kind != QLatin1String("cuda") || m_ctx.cudaUsable) continue;
+    m_engineCompare->showMessage(
+        tr("CUDA is not available here, so there is nothing to compare the CPU with. %1")
+            .arg(cudaBuilt() ? tr("No usable GPU was found (%1).").arg(m_ctx.gpuDescription)
+                             : tr("This spexlab was built without the CUDA engine.")));
     setStatus(m_engineCompare->message());
     return false;
   }
+  if (m_ctx.job->isRunning()) {
+    m_engineCompare->showMessage(tr("An extraction is running; compare when it is done."));
+    setStatus(m_engineCompare->message());
+    return false;
+  }
+  // One job on the app's job runner: its engines come from the EngineRegistry (warm,
+  // the same instances the extractions use; made on first use, never per click), each
+  // filling a result of the comparison's own.
   const auto patches = wholeFrame ? std::nullopt : selectedPatches();
-  const auto image = doc->image();
-  const auto psf = doc->psf();
-  const int threads = doc->settings().threads;
-  m_compareCancel.reset();
+  JobSpec spec;
+  spec.image = doc->image();
+  spec.psf = doc->psf();
+  spec.plan = plan;
+  spec.patches = patches;
+  spec.threads = doc->settings().threads;
+  spec.model = true;
+  spec.client = kCompareClient;
+  auto ra = std::make_shared<ExtractionResult>(), rb = std::make_shared<ExtractionResult>();
+  spec.targets = {{a, ra}, {b, rb}};
+  if (!m_ctx.job->start(std::move(spec))) return false;
+  m_comparing = true;
+  m_compareError.clear();
+  m_compareA = std::move(ra);
+  m_compareB = std::move(rb);
   m_engineCompare->showMessage(tr("Running %1 and %2 on %3\u2026")
                                    .arg(a, b, patches ? tr("%1 patches").arg(patches->size()) : tr("the whole frame")));
   m_compareButton->setEnabled(false);
-  const CancelToken* cancel = &m_compareCancel;
-  m_compareWatcher.setFuture(QtConcurrent::run(backgroundPool(), [=]() -> CompareOutcome {
-    CompareOutcome out;
-    ExtractionRequest req;
-    req.image = image.get();
-    req.psf = psf.get();
-    req.wave = plan->wave;
-    req.fiberMin = plan->fiberMin;
-    req.nFiber = plan->nFiber;
-    req.params = plan->params;
-    req.patches = patches;
-    req.threads = threads;
-    req.model = true;
-    ProgressSink none;
-    try {
-      auto t0 = std::chrono::steady_clock::now();
-      out.a = std::make_shared<ExtractionResult>(ea->extract(req, none, *cancel));
-      out.wallA = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      t0 = std::chrono::steady_clock::now();
-      out.b = std::make_shared<ExtractionResult>(eb->extract(req, none, *cancel));
-      out.wallB = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      if (out.a->cancelled || out.b->cancelled) out.error = QStringLiteral("cancelled");
-    } catch (const std::exception& e) {
-      out.error = QString::fromStdString(e.what());
-    }
-    return out;
-  }));
   return true;
 }
 
@@ -662,16 +668,16 @@ void AnalysisDocks::buildSweepDock() {
   m_sweepCuda = new QCheckBox(tr("also CUDA"));
   m_sweepCuda->setObjectName(QStringLiteral("sweepAlsoCuda"));
   // Without a usable GPU the choice is greyed and a plain line says why, beside it.
-  m_sweepCuda->setEnabled(m_window->cudaUsable());
+  m_sweepCuda->setEnabled(m_ctx.cudaUsable);
   auto* cudaWhy = new QLabel;
   cudaWhy->setObjectName(QStringLiteral("sweepCudaWhy"));
   cudaWhy->setWordWrap(true);
   cudaWhy->setStyleSheet(QStringLiteral("color: #555;"));
-  if (!m_window->cudaUsable())
-    cudaWhy->setText(cudaBuilt() ? tr("No usable GPU here (%1): the sweep runs on the CPU.").arg(m_window->gpuDescription())
+  if (!m_ctx.cudaUsable)
+    cudaWhy->setText(cudaBuilt() ? tr("No usable GPU here (%1): the sweep runs on the CPU.").arg(m_ctx.gpuDescription)
                                  : tr("This spexlab was built without CUDA: the sweep runs on the CPU."));
   m_sweepCuda->setToolTip(cudaWhy->text());
-  cudaWhy->setVisible(!m_window->cudaUsable());
+  cudaWhy->setVisible(!m_ctx.cudaUsable);
   m_sweepRun = new QPushButton(tr("Run sweep"));
   m_sweepCancelButton = new QPushButton(tr("Cancel"));
   m_sweepCancelButton->setEnabled(false);
@@ -705,7 +711,7 @@ void AnalysisDocks::buildSweepDock() {
   connect(m_sweepRun, &QPushButton::clicked, this, [this] { startSweep(); });
   connect(m_sweepCancelButton, &QPushButton::clicked, this, [this] { cancelSweep(); });
   connect(m_sweepView, &SweepView::rowActivated, this, [this](int row) { selectSweepRow(row); });
-  m_sweepDock = new QDockWidget(tr("Sweep"), m_window);
+  m_sweepDock = new QDockWidget(tr("Sweep"), m_ctx.host);
   m_sweepDock->setObjectName(QStringLiteral("sweepDock"));
   m_sweepDock->setWidget(w);
 }
@@ -720,7 +726,7 @@ void AnalysisDocks::setSweepFields(const QString& nwavestep, const QString& nsub
 
 bool AnalysisDocks::startSweep() {
   if (isSweeping()) return false;
-  Document* doc = m_window->document();
+  Document* doc = m_ctx.document;
   const auto plan = doc->plan();
   if (!plan || !doc->image() || !doc->psf()) {
     m_sweepLabel->setText(tr("Open a frame and a PSF first."));
@@ -821,11 +827,11 @@ void AnalysisDocks::selectSweepRow(int row) {
     return;
   }
   // Apply the setting so the CCD's patch grid is the one the sweep used for it.
-  RunSettings s = m_window->document()->settings();
+  RunSettings s = m_ctx.document->settings();
   s.params.nwavestep = r.nwavestep;
   s.params.nsubbundles = r.nsubbundles;
   s.params.wavepadFrac = r.wavepadFrac;
-  m_window->document()->setSettings(s);
+  m_ctx.document->setSettings(s);
   m_sweepSelected = row;
   setHeatmap(Heatmap::Sweep);
 }

@@ -1,10 +1,14 @@
-// The workbench's profiling and tuning docks (issue 5), installed on the MainWindow
-// by installAnalysisDocks: Timeline (the Profile of each run, its phase table, Chrome
+// The workbench's profiling and tuning docks (issue 5), installed on the host window
+// by installAnalysisDocks from a WorkbenchContext (the Document, the ViewState, the
+// one job runner; the docks keep the run history themselves): Timeline (the Profile of each run, its phase table, Chrome
 // trace open/export, per-patch CCD heatmaps), Run comparison (two runs on one time
-// axis), CPU vs CUDA (both engines on the selection or the frame, in the background)
+// axis), CPU vs CUDA (both engines on the selection or the frame, as one job on the
+// app's job runner with the EngineRegistry's warm engines)
 // and Sweep (patch-size sweep in the background, with progress and cancel). The views
 // live in widgets/profiling; this file turns their intents into jobs.
 #pragma once
+
+#include "workbench_context.h"
 
 #include "core/extract/engine.h"
 #include "core/sweep/sweep.h"
@@ -23,6 +27,7 @@ class QComboBox;
 class QDockWidget;
 class QLabel;
 class QLineEdit;
+class QMainWindow;
 class QProgressBar;
 class QPushButton;
 
@@ -30,7 +35,6 @@ namespace spex {
 
 class ComparisonDock;
 class EngineComparisonView;
-class MainWindow;
 class PhaseTable;
 class RunComparisonView;
 class SlowestPatches;
@@ -39,16 +43,16 @@ class TimeAxisState;
 class TimelineView;
 class ZoneFinder;
 
-void installAnalysisDocks(MainWindow* window);
+void installAnalysisDocks(const WorkbenchContext& context);
 
 class AnalysisDocks : public QObject {
   Q_OBJECT
 public:
-  explicit AnalysisDocks(MainWindow* window);
+  explicit AnalysisDocks(const WorkbenchContext& context);
   ~AnalysisDocks() override; // cancels and waits for background work
 
   // The docks' owner, found from the window (nullptr before installAnalysisDocks).
-  static AnalysisDocks* of(MainWindow* window);
+  static AnalysisDocks* of(QMainWindow* window);
 
   struct Run {
     QString label; // "cpu #1", "trace run.json"
@@ -77,11 +81,13 @@ public:
   // Values per plan patch of the current plan for a heatmap, NaN where untouched.
   QVector<double> heatmapValues(Heatmap h, QString* why = nullptr) const;
 
-  // CPU vs CUDA (engine kinds as makeEngine takes them). Starts in the background;
+  // CPU vs CUDA (engine kinds as EngineRegistry::lease takes them), one job on the app's
+  // job runner (refused while an extraction runs) with the registry's engines, each
+  // filling a result of its own. Starts in the background;
   // false (with the reason shown in the view) when it cannot start.
   bool compareEngines(const QString& a = QStringLiteral("cpu"), const QString& b = QStringLiteral("cuda"),
                       bool wholeFrame = false);
-  bool isComparing() const { return m_compareWatcher.isRunning(); }
+  bool isComparing() const { return m_comparing; }
 
   // Sweep over the comma-separated values in the dock's fields (or those given).
   bool startSweep();
@@ -121,11 +127,6 @@ signals:
   void sweepFinished(bool cancelled);
 
 private:
-  struct CompareOutcome {
-    std::shared_ptr<ExtractionResult> a, b;
-    double wallA = 0, wallB = 0;
-    QString error;
-  };
   struct SweepOutcome {
     SweepResult result;
     QString error;
@@ -141,7 +142,7 @@ private:
   void showAppliedSweepSetting();
   std::optional<std::vector<int>> selectedPatches() const;
 
-  MainWindow* m_window;
+  WorkbenchContext m_ctx;
   std::vector<Run> m_runs;
   int m_runCounter = 0;
   QString m_status;
@@ -168,8 +169,9 @@ private:
   EngineComparisonView* m_engineCompare = nullptr;
   QCheckBox* m_compareWhole = nullptr;
   QPushButton* m_compareButton = nullptr;
-  QFutureWatcher<CompareOutcome> m_compareWatcher;
-  CancelToken m_compareCancel;
+  bool m_comparing = false; // a comparison job is on the app's job runner
+  std::shared_ptr<ExtractionResult> m_compareA, m_compareB; // what it fills
+  QString m_compareError;
 
   SweepView* m_sweepView = nullptr;
   QLineEdit* m_nwavestep = nullptr;

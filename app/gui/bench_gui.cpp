@@ -27,6 +27,7 @@
 #include <QElapsedTimer>
 #include <QEventLoop>
 #include <QFile>
+#include <QMetaEnum>
 #include <QSettings>
 #include <QThread>
 #include <QTimer>
@@ -35,6 +36,7 @@
 #include <cstdio>
 #include <ctime>
 #include <cstdlib>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -109,10 +111,56 @@ struct Row {
   std::string what, figure, target, verdict;
 };
 
+// With SPEXLAB_BENCH_EVENTS set, the selection clicks also break the GUI thread's CPU
+// time down by receiver class and event type (exclusive of nested events), to find
+// what a click costs beyond the engine.
+class ProfilingApp : public QApplication {
+public:
+  using QApplication::QApplication;
+  bool recording = false;
+  struct Acc {
+    double ms = 0;
+    long n = 0;
+  };
+  std::map<std::string, Acc> acc;
+  // The last click's outermost events costing >= 0.2 ms: start (ms after `since`), CPU ms, name.
+  struct Step {
+    double at, wallMs, ms;
+    std::string what;
+  };
+  void mark(const std::string& what) { steps.push_back({1e-6 * double(since.nsecsElapsed()), 0, 0, "-- " + what}); }
+  std::vector<Step> steps;
+  QElapsedTimer since;
+
+  bool notify(QObject* o, QEvent* e) override {
+    if (!recording || QThread::currentThread() != thread()) return QApplication::notify(o, e);
+    // Named before delivery: the receiver (or the event) may be gone after it.
+    const char* type = QMetaEnum::fromType<QEvent::Type>().valueToKey(e->type());
+    std::string key = std::string(o->metaObject()->className()) + " " + (type ? type : std::to_string(int(e->type())));
+    if (!o->objectName().isEmpty()) key += " (" + o->objectName().toStdString() + ")";
+    const double t0 = threadCpuMs(), w0 = 1e-6 * double(since.nsecsElapsed());
+    m_child.push_back(0);
+    const bool r = QApplication::notify(o, e);
+    const double dt = threadCpuMs() - t0;
+    const double child = m_child.back();
+    m_child.pop_back();
+    if (!m_child.empty()) m_child.back() += dt;
+    else if (dt >= 0.2) steps.push_back({w0, 1e-6 * double(since.nsecsElapsed()) - w0, dt, key});
+    Acc& a = acc[key];
+    a.ms += dt - child;
+    ++a.n;
+    return r;
+  }
+
+private:
+  std::vector<double> m_child;
+};
+
 } // namespace
 
 int main(int argc, char** argv) {
-  QApplication app(argc, argv);
+  ProfilingApp app(argc, argv);
+  const bool profileEvents = qEnvironmentVariableIsSet("SPEXLAB_BENCH_EVENTS");
   // Own settings, cleared: no saved layout or scale from an earlier run or the real app.
   QApplication::setOrganizationName(QStringLiteral("SpexLab"));
   QApplication::setApplicationName(QStringLiteral("spexlab-bench-gui"));
@@ -177,7 +225,7 @@ int main(int argc, char** argv) {
   // --- 6-patch CPU selection: Extract clicked -> spectra painted
   if (!repaintOnly) {
     RunSettings sel = w->document()->settings();
-    sel.engine = QStringLiteral("cpu");
+    sel.engine = "cpu";
     sel.threads = cores;
     w->document()->setSettings(sel);
     const auto plan = w->document()->plan();
@@ -197,7 +245,7 @@ int main(int argc, char** argv) {
     }
     w->viewState()->selectFiber(fiber);
     QCustomPlot* plot = w->spectrumView()->plot();
-    std::vector<double> first, again, cpuMs;
+    std::vector<double> first, again, cpuMs, guiMs;
     // Process CPU time (user + system, all threads): on a shared machine the wall time
     // of a click swings with the load, its CPU time much less.
     auto cpuNow = [] {
@@ -237,22 +285,37 @@ int main(int argc, char** argv) {
       QElapsedTimer t;
       pc.t = &t;
       plot->installEventFilter(&pc);
+      const auto c1 = QObject::connect(w->job(), &ExtractionJob::engineStarted, [&] { app.mark("engineStarted"); });
+      const auto c2 = QObject::connect(w->job(), &ExtractionJob::patchesDone, [&](const QString&, const QVector<int>& b) {
+        app.mark("patchesDone " + std::to_string(b.size()));
+      });
+      const auto c3 = QObject::connect(w->job(), &ExtractionJob::engineFinished, [&] { app.mark("engineFinished"); });
       const auto c = QObject::connect(w, &MainWindow::jobFinished, [&] {
+        app.mark("jobFinished");
         done = true;
         doneMs = t.nsecsElapsed() * 1e-6;
       });
       QTimer wake; // the loop below sleeps in the event loop (as the app does); this bounds it
       wake.start(50);
-      const double c0 = cpuNow();
+      const double c0 = cpuNow(), g0 = threadCpuMs();
+      app.recording = profileEvents && r > 0;
+      app.steps.clear();
       t.start();
+      app.since.start();
       w->extractSelectionAction()->trigger(); // what the toolbar button does
+      app.mark("trigger() returned");
       while (!done && t.elapsed() < 60000) QApplication::processEvents(QEventLoop::WaitForMoreEvents);
       // Shown: the job is over and the plot has painted its final state: a paint after
       // the job ended, or the last one before it when nothing was left to draw.
       while (pc.lastMs < doneMs && t.elapsed() < doneMs + 300) QApplication::processEvents(QEventLoop::WaitForMoreEvents);
       const double ms = std::max(doneMs, pc.lastMs);
+      app.recording = false;
       if (r > 0) cpuMs.push_back(cpuNow() - c0);
-      QObject::disconnect(c);
+      if (r > 0) guiMs.push_back(threadCpuMs() - g0);
+      std::fprintf(stderr, "click %d: CLOCK_MONOTONIC %.6f..%.6f, %.1f ms\n", r, monotonic() - 1e-9 * double(t.nsecsElapsed()),
+                   monotonic(), ms);
+      for (const auto& k : {c, c1, c2, c3}) QObject::disconnect(k);
+      app.steps.push_back({pc.lastMs, 0, 0, "-- spectrum plot's last paint ended"});
       plot->removeEventFilter(&pc);
       wake.stop();
       if (!w->spectrumView()->fluxGraph(QStringLiteral("cpu"), fiber)) {
@@ -261,13 +324,30 @@ int main(int argc, char** argv) {
       }
       (r == 0 ? first : again).push_back(ms);
     }
-    const Stats sa = stats(again), sc = stats(cpuMs);
+    const Stats sa = stats(again), sc = stats(cpuMs), sg = stats(guiMs);
     std::fprintf(stderr, "clicks after the first: CLOCK_MONOTONIC %.6f,%.6f\n", clicksFrom, monotonic());
     std::printf("\n6-patch CPU selection (fibers %d.., bins around %d, %d threads): Extract -> spectra painted\n",
                 fiber, bin, cores);
     std::printf("  first click (allocates the frame's result): %.1f ms; next clicks: median %.1f ms, max %.1f ms\n",
                 first[0], sa.median, sa.max);
-    std::printf("  next clicks, process CPU time (all threads): median %.1f ms, max %.1f ms\n", sc.median, sc.max);
+    std::printf("  next clicks, process CPU time (all threads): median %.1f ms, max %.1f ms; GUI thread: median %.1f ms\n",
+                sc.median, sc.max, sg.median);
+    if (profileEvents) {
+      std::vector<std::pair<double, std::string>> top;
+      double total = 0;
+      for (const auto& [k, a] : app.acc) {
+        top.push_back({a.ms, k + " x" + std::to_string(double(a.n) / double(again.size())).substr(0, 4)});
+        total += a.ms;
+      }
+      std::sort(top.rbegin(), top.rend());
+      std::printf("  GUI-thread CPU per click by event (exclusive, mean of %zu clicks; total %.1f ms):\n", again.size(),
+                  total / double(again.size()));
+      for (size_t i = 0; i < top.size() && i < 25; ++i)
+        std::printf("    %7.2f ms  %s\n", top[i].first / double(again.size()), top[i].second.c_str());
+      std::printf("  the last click's GUI-thread events >= 0.2 ms: start (wall ms after the click), wall ms, CPU ms:\n");
+      for (const auto& st : app.steps)
+        std::printf("    %7.1f %6.2f %6.2f  %s\n", st.at, st.wallMs, st.ms, st.what.c_str());
+    }
     std::snprintf(buf, sizeof buf, "median %.0f ms, max %.0f ms (first click %.0f ms; CPU time median %.0f ms)",
                   sa.median, sa.max, first[0], sc.median);
     rows.push_back({"6-patch CPU selection, click to spectra shown", buf, "<= 100 ms", verdict(sa.median, 100.0001)});
@@ -348,7 +428,7 @@ int main(int argc, char** argv) {
 
   // --- event loop during a whole-frame CPU extraction
   RunSettings rs = w->document()->settings();
-  rs.engine = QStringLiteral("cpu");
+  rs.engine = "cpu";
   rs.threads = cores;
   w->document()->setSettings(rs);
   ccd->fit();

@@ -118,7 +118,7 @@ void ComparisonDock::rebuildChoices() {
   for (auto it = m_runs.rbegin(); it != m_runs.rend(); ++it) choices.push_back({it->label, it->result});
   for (const SpectrumSource& s : m_doc->sources()) {
     if (!s.result || s.result->flux.empty()) continue; // a run's placeholder
-    choices.push_back({s.name == QLatin1String("frame") ? kOpenedFrame : kCurrent.arg(s.name), s.result});
+    choices.push_back({s.name == "frame" ? kOpenedFrame : kCurrent.arg(QString::fromStdString(s.name)), s.result});
   }
   for (const Choice& f : m_files) choices.push_back(f);
   if (!m_cudaUsable) choices.push_back({tr("cuda: not available here (%1)").arg(m_cudaWhy), nullptr});

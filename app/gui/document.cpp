@@ -182,7 +182,7 @@ QVector<SpectrumSource> Document::sources() const {
   QVector<SpectrumSource> out;
   for (const char* name : {"cpu", "cuda", "frame"}) {
     const auto it = m_results.find(QString::fromLatin1(name));
-    if (it != m_results.end() && it.value()) out.push_back({it.key(), it.value()});
+    if (it != m_results.end() && it.value()) out.push_back({name, it.value()});
   }
   return out;
 }

@@ -8,8 +8,8 @@
 #include "extraction_job.h"
 
 #include "core/io/frame_io.h"
-#include "widgets/parameter_panel.h"
-#include "widgets/spectrum_source.h"
+#include "core/extract/spectrum_source.h"
+#include "core/plan/run_settings.h"
 
 #include <QMap>
 #include <QSet>

@@ -37,6 +37,7 @@ void ExtractionJob::post(F&& f) {
 bool ExtractionJob::start(JobSpec spec) {
   if (m_running) return false;
   m_running = true;
+  m_client = spec.client;
   m_cancel.reset();
   m_future = QtConcurrent::run(&m_thread, [this, spec = std::move(spec)]() mutable { run(std::move(spec)); });
   return true;

@@ -4,7 +4,8 @@
 // Engine::extractInto; finished patches are reported as plan indices, queued and
 // handed to the GUI thread in batches through one queued call at a time, so a flood
 // of small patches costs one event per batch and no copies. Engines stay warm between
-// jobs (the EngineRegistry the job is given).
+// jobs (the EngineRegistry the job is given). It is the app's one job runner: the
+// Document's extractions and the CPU-vs-CUDA comparison (JobSpec::client) both run here.
 #pragma once
 
 #include "core/extract/engine.h"
@@ -41,6 +42,10 @@ struct JobSpec {
     std::shared_ptr<ExtractionResult> result;
   };
   std::vector<Target> targets;
+  // Who asked: empty for the Document's own extraction (its results, its live views);
+  // another name (the CPU-vs-CUDA comparison's "compare") for a client that owns its
+  // targets' results. Every listener of the job's signals checks ExtractionJob::client().
+  QString client;
 };
 
 class EngineRegistry;
@@ -58,6 +63,9 @@ public:
   void cancel();
   bool isRunning() const { return m_running; }
   bool isCancelling() const { return m_cancel.cancelled(); }
+  // The client of the running job, or of the last one once it finished (JobSpec::client):
+  // the signals of a job are handled before the next job can start.
+  QString client() const { return m_client; }
   // For tests and shutdown: blocks until the worker is done (events still need
   // processing for the results to arrive).
   void waitForWorker();
@@ -84,6 +92,7 @@ private:
   QFuture<void> m_future;
   CancelToken m_cancel;
   bool m_running = false;
+  QString m_client;
   std::mutex m_mutex;
   QString m_engine;          // the engine whose patches are queued
   QVector<int> m_queue;      // its finished patches not yet handed over

@@ -1,7 +1,8 @@
 #include "image_tools.h"
 
-#include "main_window.h"
+#include "document.h"
 
+#include "widgets/ccd_view.h"
 #include "widgets/cut_view.h"
 #include "widgets/region_stats.h"
 #include "widgets/residual_view.h"
@@ -10,6 +11,7 @@
 #include <QAction>
 #include <QActionGroup>
 #include <QDockWidget>
+#include <QMainWindow>
 #include <QMenu>
 #include <QMenuBar>
 #include <QSettings>
@@ -18,32 +20,32 @@
 
 namespace spex {
 
-void installImageTools(MainWindow* window) {
-  if (!ImageTools::of(window)) new ImageTools(window);
+void installImageTools(const WorkbenchContext& context) {
+  if (!ImageTools::of(context.host)) new ImageTools(context);
 }
 
-ImageTools* ImageTools::of(MainWindow* window) {
+ImageTools* ImageTools::of(QMainWindow* window) {
   return window ? window->findChild<ImageTools*>(QString(), Qt::FindDirectChildrenOnly) : nullptr;
 }
 
-ImageTools::ImageTools(MainWindow* window) : QObject(window), m_window(window) {
+ImageTools::ImageTools(const WorkbenchContext& context) : QObject(context.host), m_ctx(context) {
   buildActions();
   buildDocks();
-  Document* doc = window->document();
+  Document* doc = m_ctx.document;
   connect(doc, &Document::inputsChanged, this, [this] {
-    m_window->ccdView()->clearRegions();
+    m_ctx.ccd->clearRegions();
     m_stats->setRegion({});
     m_cutView->setCut({});
     refreshInputs();
   });
   connect(doc, &Document::resultsChanged, this, &ImageTools::refreshInputs);
-  connect(window->residualView(), &ResidualView::updated, this, &ImageTools::refreshInputs);
-  connect(window->ccdView(), &ImageCanvas::boxRegionChanged, m_stats, [this](QRectF r) {
+  connect(m_ctx.residuals, &ResidualView::updated, this, &ImageTools::refreshInputs);
+  connect(m_ctx.ccd, &ImageCanvas::boxRegionChanged, m_stats, [this](QRectF r) {
     m_stats->setRegion(r);
     m_regionDock->show();
     m_regionDock->raise();
   });
-  connect(window->ccdView(), &ImageCanvas::cutChanged, m_cutView, [this](QLineF l) {
+  connect(m_ctx.ccd, &ImageCanvas::cutChanged, m_cutView, [this](QLineF l) {
     m_cutView->setCut(l);
     m_regionDock->show();
     m_regionDock->raise();
@@ -53,7 +55,7 @@ ImageTools::ImageTools(MainWindow* window) : QObject(window), m_window(window) {
 }
 
 void ImageTools::buildActions() {
-  MainWindow* w = m_window;
+  QMainWindow* w = m_ctx.host;
   auto* group = new QActionGroup(this);
   auto tool = [&](const QString& text, const QString& name, QKeySequence key, ImageCanvas::Tool t,
                   const QString& tip) {
@@ -63,7 +65,7 @@ void ImageTools::buildActions() {
     a->setShortcut(key);
     a->setToolTip(tip);
     group->addAction(a);
-    connect(a, &QAction::triggered, this, [w, t] { w->ccdView()->setTool(t); });
+    connect(a, &QAction::triggered, this, [this, t] { m_ctx.ccd->setTool(t); });
     return a;
   };
   m_navigate = tool(tr("Navigate"), QStringLiteral("toolNavigate"), QKeySequence(Qt::Key_N),
@@ -79,23 +81,23 @@ void ImageTools::buildActions() {
   m_invert->setCheckable(true);
   m_invert->setShortcut(QKeySequence(Qt::Key_I));
   m_invert->setToolTip(tr("Read the colormap backwards (I)"));
-  m_invert->setChecked(w->scale().inverted);
-  connect(m_invert, &QAction::toggled, this, [w](bool on) {
-    ScaleSettings s = w->scale();
+  m_invert->setChecked(m_ctx.scale().inverted);
+  connect(m_invert, &QAction::toggled, this, [this](bool on) {
+    ScaleSettings s = m_ctx.scale();
     if (s.inverted == on) return;
     s.inverted = on;
-    w->setScale(s);
+    m_ctx.setScale(s);
   });
   m_reset = new QAction(tr("Reset contrast"), this);
   m_reset->setObjectName(QStringLiteral("resetContrastBias"));
   m_reset->setToolTip(tr("Contrast and bias back to normal (right-drag on an image changes them: "
                          "horizontally the bias, vertically the contrast)"));
-  connect(m_reset, &QAction::triggered, this, [w] {
-    ScaleSettings s = w->scale();
+  connect(m_reset, &QAction::triggered, this, [this] {
+    ScaleSettings s = m_ctx.scale();
     s.contrast = 1.0;
     s.bias = 0.5;
-    w->setScale(s);
-    w->residualView()->canvas()->resetContrastBias();
+    m_ctx.setScale(s);
+    m_ctx.residuals->canvas()->resetContrastBias();
   });
 
   auto toggle = [&](const QString& text, const QString& name, bool on, auto apply) {
@@ -105,7 +107,7 @@ void ImageTools::buildActions() {
     a->setChecked(QSettings().value(QStringLiteral("image/") + name, on).toBool());
     connect(a, &QAction::toggled, this, [this, apply, name](bool v) {
       QSettings().setValue(QStringLiteral("image/") + name, v);
-      for (ImageCanvas* c : m_window->findChildren<ImageCanvas*>()) (c->*apply)(v);
+      for (ImageCanvas* c : m_ctx.host->findChildren<ImageCanvas*>()) (c->*apply)(v);
     });
     return a;
   };
@@ -133,10 +135,10 @@ void ImageTools::buildActions() {
 }
 
 void ImageTools::buildDocks() {
-  MainWindow* w = m_window;
+  QMainWindow* w = m_ctx.host;
   m_stats = new RegionStatsView(w);
   m_stats->setObjectName(QStringLiteral("regionStats"));
-  m_cutView = new CutView(w->viewState(), w);
+  m_cutView = new CutView(m_ctx.state, w);
   m_cutView->setObjectName(QStringLiteral("cutView"));
   auto* split = new QSplitter(Qt::Vertical, w);
   split->addWidget(m_stats);
@@ -152,7 +154,7 @@ void ImageTools::buildDocks() {
   // or cut drawn on the CCD raises the Region tab).
   if (auto* r = w->findChild<QDockWidget*>(QStringLiteral("resolutionDock"))) r->raise();
 
-  m_sideBySide = new SideBySideView(w->viewState(), w);
+  m_sideBySide = new SideBySideView(m_ctx.state, w);
   m_sideBySide->setObjectName(QStringLiteral("sideBySide"));
   m_sideDock = new QDockWidget(tr("Side by side"), w);
   m_sideDock->setObjectName(QStringLiteral("sideBySideDock"));
@@ -180,27 +182,26 @@ void ImageTools::buildDocks() {
 }
 
 void ImageTools::refreshInputs() {
-  MainWindow* w = m_window;
-  Document* doc = w->document();
+  Document* doc = m_ctx.document;
   const auto image = doc->image();
   const QString name = doc->modelSource();
   const auto model = name.isEmpty() ? nullptr : doc->model(name);
   m_stats->setInputs(image, model, name);
-  m_cutView->setTraces(&w->ccdView()->traces());
+  m_cutView->setTraces(&m_ctx.ccd->traces());
   m_cutView->setInputs(image, model, name);
   // Side by side shows the arrays the residual view computed (its chi), once they
   // are in; until then the data alone.
-  ResidualView* res = w->residualView();
+  ResidualView* res = m_ctx.residuals;
   // Only while its dock is shown: holding the residual view's chi makes that view copy
   // it (copy-on-write, a CCD of doubles) at every in-place update, i.e. every click.
   if (!m_sideDock->isVisible() || m_sideBySide->visibleRegion().isEmpty()) { // also a tab behind another
-    m_sideBySide->setInputs(nullptr, nullptr, nullptr, w->scale());
+    m_sideBySide->setInputs(nullptr, nullptr, nullptr, m_ctx.scale());
     return;
   }
   if (res->image() == image && res->model() == model && !res->isUpdating() && (!model || res->chi()))
     m_sideBySide->setInputs(image, model, res->chi(), res->dataScale(), doc->modelRevision());
   else if (!model)
-    m_sideBySide->setInputs(image, nullptr, nullptr, w->scale());
+    m_sideBySide->setInputs(image, nullptr, nullptr, m_ctx.scale());
 }
 
 } // namespace spex

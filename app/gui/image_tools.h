@@ -1,30 +1,33 @@
-// The image tools of the workbench (issue 14), installed on the MainWindow by
-// installImageTools: the Image toolbar (Navigate / Box / Cut tools, inverted colormap,
-// contrast-bias reset, colour bars, pixel axes, overview panner), the Region dock (box
+// The image tools of the workbench (issue 14), installed on the host window by
+// installImageTools from a WorkbenchContext: the Image toolbar (Navigate / Box / Cut
+// tools, inverted colormap, contrast-bias reset, colour bars, pixel axes, overview
+// panner), the Region dock (box
 // statistics and the cross-dispersion cut plot) and the Side by side dock (data |
 // model | chi with a locked crosshair). The views live in widgets/; this file wires
 // them to the document and the CCD and residual views.
 #pragma once
 
+#include "workbench_context.h"
+
 #include <QObject>
 
 class QAction;
 class QDockWidget;
+class QMainWindow;
 
 namespace spex {
 
 class CutView;
-class MainWindow;
 class RegionStatsView;
 class SideBySideView;
 
-void installImageTools(MainWindow* window);
+void installImageTools(const WorkbenchContext& context);
 
 class ImageTools : public QObject {
   Q_OBJECT
 public:
-  explicit ImageTools(MainWindow* window);
-  static ImageTools* of(MainWindow* window);
+  explicit ImageTools(const WorkbenchContext& context);
+  static ImageTools* of(QMainWindow* window);
 
   QAction* navigateAction() const { return m_navigate; }
   QAction* boxAction() const { return m_box; }
@@ -45,7 +48,7 @@ private:
   void buildDocks();
   void refreshInputs(); // image and model from the document and the residual view
 
-  MainWindow* m_window;
+  WorkbenchContext m_ctx;
   QAction* m_navigate = nullptr;
   QAction* m_box = nullptr;
   QAction* m_cut = nullptr;

@@ -77,18 +77,24 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     m_doc->setSettings(s);
   });
 
-  connect(m_job, &ExtractionJob::engineStarted, this, [this](const QString& e, int total) {
+  // The job runner is shared: a job of another client (the CPU-vs-CUDA comparison)
+  // fills results of its own, not the document's.
+  auto ours = [this] { return m_job->client().isEmpty(); };
+  connect(m_job, &ExtractionJob::engineStarted, this, [this, ours](const QString& e, int total) {
+    if (!ours()) return;
     m_progress->setRange(0, std::max(total, 1));
     m_progress->setValue(0);
     m_jobLabel->setText(tr("%1: 0/%2 patches").arg(e).arg(total));
   });
   connect(m_job, &ExtractionJob::patchesDone, this,
-          [this](const QString& e, const QVector<int>& patches, int done, int total) {
+          [this, ours](const QString& e, const QVector<int>& patches, int done, int total) {
+            if (!ours()) return;
             m_doc->patchesDone(e, patches);
             m_progress->setValue(done);
             m_jobLabel->setText(tr("%1: %2/%3 patches").arg(e).arg(done).arg(total));
           });
-  connect(m_job, &ExtractionJob::engineFinished, this, [this](const QString& e) {
+  connect(m_job, &ExtractionJob::engineFinished, this, [this, ours](const QString& e) {
+    if (!ours()) return;
     m_doc->finishRun(e);
     const auto r = m_doc->result(e);
     refreshResults(); // the residuals too: the model changed
@@ -99,10 +105,12 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
                                    .arg(r->profile.wallNs * 1e-9, 0, 'f', 2),
                                10000);
   });
-  connect(m_job, &ExtractionJob::engineFailed, this, [this](const QString& e, const QString& msg) {
+  connect(m_job, &ExtractionJob::engineFailed, this, [this, ours](const QString& e, const QString& msg) {
+    if (!ours()) return;
     showError(tr("%1 extraction failed").arg(e.toUpper()), msg);
   });
-  connect(m_job, &ExtractionJob::finished, this, [this](bool cancelled) {
+  connect(m_job, &ExtractionJob::finished, this, [this, ours](bool cancelled) {
+    if (!ours()) return;
     m_doc->endRuns();
     setBusy(false);
     refreshResults();
@@ -119,13 +127,30 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   }
   loadSettings();
   setBusy(false);
-  installAnalysisDocks(this);
-  installImageTools(this);
+  installAnalysisDocks(context());
+  installImageTools(context());
   setWindowIcon(applicationIcon());
   restoreLayout(); // after every dock exists, the analysis docks too
 }
 
 MainWindow::~MainWindow() = default;
+
+WorkbenchContext MainWindow::context() {
+  WorkbenchContext c;
+  c.host = this;
+  c.document = m_doc;
+  c.state = m_state;
+  c.job = m_job;
+  c.ccd = m_ccd;
+  c.residuals = m_residual;
+  c.menuBefore = m_helpMenu;
+  c.cudaUsable = m_cudaUsable;
+  c.gpuDescription = m_gpus;
+  c.scale = [this] { return scale(); };
+  c.setScale = [this](const ScaleSettings& s) { setScale(s); };
+  c.showError = [this](const QString& title, const QString& message) { showError(title, message); };
+  return c;
+}
 
 void MainWindow::buildViews() {
   m_ccd = new CcdView(m_state, this);
@@ -245,7 +270,7 @@ void MainWindow::buildMenus() {
   file->addSeparator();
   file->addAction(tr("&Save results as frame\u2026"), this, [this] {
     const QVector<SpectrumSource> src = m_doc->sources();
-    if (src.isEmpty() || src.first().name == QLatin1String("frame")) {
+    if (src.isEmpty() || src.first().name == "frame") {
       showError(tr("Nothing to save"), tr("Run an extraction first."));
       return;
     }
@@ -451,7 +476,7 @@ void MainWindow::loadSettings() {
   r.params.regularize = st.value(QStringLiteral("regularize"), r.params.regularize).toDouble();
   r.params.psferr = st.value(QStringLiteral("psferr"), r.params.psferr).toDouble();
   r.params.mode = st.value(QStringLiteral("mode"), 0).toInt() == 1 ? Decorrelation::Noise : Decorrelation::Signal;
-  r.engine = st.value(QStringLiteral("engine"), r.engine).toString();
+  r.engine = st.value(QStringLiteral("engine"), QString::fromStdString(r.engine)).toString().toStdString();
   r.threads = st.value(QStringLiteral("threads"), r.threads).toInt();
   st.endGroup();
   m_doc->setSettings(r);
@@ -506,7 +531,7 @@ void MainWindow::saveSettings() {
   st.setValue(QStringLiteral("regularize"), r.params.regularize);
   st.setValue(QStringLiteral("psferr"), r.params.psferr);
   st.setValue(QStringLiteral("mode"), r.params.mode == Decorrelation::Noise ? 1 : 0);
-  st.setValue(QStringLiteral("engine"), r.engine);
+  st.setValue(QStringLiteral("engine"), QString::fromStdString(r.engine));
   st.setValue(QStringLiteral("threads"), r.threads);
   st.endGroup();
 }
@@ -672,7 +697,10 @@ void MainWindow::refreshResults() {
   const QVector<SpectrumSource> src = m_doc->sources();
   // Views redraw only when some result changed (each change raises its revision).
   QVector<quint64> shown;
-  for (const SpectrumSource& s : src) shown << quint64(qHash(s.name)) << m_doc->revision(s.name);
+  for (const SpectrumSource& s : src) {
+    const QString name = QString::fromStdString(s.name);
+    shown << quint64(qHash(name)) << m_doc->revision(name);
+  }
   if (shown != m_shownResults) {
     m_shownResults = shown;
     m_spectrum->setSources(src);
@@ -727,7 +755,10 @@ void MainWindow::setBusy(bool busy) {
 }
 
 bool MainWindow::runExtraction(bool wholeFrame) {
-  if (isBusy()) return false;
+  if (isBusy()) {
+    if (!m_job->client().isEmpty()) statusBar()->showMessage(tr("A comparison is running; extract when it is done."), 10000);
+    return false;
+  }
   const auto plan = m_doc->plan();
   if (!plan) {
     showError(tr("Cannot extract"), m_doc->planError().isEmpty() ? tr("Nothing is open.") : m_doc->planError());
@@ -748,7 +779,7 @@ bool MainWindow::runExtraction(bool wholeFrame) {
   }
   std::string autoNote;
   QStringList engines;
-  for (const std::string& k : engineKindsFor(rs.engine.toStdString(), &autoNote)) engines << QString::fromStdString(k);
+  for (const std::string& k : engineKindsFor(rs.engine, &autoNote)) engines << QString::fromStdString(k);
   // The auto rule's reason, in the workbench's words (the GPU description is m_gpus).
   const QString note = autoNote.empty() ? QString() : tr("auto: no usable GPU (%1); running on the CPU").arg(m_gpus);
   if (engines.contains(QLatin1String("cuda")) && !m_cudaUsable) {

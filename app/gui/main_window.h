@@ -7,6 +7,7 @@
 
 #include "document.h"
 #include "extraction_job.h"
+#include "workbench_context.h"
 
 #include "widgets/ccd_view.h"
 
@@ -56,6 +57,9 @@ public:
   QProgressBar* progressBar() const { return m_progress; }
   QLabel* readoutLabel() const { return m_readout; }
   QMenu* helpMenu() const { return m_helpMenu; }
+  // What the docks are built from (installAnalysisDocks, installImageTools): the
+  // document, view state, job runner and views of this window, never the window itself.
+  WorkbenchContext context();
   // Built with CUDA and a usable GPU found; gpuDescription() says what was found.
   bool cudaUsable() const { return m_cudaUsable; }
   QString gpuDescription() const { return m_gpus; }

@@ -21,24 +21,6 @@ namespace spex {
 
 namespace {
 
-// What a plan depends on, compared field by field: the PSF's identity and its traces
-// (a hash, so a PSF replaced at the same address is noticed), the grid, the fibers and
-// the patch parameters.
-uint64_t traceHash(const GaussHermitePsf& psf) {
-  uint64_t h = 1469598103934665603ull;
-  auto mix = [&h](const std::vector<double>& v) {
-    for (double d : v) {
-      uint64_t u;
-      std::memcpy(&u, &d, sizeof u);
-      h = (h ^ u) * 1099511628211ull;
-    }
-  };
-  mix(psf.xTrace.coeff.data);
-  mix(psf.yTrace.coeff.data);
-  return h ^ uint64_t(psf.npixX) << 32 ^ uint64_t(psf.npixY) ^ uint64_t(psf.hsizeX) << 48 ^
-         uint64_t(psf.hsizeY) << 56;
-}
-
 bool sameParams(const PatchParams& a, const PatchParams& b) {
   auto same = [](double x, double y) { return x == y || (std::isnan(x) && std::isnan(y)); };
   return a.bundlesize == b.bundlesize && a.nsubbundles == b.nsubbundles && a.nwavestep == b.nwavestep &&
@@ -52,18 +34,6 @@ bool sameGrid(const WaveGrid& a, const WaveGrid& b) {
 
 } // namespace
 
-struct CpuEngine::PlanKey {
-  const GaussHermitePsf* psf = nullptr;
-  uint64_t traces = 0;
-  WaveGrid wave;
-  int fiberMin = 0, nFiber = 0;
-  PatchParams params;
-  bool operator==(const PlanKey& o) const {
-    return psf == o.psf && traces == o.traces && sameGrid(wave, o.wave) && fiberMin == o.fiberMin &&
-           nFiber == o.nFiber && sameParams(params, o.params);
-  }
-};
-
 struct CpuEngine::Workspace {
   PatchSolver solver;
   PatchSolution sol;
@@ -71,19 +41,6 @@ struct CpuEngine::Workspace {
 
 CpuEngine::CpuEngine(CpuEngineOptions options) : m_options(options) {}
 CpuEngine::~CpuEngine() = default;
-
-std::shared_ptr<const PatchPlan> CpuEngine::planFor(const ExtractionRequest& req) {
-  if (!req.psf) throw InputError("extraction request has no PSF");
-  if (req.plan) return requestPlan(req); // carried by the request: checked, not rebuilt
-  PlanKey key{req.psf, traceHash(*req.psf), req.wave, req.fiberMin, req.nFiber, req.params};
-  std::lock_guard lock(m_mutex);
-  if (!m_plan || !m_planKey || !(*m_planKey == key)) {
-    m_plan = std::make_shared<const PatchPlan>(
-        makePatchPlan(*req.psf, req.wave, req.fiberMin, req.nFiber, req.params));
-    m_planKey = std::make_unique<PlanKey>(key);
-  }
-  return m_plan;
-}
 
 ExtractionResult CpuEngine::extract(const ExtractionRequest& req, ProgressSink& progress,
                                     const CancelToken& cancel) {
@@ -101,9 +58,10 @@ void CpuEngine::extractInto(const ExtractionRequest& req, ExtractionResult& resu
   {
     ScopedRange whole(&rec, "extract");
     {
-      // Warm engine: the plan of the previous request when nothing it depends on changed.
+      // The request's plan, or for a plan-less request a kept one when nothing it
+      // depends on changed (plan_cache.h).
       ScopedRange r(&rec, "plan");
-      planPtr = planFor(req);
+      planPtr = m_plans.planFor(req);
       validateRequest(req, *planPtr);
     }
     const PatchPlan& plan = *planPtr;

@@ -4,6 +4,7 @@
 
 #include "engine.h"
 #include "patch_solver.h"
+#include "plan_cache.h"
 
 #include <memory>
 #include <mutex>
@@ -16,9 +17,10 @@ struct CpuEngineOptions {
   bool spotCache = true; // each spot of a request computed once (SPEXLAB_CPU_SPOT_CACHE=0: off)
 };
 
-// Warm between requests: the engine keeps the last plan (rebuilt only when the PSF's
-// traces, the grid, the fibers or the patch parameters change) and one solver with its
-// scratch buffers per worker thread, so a request for a few patches costs the patches.
+// Warm between requests: a request that carries no plan gets one from the engine's
+// PlanCache (rebuilt only when the PSF's traces, the grid, the fibers or the patch
+// parameters change), and one solver with its scratch buffers per worker thread is
+// kept, so a request for a few patches costs the patches.
 class CpuEngine : public Engine {
 public:
   explicit CpuEngine(CpuEngineOptions options = {});
@@ -32,21 +34,20 @@ public:
   // and the requested patches filled. Otherwise it is allocated afresh, as extract does.
   void extractInto(const ExtractionRequest& request, ExtractionResult& into, ProgressSink& progress,
                    const CancelToken& cancel) override;
+  // Plans this engine has built for requests that carried none (tests, notes).
+  int plansBuilt() const { return m_plans.builds(); }
 
 private:
-  struct PlanKey;
   struct Workspace;
   CpuEngineOptions m_options;
+  PlanCache m_plans; // plans of plan-less requests (thread-safe itself)
   std::mutex m_mutex; // guards the members below (concurrent requests are allowed)
-  std::shared_ptr<const PatchPlan> m_plan;
-  std::unique_ptr<PlanKey> m_planKey;
   std::vector<std::unique_ptr<Workspace>> m_pool;
   // The result the last completed extractInto filled and its plan: only that one is
   // reused in place (its patch list says what to clear).
   const ExtractionResult* m_filled = nullptr;
   std::shared_ptr<const PatchPlan> m_filledPlan;
 
-  std::shared_ptr<const PatchPlan> planFor(const ExtractionRequest& request);
   static void clearPatches(ExtractionResult& result, const PatchPlan& plan);
 };
 

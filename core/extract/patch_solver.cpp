@@ -30,6 +30,28 @@ void PatchSolver::spots(const Patch& p, const PatchPlan& plan, const GaussHermit
     }
 }
 
+namespace {
+
+// 4 doubles as one value (two SSE2 or one AVX2 register), loaded from any address.
+typedef double Lanes4 __attribute__((vector_size(32), aligned(8), may_alias));
+
+// sum over rows r < nrow and i < len of w[r stride + i] b[r stride + i], in four lanes
+// (plus a scalar one for each row's last len % 4) added at the end in a fixed order:
+// the same bits in both clones of the caller.
+inline __attribute__((always_inline)) double overlapDot(const double* w, const double* b, int nrow, int len,
+                                                        int stride) {
+  Lanes4 v = {0, 0, 0, 0};
+  double t = 0;
+  const int len4 = len & ~3;
+  for (int r = 0; r < nrow; ++r, w += stride, b += stride) {
+    for (int i = 0; i < len4; i += 4) v += *reinterpret_cast<const Lanes4*>(w + i) * *reinterpret_cast<const Lanes4*>(b + i);
+    for (int i = len4; i < len; ++i) t += w[i] * b[i];
+  }
+  return ((v[0] + v[1]) + (v[2] + v[3])) + t;
+}
+
+} // namespace
+
 SPEX_CLONES void PatchSolver::normalEquations(const Patch& p, const Image& image, const PatchSolveOptions& opt,
                                   PatchSolution& out) {
   const int n = p.nunknown();
@@ -42,33 +64,42 @@ SPEX_CLONES void PatchSolver::normalEquations(const Patch& p, const Image& image
 
   // Per spot: W*S over its stamp (zero off the box), y = A^T W p, fluxweight =
   // column sums of W A, and pixmask_fraction = sum of S over masked or lost pixels.
+  // The stamp's columns inside the box are found once per spot, not tested per pixel;
+  // the sums run in the same pixel order as a per-pixel test would (same bits).
   for (int a = 0; a < n; ++a) {
     const SpotView& sp = m_sv[a];
     double* ws = m_ws.data() + std::size_t(a) * ns;
+    const int in0 = std::clamp(box.x0 - sp.xc, 0, nx), in1 = std::clamp(box.x1 - sp.xc, in0, nx);
     double y = 0, fw = 0, pm = 0;
     for (int iy = 0; iy < ny; ++iy) {
       const int Y = sp.yc + iy;
-      const bool rowIn = Y >= box.y0 && Y < box.y1;
-      const double* ivarRow = rowIn ? image.ivar.row(Y) : nullptr;
-      const double* pixRow = rowIn ? image.pix.row(Y) : nullptr;
-      for (int ix = 0; ix < nx; ++ix) {
-        const double s = sp.v[iy * nx + ix];
-        const int X = sp.xc + ix;
-        if (!rowIn || X < box.x0 || X >= box.x1) {
-          pm += s;
-          ws[iy * nx + ix] = 0.0;
-          continue;
+      const double* srow = sp.v + iy * nx;
+      double* wrow = ws + iy * nx;
+      if (Y < box.y0 || Y >= box.y1) {
+        for (int ix = 0; ix < nx; ++ix) {
+          pm += srow[ix];
+          wrow[ix] = 0.0;
         }
-        const double w = ivarRow[X];
-        if (w == 0.0) {
-          pm += s;
-          ws[iy * nx + ix] = 0.0;
-          continue;
-        }
-        const double v = w * s;
-        ws[iy * nx + ix] = v;
+        continue;
+      }
+      const double* ivarRow = image.ivar.row(Y) + sp.xc;
+      const double* pixRow = image.pix.row(Y) + sp.xc;
+      for (int ix = 0; ix < in0; ++ix) {
+        pm += srow[ix];
+        wrow[ix] = 0.0;
+      }
+      for (int ix = in0; ix < in1; ++ix) {
+        const double w = ivarRow[ix], sv = srow[ix];
+        // A pixel of weight 0 adds +0 to fw and y (never NaN: its value is not read).
+        const double v = w * sv;
+        wrow[ix] = v;
         fw += v;
-        y += v * pixRow[X];
+        y += w != 0.0 ? v * pixRow[ix] : 0.0;
+        pm += w == 0.0 ? sv : 0.0;
+      }
+      for (int ix = in1; ix < nx; ++ix) {
+        pm += srow[ix];
+        wrow[ix] = 0.0;
       }
     }
     m_y[a] = y;
@@ -119,13 +150,11 @@ SPEX_CLONES void PatchSolver::normalEquations(const Patch& p, const Image& image
         m_fmono[t] = 0;
         break;
       }
-  m_acc.resize(nx);
 
   // C^-1 = A^T W A from stamp overlaps only (A is never formed): lower triangle,
   // column-major, entry (b, a) for b >= a. On the banded path only the band is
   // cleared and written (a fifth of the matrix's memory traffic for DESI patches).
   m_icov0.resize(std::size_t(n) * n);
-  double* acc = m_acc.data();
   for (int a = 0; a < n; ++a) {
     const SpotView& sa = m_sv[a];
     const int fa = a / nw, end = bandEnd(a);
@@ -152,21 +181,13 @@ SPEX_CLONES void PatchSolver::normalEquations(const Patch& p, const Image& image
         if (!overlap(sa, sb)) continue;
         const int ix0 = std::max(0, dx), ix1 = std::min(nx, nx + dx);
         const int iy0 = std::max(0, dy), iy1 = std::min(ny, ny + dy);
-        // Column sums first (independent lanes, vectorised), then across the columns:
-        // no serial chain of additions through every overlapping pixel.
-        {
-          const double* wr = wsa + iy0 * nx;
-          const double* br = sb.v + (iy0 - dy) * nx - dx;
-          for (int ix = ix0; ix < ix1; ++ix) acc[ix] = wr[ix] * br[ix];
-        }
-        for (int iy = iy0 + 1; iy < iy1; ++iy) {
-          const double* wr = wsa + iy * nx;
-          const double* br = sb.v + (iy - dy) * nx - dx;
-          for (int ix = ix0; ix < ix1; ++ix) acc[ix] += wr[ix] * br[ix];
-        }
-        double sum = 0;
-        for (int ix = ix0; ix < ix1; ++ix) sum += acc[ix];
-        col[b] = sum;
+        // Four independent lanes through the overlap (no serial chain of additions):
+        // row by row, or, when the stamps share their columns (dx = 0, most pairs of
+        // one fiber), as one contiguous run of (iy1 - iy0) nx pixels.
+        const double* wr = wsa + iy0 * nx + ix0;
+        const double* br = sb.v + (iy0 - dy) * nx + ix0 - dx;
+        col[b] = dx == 0 ? overlapDot(wr, br, 1, (iy1 - iy0) * nx, nx)
+                         : overlapDot(wr, br, iy1 - iy0, ix1 - ix0, nx);
       }
     }
   }
@@ -313,9 +334,10 @@ void PatchSolver::decorrelateSignal(int nfib, int nw, int kept0, int kept1, Patc
       const double* xs = m_icov.data() + c0 + std::size_t(c0) * n;
       lapack::syrkT(nw, n - c0, 1.0, xs, n, 0.0, m_cs.data(), nw);
     }
-    // MRRR (dsyevr): a third fewer instructions than divide and conquer (dsyevd) at
-    // this size, same eigenpairs to rounding (docs/benchmarks.md, "CPU engine, banded").
-    lapack::syevr(nw, m_cs.data(), nw, m_eig.data(), m_z.data(), nw, m_work, m_iwork);
+    // Householder reduction and back-transformation in cache-resident loops around
+    // LAPACK's MRRR (sym_eigen.h): dsyevr's algorithm without its per-call overhead at
+    // this size (docs/benchmarks.md, "CPU engine, third pass").
+    m_symEigen.compute(nw, m_cs.data(), nw, m_eig.data(), m_z.data(), nw);
     // Q_s = C_s^-1/2 = V diag(w^-1/2) V^T = T T^T with T = V diag(w^-1/4), eigenvalues
     // clipped at 1e-14 of the largest; applyT forms only what is kept of Q_s.
     const double floor = 1e-14 * m_eig[nw - 1];
@@ -375,16 +397,21 @@ SPEX_CLONES void PatchSolver::chi2pix(const Patch& p, const Image& image, const 
   const int bw = box.width(), bh = box.height();
   // Model m = A f over the box from every padded spot (EXTRACTION.md §4.8).
   std::vector<double> m(std::size_t(bw) * bh, 0.0);
+  // Rows and columns of a stamp inside the box, found once per spot.
+  struct Span {
+    int y0, y1, x0, x1;
+  };
+  auto span = [&](const SpotView& sp) {
+    return Span{std::clamp(box.y0 - sp.yc, 0, ny), std::clamp(box.y1 - sp.yc, 0, ny),
+                std::clamp(box.x0 - sp.xc, 0, nx), std::clamp(box.x1 - sp.xc, 0, nx)};
+  };
   auto addSpot = [&](std::vector<double>& img, int a, double scale) {
     const SpotView& sp = m_sv[a];
-    for (int iy = 0; iy < ny; ++iy) {
-      const int Y = sp.yc + iy - box.y0;
-      if (Y < 0 || Y >= bh) continue;
-      for (int ix = 0; ix < nx; ++ix) {
-        const int X = sp.xc + ix - box.x0;
-        if (X < 0 || X >= bw) continue;
-        img[std::size_t(Y) * bw + X] += scale * sp.v[iy * nx + ix];
-      }
+    const Span q = span(sp);
+    for (int iy = q.y0; iy < q.y1; ++iy) {
+      double* dst = img.data() + std::size_t(sp.yc + iy - box.y0) * bw + (sp.xc - box.x0);
+      const double* src = sp.v + iy * nx;
+      for (int ix = q.x0; ix < q.x1; ++ix) dst[ix] += scale * src[ix];
     }
   };
   for (int a = 0; a < n; ++a)
@@ -419,18 +446,17 @@ SPEX_CLONES void PatchSolver::chi2pix(const Patch& p, const Image& image, const 
   out.chi2pix.assign(n, 0.0);
   for (int a = 0; a < n; ++a) {
     const SpotView& sp = m_sv[a];
+    const Span q = span(sp);
     double num = 0, den = 0;
-    for (int iy = 0; iy < ny; ++iy) {
-      const int Y = sp.yc + iy - box.y0;
-      if (Y < 0 || Y >= bh) continue;
-      for (int ix = 0; ix < nx; ++ix) {
-        const int X = sp.xc + ix - box.x0;
-        if (X < 0 || X >= bw) continue;
-        const std::size_t i = std::size_t(Y) * bw + X;
-        if (!used[i]) continue;
-        const double s = sp.v[iy * nx + ix];
-        num += s * chi2[i];
-        den += s;
+    for (int iy = q.y0; iy < q.y1; ++iy) {
+      const std::size_t row = std::size_t(sp.yc + iy - box.y0) * bw + (sp.xc - box.x0);
+      const double* c = chi2.data() + row;
+      const unsigned char* u = used.data() + row;
+      const double* src = sp.v + iy * nx;
+      for (int ix = q.x0; ix < q.x1; ++ix) {
+        // Unused pixels have chi2 0 and add +0 to both sums (same bits as skipping).
+        num += src[ix] * c[ix];
+        den += u[ix] ? src[ix] : 0.0;
       }
     }
     out.chi2pix[a] = den > 0 ? num / den : 0.0;

@@ -8,6 +8,7 @@
 #include "../psf/gauss_hermite_psf.h"
 #include "banded_solver.h"
 #include "spot_cache.h"
+#include "sym_eigen.h"
 
 #include <vector>
 
@@ -76,13 +77,13 @@ private:
   std::vector<int> m_iwork;
   std::vector<double> m_modelBox; // model over the box from all padded spots
   BandedCholesky m_band;
+  SymEigen m_symEigen;             // the fiber blocks' eigen-decompositions
   BlockBand m_bb;                 // this patch's block band (w = fiber coupling)
   bool m_banded = false;
   bool m_fullLower = true;        // the whole lower triangle is stored, not just the band
   int m_coupling = 0;
   std::vector<int> m_fx0, m_fx1;  // per fiber: x range of its stamps
   std::vector<char> m_fmono;      // per fiber: stamp rows non-decreasing with the bin
-  std::vector<double> m_acc;      // per-column partial sums of one stamp overlap
 
   // Dense or banded for this patch (sets m_banded, m_bb) after normalEquations.
   void chooseSolver(const Patch& p, const PatchSolveOptions& opt);

@@ -1279,6 +1279,19 @@ void syncFile(const std::string& path) {
 }
 } // namespace
 
+void AtomicOutput::startWriteback() {
+  if (m_committed || endsWith(m_temp, ".gz") || !m_file.isOpen()) return;
+  int status = 0;
+  fits_flush_buffer(F(m_file.m_fptr), 0, &status); // CFITSIO's buffers to the file
+  if (status) return; // the error comes back from the next write or from commit()
+  const int fd = ::open(m_temp.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+#ifdef SYNC_FILE_RANGE_WRITE
+  ::sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+#endif
+  ::close(fd);
+}
+
 void AtomicOutput::commit() {
   if (m_committed) return;
   m_file.close(); // throws if CFITSIO cannot flush; the destructor then cleans up

@@ -215,6 +215,7 @@ private:
                               std::shared_ptr<const struct FitsLayout> layout, const std::string& path,
                               const std::string& display);
 
+  friend class AtomicOutput; // startWriteback flushes CFITSIO's buffers
   void* m_fptr = nullptr; // CFITSIO's fitsfile*; its header stays in fits_file.cpp
   std::shared_ptr<const struct FitsLayout> m_layout; // from openRead's header scan
   // A file in memory: the bytes, and the pointer and size CFITSIO keeps the addresses
@@ -250,6 +251,10 @@ public:
   FitsFile& file() { return m_file; }
   const std::string& tempPath() const { return m_temp; }
   const std::string& finalPath() const { return m_final; }
+  // Hands what is written so far to the kernel and starts its write-out to disk
+  // (sync_file_range, no waiting), so that commit()'s fsync waits only for the rest.
+  // Writers call it after their large HDUs. No-op for a .gz output (compressed on close).
+  void startWriteback();
   void commit();
 
 private:

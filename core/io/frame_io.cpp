@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <future>
 #include <limits>
 #include <numeric>
 
@@ -121,6 +122,15 @@ void writeFrame(const std::string& path, const ExtractionResult& r, const Image&
 
   AtomicOutput out(path);
   FitsFile& f = out.file();
+  // The SCORES (medians over each fiber's flux, ~20 % of a frame's write) are worked out
+  // beside the image HDUs' conversion and writing.
+  std::future<FrameScores> scores;
+  if (meta.scores)
+    scores = std::async(std::launch::async, [&r, requested] {
+      // desispec's compute_and_append_frame_scores(frame, suffix="RAW") on the frame's
+      // flux and ivar (per Angstrom, float64 as in memory) and the written grid.
+      return computeRawScores(r.flux, r.ivar, arangeValues(requested), &r.mask);
+    });
 
   // FLUX: the input IMAGE header, then what this extraction adds (§5, docs/desi.md).
   f.writeImage("FLUX", FitsPixel::Float32, toFloat(r.flux));
@@ -131,6 +141,7 @@ void writeFrame(const std::string& path, const ExtractionResult& r, const Image&
   f.writeImage("IVAR", FitsPixel::Float32, toFloat(r.ivar));
   f.writeString("BUNIT", "Angstrom2/electron2");
   f.writeImage("MASK", FitsPixel::UInt32, r.mask);
+  out.startWriteback(); // the disk works on these while RESOLUTION is converted
 
   // The requested grid, as numpy's arange makes it (desispec writes that array).
   f.writeImage("WAVELENGTH", FitsPixel::Float64, arangeValues(requested));
@@ -142,6 +153,7 @@ void writeFrame(const std::string& path, const ExtractionResult& r, const Image&
     for (std::size_t i = 0; i < res.size(); ++i) res[i] = static_cast<float>(r.resolution.data[i]);
     f.writeImage("RESOLUTION", FitsPixel::Float32, {long(nf), long(nd), long(nw)}, res.data());
   }
+  out.startWriteback();
 
   // FIBERMAP: rows fiberMin .. fiberMin + nfiber - 1 of the input's, copied column for
   // column (on petal p they hold FIBER 500 p + fiberMin ..).
@@ -166,10 +178,7 @@ void writeFrame(const std::string& path, const ExtractionResult& r, const Image&
     f.writeImage("CHI2PIX", FitsPixel::Float32, toFloat(r.chi2pix));
 
   if (meta.scores) {
-    // desispec's compute_and_append_frame_scores(frame, suffix="RAW") on the frame's
-    // flux and ivar (per Angstrom, float64 as in memory) and the written grid.
-    const std::vector<double> wave = arangeValues(requested);
-    const FrameScores sc = computeRawScores(r.flux, r.ivar, wave, &r.mask);
+    const FrameScores sc = scores.get();
     std::vector<FitsColumn> cols;
     for (const std::string& name : sc.names) cols.push_back({name, "D", "", {}});
     f.createTable("SCORES", cols, nf);
@@ -316,6 +325,7 @@ void writeModelHdu(AtomicOutput& out, const Array2D<double>& model, const Image&
   // desispec: fits.writeto(model, header=frame.meta): one primary image whose header
   // is the preproc IMAGE header (EXTNAME IMAGE) plus the frame's keywords.
   f.writeImage("IMAGE", FitsPixel::Float32, toFloat(model));
+  out.startWriteback();
   f.writeHeader(image.header);
   f.writeString("BUNIT", "electron", "model of the CCD image, electrons per pixel");
 }

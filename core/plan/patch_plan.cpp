@@ -69,8 +69,8 @@ struct Extent {
 class CornerTable {
 public:
   CornerTable(const GaussHermitePsf& psf, const WaveGrid& g, int f0, int f1, int k0, int k1)
-      : m_f0(f0), m_k0(k0), m_nk(k1 - k0), m_x(std::size_t(f1 - f0) * m_nk),
-        m_y(m_x.size()) {
+      : m_f0(f0), m_k0(k0), m_nk(k1 - k0), m_ownX(std::size_t(f1 - f0) * m_nk),
+        m_ownY(m_ownX.size()), m_x(m_ownX.data()), m_y(m_ownY.data()) {
     const int nf = f1 - f0;
     auto fill = [&](int fa, int fb) {
       for (int f = fa; f < fb; ++f)
@@ -78,12 +78,15 @@ public:
           int xc, yc;
           psf.corner(f, g.at(k), xc, yc);
           const std::size_t i = std::size_t(f - f0) * m_nk + (k - k0);
-          m_x[i] = xc;
-          m_y[i] = yc;
+          m_ownX[i] = xc;
+          m_ownY[i] = yc;
         }
     };
     parallelFor(nf, [&](int a, int b) { fill(f0 + a, f0 + b); }, 0, 8);
   }
+  // From corners evaluated elsewhere (planCornerRange's range).
+  explicit CornerTable(const PlanCorners& c)
+      : m_f0(c.f0), m_k0(c.k0), m_nk(c.k1 - c.k0), m_x(c.x.data()), m_y(c.y.data()) {}
 
   // Pixel extent ([min, max) in x and y) of the spots of fibers [f0, f0+nf) at grid
   // bins [k0, k0+nk) — gpu_specter's get_xyrange.
@@ -105,7 +108,9 @@ public:
 
 private:
   int m_f0, m_k0, m_nk;
-  std::vector<int> m_x, m_y;
+  std::vector<int> m_ownX, m_ownY; // when the table evaluated them itself
+  const int* m_x;
+  const int* m_y;
 };
 
 } // namespace
@@ -116,8 +121,47 @@ WaveGrid defaultFrameGrid(const GaussHermitePsf& psf) {
   return WaveGrid::fromRange(psf.ghSigX.wavemin, psf.ghSigX.wavemax, 0.8);
 }
 
+namespace {
+PatchPlan makePlan(const GaussHermitePsf& psf, const WaveGrid& wave, int fiberMin, int nFiber,
+                   const PatchParams& params, const PlanCorners* given);
+} // namespace
+
 PatchPlan makePatchPlan(const GaussHermitePsf& psf, const WaveGrid& wave, int fiberMin, int nFiber,
                         const PatchParams& params) {
+  return makePlan(psf, wave, fiberMin, nFiber, params, nullptr);
+}
+
+PatchPlan makePatchPlan(const GaussHermitePsf& psf, const WaveGrid& wave, int fiberMin, int nFiber,
+                        const PatchParams& params, const PlanCorners& corners) {
+  return makePlan(psf, wave, fiberMin, nFiber, params, &corners);
+}
+
+PlanCorners planCornerRange(const GaussHermitePsf& psf, const WaveGrid& wave, int fiberMin, int nFiber,
+                            const PatchParams& params) {
+  PlanCorners c;
+  try {
+    params.validate();
+  } catch (const InputError&) {
+    return c; // empty: makePatchPlan reports the problem
+  }
+  if (nFiber < 1 || fiberMin < 0 || fiberMin + nFiber > psf.nfiber || params.bundlesize < 1 ||
+      params.nwavestep < 1 || wave.n < 1)
+    return c; // empty: makePatchPlan reports the problem
+  // Padded fibers stay inside their bundle; padded bins run wavepad past both ends and
+  // the core window of the last patch a full nwavestep.
+  const int bs = params.bundlesize, step = params.nwavestep, wp = params.wavepad();
+  c.f0 = std::max(fiberMin - 1, (fiberMin / bs) * bs);
+  c.f1 = std::min(fiberMin + nFiber + 1, psf.nfiber);
+  const int nsteps = (wave.n + step - 1) / step;
+  c.k0 = -wp;
+  c.k1 = (nsteps - 1) * step + step + wp;
+  return c;
+}
+
+namespace {
+
+PatchPlan makePlan(const GaussHermitePsf& psf, const WaveGrid& wave, int fiberMin, int nFiber,
+                   const PatchParams& params, const PlanCorners* given) {
   params.validate();
   if (nFiber < 1) throw InputError("fiber range is empty (nspec = " + std::to_string(nFiber) + ")");
   if (fiberMin < 0 || fiberMin + nFiber > psf.nfiber)
@@ -154,10 +198,19 @@ PatchPlan makePatchPlan(const GaussHermitePsf& psf, const WaveGrid& wave, int fi
   const int fiberEnd = fiberMin + nFiber;
   // Padded fibers stay inside their bundle; padded bins run wavepad past both ends and
   // the core window of the last patch a full nwavestep.
-  const int tf0 = std::max(fiberMin - 1, (fiberMin / bs) * bs);
-  const int tf1 = std::min(fiberEnd + 1, psf.nfiber);
-  const int nsteps = (wave.n + step - 1) / step;
-  const CornerTable corners(psf, wave, tf0, tf1, -wp, (nsteps - 1) * step + step + wp);
+  const PlanCorners range = planCornerRange(psf, wave, fiberMin, nFiber, params);
+  if (given && (given->f0 != range.f0 || given->f1 != range.f1 || given->k0 != range.k0 ||
+                given->k1 != range.k1 ||
+                given->x.size() != std::size_t(range.f1 - range.f0) * (range.k1 - range.k0) ||
+                given->y.size() != given->x.size()))
+    throw InputError("patch plan: the corners given cover fibers " + std::to_string(given->f0) + ".." +
+                     std::to_string(given->f1) + ", bins " + std::to_string(given->k0) + ".." +
+                     std::to_string(given->k1) + " (" + std::to_string(given->x.size()) +
+                     " values), not the plan's fibers " + std::to_string(range.f0) + ".." +
+                     std::to_string(range.f1) + ", bins " + std::to_string(range.k0) + ".." +
+                     std::to_string(range.k1));
+  const CornerTable corners = given ? CornerTable(*given)
+                                    : CornerTable(psf, wave, range.f0, range.f1, range.k0, range.k1);
   const int snx = psf.spotNx(), sny = psf.spotNy();
   for (int b = fiberMin / bs; b * bs < fiberEnd; ++b) {
     const int bStart = b * bs;
@@ -203,6 +256,8 @@ PatchPlan makePatchPlan(const GaussHermitePsf& psf, const WaveGrid& wave, int fi
   }
   return plan;
 }
+
+} // namespace
 
 std::vector<int> PatchPlan::patchesInRegion(int f0, int f1, int w0, int w1) const {
   std::vector<int> out;

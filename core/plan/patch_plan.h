@@ -105,4 +105,22 @@ WaveGrid defaultFrameGrid(const GaussHermitePsf& psf);
 PatchPlan makePatchPlan(const GaussHermitePsf& psf, const WaveGrid& wave, int fiberMin, int nFiber,
                         const PatchParams& params);
 
+// The stamp corners a plan is made from: (xc, yc) of every (fiber, grid bin) in
+// fibers [f0, f1) x bins [k0, k1) (bins may run past the grid: the padding), at
+// [(f - f0) * (k1 - k0) + (k - k0)], as GaussHermitePsf::corner gives them at
+// wave.at(k). Evaluating them is ~90 % of makePatchPlan; the CUDA engine has the
+// device evaluate them (the same Legendre recurrences) while it uploads the image.
+struct PlanCorners {
+  int f0 = 0, f1 = 0, k0 = 0, k1 = 0;
+  std::vector<int> x, y;
+};
+// The range makePatchPlan evaluates (x and y left empty); f1 <= f0 when the fibers
+// are not a valid range of the PSF (makePatchPlan then says what is wrong).
+PlanCorners planCornerRange(const GaussHermitePsf& psf, const WaveGrid& wave, int fiberMin, int nFiber,
+                            const PatchParams& params);
+// The same plan from corners evaluated elsewhere; they must cover
+// planCornerRange(...) exactly (InputError otherwise).
+PatchPlan makePatchPlan(const GaussHermitePsf& psf, const WaveGrid& wave, int fiberMin, int nFiber,
+                        const PatchParams& params, const PlanCorners& corners);
+
 } // namespace spex

@@ -589,10 +589,10 @@ private slots:
     RunSettings s = doc->settings();
     // "cuda" and "both" refuse with a dialog that names the reason; nothing starts.
     for (const char* engine : {"cuda", "both"}) {
-      s.engine = QString::fromLatin1(engine);
+      s.engine = engine;
       m_w->parameterPanel()->setSettings(s);
       doc->setSettings(m_w->parameterPanel()->settings());
-      QCOMPARE(doc->settings().engine, QString::fromLatin1(engine));
+      QCOMPARE(doc->settings().engine, std::string(engine));
       m_w->viewState()->setSelectedPatches({0});
       const QString text = dialogTextOf([&] { QVERIFY(!m_w->runExtraction(false)); });
       QVERIFY2(text.contains(QStringLiteral("CUDA")) && text.contains(QStringLiteral("CPU")), qPrintable(text));
@@ -600,7 +600,7 @@ private slots:
       QVERIFY(!m_w->isBusy());
     }
     // "auto" runs on the CPU and says so.
-    s.engine = QStringLiteral("auto");
+    s.engine = "auto";
     m_w->parameterPanel()->setSettings(s);
     doc->setSettings(m_w->parameterPanel()->settings());
     m_w->viewState()->setSelectedPatches({0});
@@ -614,7 +614,7 @@ private slots:
     QVERIFY(r);
     const Patch& p0 = plan->patches[0];
     QVERIFY(r->covered(p0.fiber0 - r->fiberMin, p0.wave0));
-    s.engine = QStringLiteral("cpu");
+    s.engine = "cpu";
     m_w->parameterPanel()->setSettings(s);
     doc->setSettings(m_w->parameterPanel()->settings());
   }

@@ -1,17 +1,91 @@
 // Engine factory: byte sizes for --gpu-memory / SPEXLAB_CUDA_MEMORY, and the
 // SPEXLAB_CUDA_* switches it reads (bad values are errors that name the variable);
-// --gpu-memory as a size or a fraction of the device.
+// --gpu-memory as a size or a fraction of the device; the CUDA math libraries opened only
+// when a CUDA engine needs them (a CPU extraction maps none of them).
 #include "app/engine_factory.h"
 #include "core/errors.h"
+#include "core/sim/simulator.h"
+#ifdef SPEXLAB_HAVE_CUDA
+#include "gpu/cuda_libraries.h"
+#endif
 
 #include <QTest>
+#include <cmath>
 #include <cstdlib>
+#include <fstream>
 
 using namespace spex;
+
+namespace {
+class NullProgress : public ProgressSink {};
+
+// The CUDA math libraries and CUPTI mapped into this process (/proc/self/maps).
+QStringList mappedCudaLibraries() {
+  QStringList out;
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  while (std::getline(maps, line))
+    for (const char* lib : {"libcublas", "libcusolver", "libcusparse", "libnvJitLink", "libcupti"})
+      if (line.find(std::string("/") + lib) != std::string::npos && !out.contains(lib)) out << lib;
+  return out;
+}
+} // namespace
 
 class TestEngineFactory : public QObject {
   Q_OBJECT
 private slots:
+  // First (the slots run in order): a CPU extraction in a process of a CUDA build maps
+  // none of cuBLAS, cuSOLVER (and what they pull in) or CUPTI; they were linked, and
+  // mapped at every start, before issue 12's cold-start work.
+  void cpuExtractionLoadsNoCudaMathLibrary() {
+    QVERIFY2(mappedCudaLibraries().isEmpty(), qPrintable(mappedCudaLibraries().join(", ")));
+    SyntheticPsfOptions po;
+    const GaussHermitePsf psf = makeSyntheticPsf(po);
+    SimulationOptions so;
+    so.wave = WaveGrid::fromRange(6000, 6080, 0.8);
+    so.nFiber = 10;
+    so.seed = 5;
+    const Simulation sim = simulate(psf, so);
+    EngineChoice c = makeEngine("cpu");
+    QCOMPARE(c.engine->name(), std::string("cpu"));
+    QVERIFY(c.steps.empty());
+    ExtractionRequest req;
+    req.image = &sim.image;
+    req.psf = &psf;
+    req.wave = so.wave;
+    req.nFiber = so.nFiber;
+    req.threads = 2;
+    NullProgress np;
+    CancelToken ct;
+    const ExtractionResult r = c.engine->extract(req, np, ct);
+    QCOMPARE(r.nfiber, 10);
+    int finite = 0;
+    for (double v : r.flux.data) finite += std::isfinite(v);
+    QCOMPARE(finite, int(r.flux.data.size()));
+    QVERIFY2(mappedCudaLibraries().isEmpty(), qPrintable(mappedCudaLibraries().join(", ")));
+  }
+
+#ifdef SPEXLAB_HAVE_CUDA
+  // The loader opens them on demand (no GPU needed to open a library), and a library
+  // that is not there is named with every place tried.
+  void cudaMathLibrariesLoadOnDemand() {
+    std::string why;
+    QVERIFY2(gpu::loadCudaMathLibraries(&why), why.c_str());
+    const QStringList mapped = mappedCudaLibraries();
+    QVERIFY2(mapped.contains("libcublas") && mapped.contains("libcusolver"), qPrintable(mapped.join(", ")));
+    QVERIFY(gpu::loadCudaMathLibraries(&why)); // once per process, same answer
+  }
+
+  void missingCudaLibraryIsNamed() {
+    std::string why;
+    QVERIFY(!gpu::openCudaLibrary("libcublas.so.999", &why));
+    QVERIFY2(why.find("cannot load libcublas.so.999") == 0, why.c_str());
+    for (const std::string& place : gpu::cudaLibraryCandidates("libcublas.so.999"))
+      QVERIFY2(why.find(place) != std::string::npos, why.c_str());
+    QVERIFY(gpu::cudaLibraryCandidates("libcublas.so.999").size() >= 2); // soname + beside libcudart
+  }
+#endif
+
   void byteSizes() {
     QCOMPARE(parseByteSize("4G", "--gpu-memory"), std::size_t(4) << 30);
     QCOMPARE(parseByteSize("4GiB", "--gpu-memory"), std::size_t(4) << 30);

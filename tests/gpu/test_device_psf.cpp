@@ -101,6 +101,36 @@ private slots:
     compareSpots(readPsf(path), 2000, 11);
   }
 
+  void planCornersMatchHostToTheBit() {
+    // The corner table the CUDA engine makes its patch plan from (launchCornerTable),
+    // over a full r frame's range, against GaussHermitePsf::corner: every corner equal,
+    // so the plan is the host's (tests/core/plan: the same corners give the same plan).
+    SPEX_REQUIRE_DATA(path, "psf-r0-00067784.fits");
+    const GaussHermitePsf psf = readPsf(path);
+    const WaveGrid g = WaveGrid::fromRange(5760, 7620, 0.8);
+    PlanCorners c = planCornerRange(psf, g, 0, 500, PatchParams{});
+    QVERIFY(c.f1 > c.f0 && c.k1 > c.k0);
+    gpu::devicePlanCorners(psf, g.wmin, g.dw, c);
+    const int nk = c.k1 - c.k0;
+    QCOMPARE(c.x.size(), std::size_t(c.f1 - c.f0) * nk);
+    long long differ = 0;
+    for (int f = c.f0; f < c.f1; ++f)
+      for (int k = c.k0; k < c.k1; ++k) {
+        int xc, yc;
+        psf.corner(f, g.at(k), xc, yc);
+        const std::size_t i = std::size_t(f - c.f0) * nk + (k - c.k0);
+        differ += c.x[i] != xc || c.y[i] != yc;
+      }
+    qInfo("%zu corners (fibers %d..%d, bins %d..%d): %lld differ", c.x.size(), c.f0, c.f1, c.k0, c.k1, differ);
+    QCOMPARE(differ, 0LL);
+    const PatchPlan a = makePatchPlan(psf, g, 0, 500, PatchParams{});
+    const PatchPlan b = makePatchPlan(psf, g, 0, 500, PatchParams{}, c);
+    QCOMPARE(a.patches.size(), b.patches.size());
+    for (std::size_t i = 0; i < a.patches.size(); ++i)
+      QVERIFY(a.patches[i].box.x0 == b.patches[i].box.x0 && a.patches[i].box.x1 == b.patches[i].box.x1 &&
+              a.patches[i].box.y0 == b.patches[i].box.y0 && a.patches[i].box.y1 == b.patches[i].box.y1);
+  }
+
   void spotsSyntheticPsf() { compareSpots(makeSyntheticPsf(), 2000, 13); }
 
   void jacobiMatchesCusolverOnFiberBlocks() {

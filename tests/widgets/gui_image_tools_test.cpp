@@ -5,6 +5,7 @@
 // with a locked crosshair, and the residual blink's caption.
 #include "gui_test_sim.h"
 
+#include "widgets/background.h"
 #include "widgets/ccd_view.h"
 #include "widgets/colormap.h"
 #include "widgets/cut_view.h"
@@ -17,11 +18,16 @@
 #include <qcustomplot.h>
 
 #include <QApplication>
+#include <QSemaphore>
+#include <QPainter>
+#include <QPicture>
 #include <QSignalSpy>
 #include <QTableWidget>
 #include <QTest>
+#include <QThreadPool>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <numeric>
 #include <random>
@@ -326,6 +332,55 @@ private slots:
         }
   }
 
+  // Halo labels on screen come from cached sprites (rendered once per text, font,
+  // colour and quarter-pixel offset); vector output draws the outlines. Both must put
+  // the same ink in the same place.
+  void haloLabelSpritesMatchOutlines() {
+    QFont font = QApplication::font();
+    font.setPointSizeF(9);
+    for (const QPointF at : {QPointF(20, 30), QPointF(20.25, 30.5), QPointF(33.8, 41.1)})
+      for (int pass = 0; pass < 2; ++pass) { // the second pass draws from the cache
+        QImage sprite(120, 60, QImage::Format_ARGB32_Premultiplied);
+        sprite.fill(Qt::transparent);
+        {
+          QPainter p(&sprite);
+          p.setFont(font);
+          ImageCanvas::drawHaloText(p, at, QStringLiteral("6150 \u00c5"), QColor(150, 240, 255));
+        }
+        QPicture pic; // not a raster device: the outline path, replayed onto an image
+        {
+          QPainter p(&pic);
+          p.setFont(font);
+          ImageCanvas::drawHaloText(p, at, QStringLiteral("6150 \u00c5"), QColor(150, 240, 255));
+        }
+        QImage outline(120, 60, QImage::Format_ARGB32_Premultiplied);
+        outline.fill(Qt::transparent);
+        {
+          QPainter p(&outline);
+          p.drawPicture(0, 0, pic);
+        }
+        // Ink (alpha) totals and centroids agree: the sprite's offset is quantised to
+        // a quarter pixel, so centroids within 0.2 px and totals within 2 %.
+        auto moments = [](const QImage& im) {
+          double s = 0, sx = 0, sy = 0;
+          for (int y = 0; y < im.height(); ++y)
+            for (int x = 0; x < im.width(); ++x) {
+              const double a = qAlpha(im.pixel(x, y));
+              s += a;
+              sx += a * x;
+              sy += a * y;
+            }
+          return std::array<double, 3>{s, sx / s, sy / s};
+        };
+        const auto a = moments(sprite), b = moments(outline);
+        QVERIFY(b[0] > 0);
+        QVERIFY2(std::abs(a[0] - b[0]) < 0.02 * b[0], qPrintable(QStringLiteral("ink %1 vs %2").arg(a[0]).arg(b[0])));
+        QVERIFY2(std::abs(a[1] - b[1]) < 0.2 && std::abs(a[2] - b[2]) < 0.2,
+                 qPrintable(QStringLiteral("centroid (%1, %2) vs (%3, %4) at (%5, %6)")
+                                .arg(a[1]).arg(a[2]).arg(b[1]).arg(b[2]).arg(at.x()).arg(at.y())));
+      }
+  }
+
   void boxRegionStatistics() {
     ViewState vs;
     CcdView view(&vs);
@@ -431,6 +486,21 @@ private slots:
     cut.setInputs(m_image, model, QStringLiteral("cpu"));
     QCOMPARE(cut.plot()->graphCount(), 2);
     QCOMPARE(cut.modelProfile(), cut.dataProfile());
+    // Removing the cut empties the plot; model updates without a cut (every
+    // extraction) leave it empty and cost no replot; a new cut brings both curves back.
+    const QLineF line = cut.cut();
+    cut.setCut({});
+    QCOMPARE(cut.plot()->graphCount(), 0);
+    QVERIFY(cut.distance().isEmpty());
+    auto model2 = std::make_shared<Array2D<double>>(m_image->pix);
+    for (double& v : model2->data) v *= 0.5;
+    cut.setInputs(m_image, model2, QStringLiteral("cpu"));
+    QCOMPARE(cut.plot()->graphCount(), 0);
+    cut.setCut(line);
+    QCOMPARE(cut.plot()->graphCount(), 2);
+    QCOMPARE(cut.modelProfile().size(), cut.dataProfile().size());
+    for (int i = 0; i < cut.dataProfile().size(); ++i)
+      QVERIFY(std::abs(cut.modelProfile()[i] - 0.5 * cut.dataProfile()[i]) <= 1e-12 * std::abs(cut.dataProfile()[i]));
     // Bilinear interpolation is exact on pixel centres and linear between.
     Array2D<double> a(2, 2);
     a(0, 0) = 0;
@@ -496,6 +566,66 @@ private slots:
     const QImage withCross = view.canvas(0)->grab().toImage();
     view.canvas(0)->clearCrosshair();
     QVERIFY(view.canvas(0)->grab().toImage() != withCross);
+  }
+
+  // Issue 14: the model is edited in place by later runs while a render may be in
+  // flight on a worker. The render and the values line read the view's snapshot of
+  // the model as it was given, never the array as it is being changed.
+  void sideBySideRendersItsSnapshotWhileTheModelChanges() {
+    ViewState vs;
+    auto model = std::make_shared<Array2D<double>>(m_image->ny, m_image->nx, 0.0);
+    auto chi = std::make_shared<Array2D<double>>(m_image->ny, m_image->nx, 0.0);
+    for (std::size_t i = 0; i < model->size(); ++i) {
+      model->data[i] = 0.9 * m_image->pix.data[i];
+      chi->data[i] = (m_image->pix.data[i] - model->data[i]) * std::sqrt(std::max(m_image->ivar.data[i], 0.0));
+    }
+    const auto pristine = std::make_shared<const Array2D<double>>(*model); // what was given
+    ScaleSettings s;
+    // The pictures of the model as given, from a view whose model nobody changes.
+    SideBySideView reference(&vs);
+    reference.resize(900, 400);
+    reference.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&reference));
+    reference.setInputs(m_image, pristine, chi, s, 1);
+    reference.waitForUpdate();
+    const QImage want = reference.canvas(1)->picture();
+    QVERIFY(!want.isNull());
+
+    SideBySideView view(&vs);
+    view.resize(900, 400);
+    view.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&view));
+    // Every worker of the background pool is held, so the render is surely in flight
+    // (queued) while the model changes; the same holds whenever the worker is slower
+    // than the next run.
+    QThreadPool* pool = backgroundPool();
+    QSemaphore release;
+    QSemaphore holding;
+    const int workers = pool->maxThreadCount();
+    for (int k = 0; k < workers; ++k)
+      pool->start([&] {
+        holding.release();
+        release.acquire();
+      });
+    QVERIFY(holding.tryAcquire(workers, 10000));
+    view.setInputs(m_image, model, chi, s, 1);
+    QVERIFY(view.isUpdating());
+    // The next run rewrites the caller's model in place (a different model everywhere).
+    for (std::size_t i = 0; i < model->size(); ++i) model->data[i] = 2.5 * m_image->pix.data[i] + 100.0;
+    release.release(workers);
+    view.waitForUpdate();
+    pool->waitForDone();
+    QCOMPARE(view.canvas(1)->picture(), want); // the snapshot's picture, pixel for pixel
+    QVERIFY(view.modelSnapshot() && view.modelSnapshot() != model);
+    const int c = int(std::lround(m_psf->x(4, 6100))), r = int(std::lround(m_psf->y(4, 6100)));
+    view.showPixel(QPointF(c, r));
+    QVERIFY2(view.readout().contains(QStringLiteral("model %1").arg((*pristine)(r, c), 0, 'g', 6)),
+             qPrintable(view.readout()));
+    // The same array at a new revision (the run finished): a new snapshot, a new picture.
+    view.setInputs(m_image, model, chi, s, 2);
+    view.waitForUpdate();
+    QCOMPARE((*view.modelSnapshot())(r, c), (*model)(r, c));
+    QVERIFY(view.canvas(1)->picture() != want);
   }
 
   void residualBlinkSaysWhichImageIsShown() {

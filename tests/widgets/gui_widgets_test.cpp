@@ -299,7 +299,7 @@ private slots:
     auto r = knownResult(10, 5, g, 3);
     for (int j = 20; j < g.n; ++j) r->covered(2, j) = 0; // fiber 12 half extracted
     r->mask(2, 3) = kSomeBadPix;
-    view.setSources({{QStringLiteral("cpu"), r}});
+    view.setSources({{"cpu", r}});
     auto truth = std::make_shared<Truth>();
     truth->fiberMin = 10;
     truth->phot = Array2D<double>(5, g.n);

@@ -2,6 +2,7 @@
 
 #include "pull_map_view.h"
 
+#include "../agreement_table.h"
 #include "../view_state.h"
 
 #include <QHeaderView>
@@ -51,13 +52,7 @@ FrameComparisonView::FrameComparisonView(ViewState* state, QWidget* parent) : QW
   m_cursor->setPen(QPen(QColor(230, 160, 0), 1.5));
   m_cursor->setVisible(false);
 
-  m_table = new QTableWidget(0, 2);
-  m_table->setHorizontalHeaderLabels({tr("Quantity"), tr("Value")});
-  m_table->verticalHeader()->hide();
-  m_table->verticalHeader()->setDefaultSectionSize(fontMetrics().height() + 4);
-  m_table->horizontalHeader()->setSectionResizeMode(0, QHeaderView::ResizeToContents);
-  m_table->horizontalHeader()->setStretchLastSection(true);
-  m_table->setEditTriggers(QAbstractItemView::NoEditTriggers);
+  m_table = makeAgreementTable();
 
   auto* left = new QSplitter(Qt::Vertical);
   left->addWidget(m_map);
@@ -160,13 +155,9 @@ void FrameComparisonView::fillTable() {
   // The rows are FrameComparison::toText's lines, split into name and value, so the
   // table reads exactly as `spexlab-cli compare` prints.
   const QStringList lines = tableText().split(QLatin1Char('\n'), Qt::SkipEmptyParts);
-  m_table->setRowCount(int(lines.size()));
-  for (int i = 0; i < int(lines.size()); ++i) {
-    m_table->setItem(i, 0, new QTableWidgetItem(lines[i].left(kNameWidth).trimmed()));
-    auto* v = new QTableWidgetItem(lines[i].mid(kNameWidth).trimmed());
-    v->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
-    m_table->setItem(i, 1, v);
-  }
+  std::vector<AgreementRow> rows;
+  for (const QString& line : lines) rows.push_back({line.left(kNameWidth).trimmed(), line.mid(kNameWidth).trimmed()});
+  setAgreementRows(m_table, rows);
   // Every line whole: as wide as its contents.
   m_table->resizeColumnsToContents();
   m_table->setMinimumWidth(m_table->horizontalHeader()->length() + 2 * m_table->frameWidth() + 4);

@@ -1,11 +1,11 @@
 #include "engine_comparison_view.h"
 
+#include "../agreement_table.h"
 #include "../colormap.h"
 
 #include <QEvent>
 #include <QGridLayout>
 #include <QHBoxLayout>
-#include <QHeaderView>
 #include <QLabel>
 #include <QSpinBox>
 #include <QSplitter>
@@ -43,13 +43,7 @@ EngineComparisonView::EngineComparisonView(QWidget* parent) : QWidget(parent) {
   m_imageCaption = new QLabel;
   m_imageCaption->setWordWrap(true);
 
-  m_table = new QTableWidget(0, 2);
-  m_table->setHorizontalHeaderLabels({tr("Quantity"), tr("Value")});
-  m_table->verticalHeader()->hide();
-  m_table->verticalHeader()->setDefaultSectionSize(fontMetrics().height() + 4);
-  m_table->horizontalHeader()->setSectionResizeMode(0, QHeaderView::ResizeToContents);
-  m_table->horizontalHeader()->setStretchLastSection(true);
-  m_table->setEditTriggers(QAbstractItemView::NoEditTriggers);
+  m_table = makeAgreementTable();
 
   auto* top = new QHBoxLayout;
   top->addWidget(m_title, 1);
@@ -140,12 +134,7 @@ void EngineComparisonView::fillTable() {
   const FrameComparison& c = *m_comparison;
   // Texts formatted as FrameComparison::toText (what `spexlab-cli compare` prints);
   // Qt::UserRole holds the number itself.
-  struct Row {
-    QString name;
-    QString text;
-    double value;
-  };
-  std::vector<Row> rows;
+  std::vector<AgreementRow> rows;
   rows.push_back({tr("bins compared (both ivar > 0)"), QString::number(c.nbins), double(c.nbins)});
   for (std::size_t t = 0; t < c.kThresholds.size(); ++t)
     rows.push_back({QString::asprintf("|fa-fb|/sigma < %g", c.kThresholds[t]),
@@ -162,14 +151,7 @@ void EngineComparisonView::fillTable() {
   rows.push_back({tr("wall %1").arg(QString::fromStdString(m_b->engine)), QString::asprintf("%.4f s", m_wallB), m_wallB});
   rows.push_back({tr("speed-up %1 / %2").arg(QString::fromStdString(m_b->engine), QString::fromStdString(m_a->engine)),
                   QString::asprintf("%.2fx", speedup()), speedup()});
-  m_table->setRowCount(int(rows.size()));
-  for (int i = 0; i < int(rows.size()); ++i) {
-    m_table->setItem(i, 0, new QTableWidgetItem(rows[i].name));
-    auto* v = new QTableWidgetItem(rows[i].text);
-    v->setData(Qt::UserRole, rows[i].value);
-    v->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
-    m_table->setItem(i, 1, v);
-  }
+  setAgreementRows(m_table, rows);
 }
 
 void EngineComparisonView::setFiber(int fiber) {

@@ -142,6 +142,44 @@ private slots:
     QVERIFY(highClipped);
   }
 
+  void planFromGivenCornersIsTheSame() {
+    // Corners evaluated outside the plan (as the CUDA engine does on the device), here
+    // by GaussHermitePsf::corner over planCornerRange: the same plan, patch by patch.
+    // A fiber range inside a bundle, one at a bundle start, and the last fibers.
+    const WaveGrid g = WaveGrid::fromRange(6000, 6500, 0.8);
+    for (auto [f0, nf] : {std::pair{3, 17}, std::pair{25, 25}, std::pair{480, 20}}) {
+      PlanCorners c = planCornerRange(psf, g, f0, nf, PatchParams{});
+      QVERIFY(c.f1 > c.f0 && c.k1 > c.k0);
+      QCOMPARE(c.f0, std::max(f0 - 1, (f0 / 25) * 25));
+      const int nk = c.k1 - c.k0;
+      c.x.resize(std::size_t(c.f1 - c.f0) * nk);
+      c.y.resize(c.x.size());
+      for (int f = c.f0; f < c.f1; ++f)
+        for (int k = c.k0; k < c.k1; ++k)
+          psf.corner(f, g.at(k), c.x[std::size_t(f - c.f0) * nk + (k - c.k0)],
+                     c.y[std::size_t(f - c.f0) * nk + (k - c.k0)]);
+      const PatchPlan a = makePatchPlan(psf, g, f0, nf, PatchParams{});
+      const PatchPlan b = makePatchPlan(psf, g, f0, nf, PatchParams{}, c);
+      QCOMPARE(b.patches.size(), a.patches.size());
+      for (std::size_t i = 0; i < a.patches.size(); ++i) {
+        const Patch &p = a.patches[i], &q = b.patches[i];
+        QVERIFY(p.box.x0 == q.box.x0 && p.box.x1 == q.box.x1 && p.box.y0 == q.box.y0 && p.box.y1 == q.box.y1);
+        QVERIFY(p.fiberPad0 == q.fiberPad0 && p.nfiberPad == q.nfiberPad && p.wavePad0 == q.wavePad0 &&
+                p.clipped == q.clipped);
+      }
+      // Corners of another range (or short arrays) are an error naming both ranges.
+      PlanCorners shifted = c;
+      ++shifted.k0;
+      QVERIFY_THROWS_EXCEPTION(InputError, makePatchPlan(psf, g, f0, nf, PatchParams{}, shifted));
+      PlanCorners shortArrays = c;
+      shortArrays.y.pop_back();
+      QVERIFY_THROWS_EXCEPTION(InputError, makePatchPlan(psf, g, f0, nf, PatchParams{}, shortArrays));
+    }
+    // An invalid fiber range has an empty corner range (the plan says what is wrong).
+    const PlanCorners bad = planCornerRange(psf, g, 490, 20, PatchParams{});
+    QVERIFY(bad.f1 <= bad.f0);
+  }
+
   void rejectsBadRequests() {
     const WaveGrid g = WaveGrid::fromRange(6000, 6500, 0.8);
     QVERIFY_THROWS_EXCEPTION(InputError, makePatchPlan(psf, g, 490, 20, PatchParams{}));

@@ -239,6 +239,80 @@ private slots:
     QCOMPARE(m_docks->runComparison()->timeline()->trackCount(), 2);
   }
 
+  // Issue 14: the comparison is one job on the app's job runner with the
+  // EngineRegistry's warm engines (the extractions' own): a second comparison makes no
+  // engine, and its numbers are those of a direct call of a fresh engine, bin by bin.
+  void comparisonReusesTheRegistrysEnginesAndKeepsItsNumbers() {
+    const std::shared_ptr<EngineRegistry> registry = m_w->job()->engines();
+    QVERIFY(registry);
+    const QString b = cudaBuilt() && describeGpus().rfind("none", 0) != 0 ? QStringLiteral("cuda") : QStringLiteral("cpu");
+    const auto plan = m_w->document()->plan();
+    QVector<int> sel;
+    for (int p : plan->patchesInRegion(10, 15, 150, 260)) sel.push_back(p);
+    QVERIFY(sel.size() >= 2);
+    m_w->viewState()->setSelectedPatches(sel);
+    m_w->viewState()->setSelectedFibers({});
+    QSignalSpy done(m_docks, &AnalysisDocks::comparisonFinished);
+    QVERIFY(m_docks->compareEngines(QStringLiteral("cpu"), b, false));
+    QVERIFY(m_w->job()->isRunning()); // on the app's job runner: nothing else runs meanwhile
+    QCOMPARE(m_w->job()->client(), QStringLiteral("compare"));
+    QVERIFY(!m_w->runExtraction(false));
+    QVERIFY(!m_docks->compareEngines(QStringLiteral("cpu"), b, false));
+    QVERIFY(done.wait(120000));
+    QCOMPARE(done.takeFirst().first().toBool(), true);
+    const int made = registry->enginesMade();
+    QVERIFY(made >= 1);
+    Engine* cpu = registry->lease("cpu").engine;
+    QVERIFY(cpu);
+    const int runsBefore = int(m_docks->runs().size());
+    QVERIFY(m_docks->compareEngines(QStringLiteral("cpu"), b, false));
+    QVERIFY(done.wait(120000));
+    QCOMPARE(done.takeFirst().first().toBool(), true);
+    QCOMPARE(registry->enginesMade(), made); // no engine made for the second click
+    QCOMPARE(registry->lease("cpu").engine, cpu);
+    QCOMPARE(int(m_docks->runs().size()), runsBefore + 2);
+    // Its runs did not enter the document's results (they are the comparison's own).
+    QVERIFY(m_docks->runs().back().values != m_w->document()->result(b));
+
+    // A fresh engine called directly on the same request gives the same numbers.
+    ExtractionRequest req;
+    req.image = m_w->document()->image().get();
+    req.psf = m_w->document()->psf().get();
+    req.plan = plan;
+    req.wave = plan->wave;
+    req.fiberMin = plan->fiberMin;
+    req.nFiber = plan->nFiber;
+    req.params = plan->params;
+    req.patches = plan->patchesForSelection({sel.begin(), sel.end()}, {});
+    req.threads = m_w->document()->settings().threads;
+    req.model = true;
+    ProgressSink none;
+    CancelToken cancel;
+    const auto& runs = m_docks->runs();
+    for (int k = 0; k < 2; ++k) {
+      const ExtractionResult& got = *runs[runs.size() - 2 + k].values;
+      const std::string kind = k == 0 ? "cpu" : b.toStdString();
+      const ExtractionResult want = makeEngine(kind).engine->extract(req, none, cancel);
+      QCOMPARE(got.nfiber, want.nfiber);
+      QCOMPARE(got.nwave, want.nwave);
+      QCOMPARE(got.patches.size(), want.patches.size());
+      long bins = 0;
+      for (int f = 0; f < want.nfiber; ++f)
+        for (int j = 0; j < want.nwave; ++j) {
+          const bool covered = want.covered.empty() || want.covered(f, j);
+          QCOMPARE(bool(got.covered.empty() || got.covered(f, j)), covered);
+          if (!covered) continue;
+          ++bins;
+          // The same engine code on the same patches: the same operations, the same bits.
+          QCOMPARE(got.flux(f, j), want.flux(f, j));
+          QCOMPARE(got.ivar(f, j), want.ivar(f, j));
+          QCOMPARE(got.mask(f, j), want.mask(f, j));
+          for (int d = 0; d < want.resolution.n1; ++d) QCOMPARE(got.resolution(f, d, j), want.resolution(f, d, j));
+        }
+      QVERIFY(bins >= 50L * sel.size());
+    }
+  }
+
   void sweepInBackgroundColoursTheTouchedPatches() {
     const PatchPlan plan = *m_w->document()->plan(); // nwavestep 50 (default)
     QCOMPARE(plan.params.nwavestep, 50);

@@ -1,23 +1,13 @@
-// What the plot views show: named extraction results ("cpu", "cuda", a frame file)
-// and the simulation truth. Results may be filled in place while a job runs; views
-// re-read them on refresh().
+// The simulation truth as the plot views show it beside a result (SpectrumSource,
+// core/extract/spectrum_source.h, names the results themselves).
 #pragma once
 
 #include "core/extract/engine.h"
 #include "core/io/frame_io.h"
 
-#include <QColor>
-#include <QString>
 #include <QVector>
 
-#include <memory>
-
 namespace spex {
-
-struct SpectrumSource {
-  QString name; // "cpu", "cuda", "frame"
-  std::shared_ptr<const ExtractionResult> result;
-};
 
 // Truth flux density of one fiber on the result's grid, convolved with that fiber's
 // resolution matrix where the result covers it (EXTRACTION.md §7: flux is compared

@@ -1,4 +1,4 @@
-#include "spectrum_source.h"
+#include "truth_on_grid.h"
 
 #include <cmath>
 #include <limits>

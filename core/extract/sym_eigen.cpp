@@ -1,0 +1,222 @@
+#include "sym_eigen.h"
+
+#include "../clones.h"
+#include "lapack.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <limits>
+
+extern "C" void dstemr_(const char* jobz, const char* range, const int* n, double* d, double* e,
+                        const double* vl, const double* vu, const int* il, const int* iu, int* m,
+                        double* w, double* z, const int* ldz, const int* nzc, int* isuppz, int* tryrac,
+                        double* work, const int* lwork, int* iwork, const int* liwork, int* info,
+                        std::size_t, std::size_t);
+
+namespace spex {
+
+namespace detail {
+
+// Householder reflector H = I - tau v v^T with H x = (beta, 0, ..., 0) for x = x[0..m)
+// (LAPACK's dlarfg): v[0] = 1 and v[1..m) overwrite x[1..m); returns tau, x[0] = beta.
+// tau = 0 (H = I) when x[1..m) is zero.
+double householder(int m, double* x) {
+  if (m <= 1) return 0.0;
+  double ss = 0;
+  for (int r = 1; r < m; ++r) ss += x[r] * x[r];
+  if (ss == 0.0) return 0.0;
+  const double alpha = x[0];
+  const double beta = -std::copysign(std::hypot(alpha, std::sqrt(ss)), alpha);
+  const double tau = (beta - alpha) / beta;
+  const double scale = 1.0 / (alpha - beta);
+  for (int r = 1; r < m; ++r) x[r] *= scale;
+  x[0] = beta;
+  return tau;
+}
+
+// p[lo..n) = A[lo..n, lo..n) v (A full square, column-major, ld n).
+SPEX_CLONES void symv(int n, int lo, const double* __restrict a, const double* __restrict v,
+                      double* __restrict p) {
+  std::fill(p + lo, p + n, 0.0);
+  for (int c = lo; c < n; ++c) {
+    const double* col = a + std::size_t(c) * n;
+    const double vc = v[c];
+    for (int r = lo; r < n; ++r) p[r] += col[r] * vc;
+  }
+}
+
+// Columns c in [c0, c1) of the trailing block, rows [lo, n): A -= v w^T + w v^T, and
+// pn[lo..n) += A_new[:, c] vn[c] (the next step's matrix-vector product) when vn is set.
+SPEX_CLONES void rank2AndSymv(int n, int c0, int c1, int lo, double* __restrict a, const double* __restrict v,
+                              const double* __restrict w, const double* __restrict vn,
+                              double* __restrict pn) {
+  for (int c = c0; c < c1; ++c) {
+    double* col = a + std::size_t(c) * n;
+    const double vc = v[c], wc = w[c];
+    if (vn) {
+      const double vnc = vn[c];
+      for (int r = lo; r < n; ++r) {
+        const double x = col[r] - (v[r] * wc + w[r] * vc);
+        col[r] = x;
+        pn[r] += x * vnc;
+      }
+    } else {
+      for (int r = lo; r < n; ++r) col[r] -= v[r] * wc + w[r] * vc;
+    }
+  }
+}
+
+// Rows r in (k, n) of Z (row-major, ld n): Z <- (I - tau v v^T) Z, via u = v^T Z.
+// Four rows at a time, so u is loaded and stored once per four rows.
+SPEX_CLONES void applyReflector(int n, int k, double tau, const double* __restrict v, double* __restrict zt,
+                                double* __restrict u) {
+  std::fill(u, u + n, 0.0);
+  int r = k + 1;
+  for (; r + 4 <= n; r += 4) {
+    const double *z0 = zt + std::size_t(r) * n, *z1 = z0 + n, *z2 = z1 + n, *z3 = z2 + n;
+    const double v0 = v[r], v1 = v[r + 1], v2 = v[r + 2], v3 = v[r + 3];
+    for (int c = 0; c < n; ++c) u[c] += (v0 * z0[c] + v1 * z1[c]) + (v2 * z2[c] + v3 * z3[c]);
+  }
+  for (; r < n; ++r) {
+    const double* zr = zt + std::size_t(r) * n;
+    const double vr = v[r];
+    for (int c = 0; c < n; ++c) u[c] += vr * zr[c];
+  }
+  r = k + 1;
+  for (; r + 4 <= n; r += 4) {
+    double *z0 = zt + std::size_t(r) * n, *z1 = z0 + n, *z2 = z1 + n, *z3 = z2 + n;
+    const double s0 = tau * v[r], s1 = tau * v[r + 1], s2 = tau * v[r + 2], s3 = tau * v[r + 3];
+    for (int c = 0; c < n; ++c) {
+      const double uc = u[c];
+      z0[c] -= s0 * uc;
+      z1[c] -= s1 * uc;
+      z2[c] -= s2 * uc;
+      z3[c] -= s3 * uc;
+    }
+  }
+  for (; r < n; ++r) {
+    double* zr = zt + std::size_t(r) * n;
+    const double sr = tau * v[r];
+    for (int c = 0; c < n; ++c) zr[c] -= sr * u[c];
+  }
+}
+
+} // namespace detail
+
+double SymEigen::fma(int n) {
+  const double nn = n;
+  return nn * nn * nn + nn * nn * nn; // ~3 m^2 per step of the reduction, 2 m n per reflector
+}
+
+int SymEigen::compute(int n, const double* a, int lda, double* w, double* z, int ldz) {
+  if (n <= 0) return 0;
+  const std::size_t N = std::size_t(n);
+  m_a.resize(N * N);
+  m_v.assign(N * N, 0.0);
+  m_tau.assign(N, 0.0);
+  m_d.resize(N);
+  m_e.assign(N, 0.0);
+  m_p.resize(2 * N);
+  double* A = m_a.data();
+  // Full square copy from the lower triangle, scaled into dsyevr's safe range.
+  double anrm = 0;
+  for (int c = 0; c < n; ++c)
+    for (int r = c; r < n; ++r) anrm = std::max(anrm, std::abs(a[r + std::size_t(c) * lda]));
+  const double safmin = std::numeric_limits<double>::min(), eps = std::numeric_limits<double>::epsilon() / 2;
+  const double rmin = std::sqrt(safmin / eps);
+  const double rmax = std::min(std::sqrt(1.0 / (safmin / eps)), 1.0 / std::sqrt(std::sqrt(safmin)));
+  double sigma = 1.0;
+  if (anrm > 0 && anrm < rmin) sigma = rmin / anrm;
+  else if (anrm > rmax) sigma = rmax / anrm;
+  if (!std::isfinite(anrm)) sigma = 1.0; // dstemr reports it; the fallback decides
+  for (int c = 0; c < n; ++c)
+    for (int r = c; r < n; ++r) {
+      const double x = a[r + std::size_t(c) * lda] * sigma;
+      A[r + N * c] = x;
+      A[c + N * r] = x;
+    }
+
+  // 1. Tridiagonalisation: H_i annihilates A[i+2.., i]; A <- H_i A H_i on the trailing
+  // block via p = tau A v, w = p - (tau/2)(p.v) v, A -= v w^T + w v^T.
+  double* p = m_p.data();
+  double* wv = p + N;
+  if (n >= 3) {
+    double* v0 = m_v.data();
+    std::copy(A + 1, A + N, v0 + 1);
+    m_tau[0] = detail::householder(n - 1, v0 + 1);
+    m_e[0] = v0[1];
+    v0[1] = 1.0;
+    if (m_tau[0] != 0) detail::symv(n, 1, A, v0, p);
+  }
+  for (int i = 0; i + 2 < n; ++i) {
+    m_d[i] = A[i + N * i];
+    const double tau = m_tau[i];
+    const double* v = m_v.data() + N * i;
+    const bool more = i + 3 < n; // a reflector follows for column i + 1
+    double* vn = m_v.data() + N * (i + 1);
+    if (tau == 0.0) {
+      // A unchanged: the next reflector from column i + 1 as it is, its product plainly.
+      if (more) {
+        std::copy(A + N * (i + 1) + i + 2, A + N * (i + 2), vn + i + 2);
+        m_tau[i + 1] = detail::householder(n - i - 2, vn + i + 2);
+        m_e[i + 1] = vn[i + 2];
+        vn[i + 2] = 1.0;
+        if (m_tau[i + 1] != 0) detail::symv(n, i + 2, A, vn, p);
+      }
+      continue;
+    }
+    double pv = 0;
+    for (int r = i + 1; r < n; ++r) {
+      p[r] *= tau;
+      pv += p[r] * v[r];
+    }
+    const double alpha = -0.5 * tau * pv;
+    for (int r = i + 1; r < n; ++r) wv[r] = p[r] + alpha * v[r];
+    // Column i + 1 first: it gives the next reflector, whose product the remaining
+    // columns then accumulate as they are updated.
+    detail::rank2AndSymv(n, i + 1, i + 2, i + 1, A, v, wv, nullptr, nullptr);
+    if (more) {
+      std::copy(A + N * (i + 1) + i + 2, A + N * (i + 2), vn + i + 2);
+      m_tau[i + 1] = detail::householder(n - i - 2, vn + i + 2);
+      m_e[i + 1] = vn[i + 2];
+      vn[i + 2] = 1.0;
+    }
+    const bool fuse = more && m_tau[i + 1] != 0;
+    if (fuse) std::fill(p + i + 2, p + n, 0.0);
+    detail::rank2AndSymv(n, i + 2, n, i + 2, A, v, wv, fuse ? vn : nullptr, fuse ? p : nullptr);
+  }
+  if (n >= 2) {
+    m_d[n - 2] = A[(n - 2) + N * (n - 2)];
+    m_e[n - 2] = A[(n - 1) + N * (n - 2)];
+  }
+  m_d[n - 1] = A[(n - 1) + N * (n - 1)];
+
+  // 2. Eigenpairs of the tridiagonal matrix by MRRR, into z (column-major).
+  int info = 0, m = 0, il = 0, iu = 0, tryrac = 1;
+  const double vl = 0, vu = 0;
+  const int lwork = 18 * n, liwork = 10 * n;
+  if (m_work.size() < std::size_t(lwork)) m_work.resize(lwork);
+  if (m_iwork.size() < std::size_t(liwork + 2 * n)) m_iwork.resize(liwork + 2 * n);
+  dstemr_("V", "A", &n, m_d.data(), m_e.data(), &vl, &vu, &il, &iu, &m, w, z, &ldz, &n,
+          m_iwork.data() + liwork, &tryrac, m_work.data(), &lwork, m_iwork.data(), &liwork, &info, 1, 1);
+  if (info != 0 || m != n) {
+    m_copy.assign(a, a + std::size_t(lda) * (n - 1) + n);
+    return lapack::syevr(n, m_copy.data(), lda, w, z, ldz, m_work, m_iwork);
+  }
+  if (sigma != 1.0)
+    for (int i = 0; i < n; ++i) w[i] /= sigma;
+
+  // 3. V = H_0 H_1 ... H_(n-3) Z, applied from the last reflector on Z^T's rows.
+  m_zt.resize(N * N);
+  double* zt = m_zt.data();
+  for (int c = 0; c < n; ++c)
+    for (int r = 0; r < n; ++r) zt[std::size_t(r) * N + c] = z[r + std::size_t(c) * ldz];
+  for (int k = n - 3; k >= 0; --k)
+    if (m_tau[k] != 0) detail::applyReflector(n, k, m_tau[k], m_v.data() + N * k, zt, p);
+  for (int c = 0; c < n; ++c)
+    for (int r = 0; r < n; ++r) z[r + std::size_t(c) * ldz] = zt[std::size_t(r) * N + c];
+  return 0;
+}
+
+} // namespace spex

@@ -1,0 +1,45 @@
+// enqueueBatch (batch_pipeline.h): the normal equations and chi2pix phases, and the
+// solve and decorrelation of batch_solve.cpp and batch_decorrelate.cpp in between.
+#include "batch_pipeline.h"
+
+namespace spex::gpu {
+
+void enqueueBatch(Workspace& w, BatchView v, const DevPatch* table, int first, int count,
+                  double regularize, const BatchShape& shape, DeviceTimeline& tl, int batchId) {
+  v.patches = table + first;
+  v.count = count;
+  v.regularize = regularize;
+  v.A = w.A.get();
+  v.X = w.X.get();
+  v.T = w.T.get();
+  v.C = w.C.get();
+  v.y = w.y.get();
+  v.fw = w.fw.get();
+  v.pm = w.pm.get();
+  v.f = w.f.get();
+  v.info = w.info.get();
+  v.mbuf = w.mbuf.get();
+  v.cbuf = w.cbuf.get();
+  v.chi2 = w.chi2.get();
+  v.W = w.W.get();
+  const int n = v.n;
+  const long long nn = (long long)n * n;
+  cudaStream_t s = w.stream;
+
+  tl.phase(kPhaseNormal, w.lane, batchId, s, [&] {
+    SPEX_CUDA(cudaMemsetAsync(v.A, 0, sizeof(double) * nn * count, s));
+    SPEX_CUDA(cudaMemsetAsync(v.y, 0, sizeof(double) * n * count, s));
+    SPEX_CUDA(cudaMemsetAsync(v.fw, 0, sizeof(double) * n * count, s));
+    SPEX_CUDA(cudaMemsetAsync(v.pm, 0, sizeof(double) * n * count, s));
+    launchNormalEquations(v, s);
+    launchPrior(v, s);
+    if (v.noise) // keep iCov with its prior: noise mode decorrelates it whole
+      SPEX_CUDA(cudaMemcpyAsync(w.E.get(), v.A, sizeof(double) * nn * count,
+                                cudaMemcpyDeviceToDevice, s));
+  });
+  enqueueSolve(w, v, shape, tl, batchId);
+  enqueueDecorrelate(w, v, shape, tl, batchId);
+  tl.phase(kPhaseChi2, w.lane, batchId, s, [&] { launchChi2Model(v, s); });
+}
+
+} // namespace spex::gpu

@@ -1,0 +1,159 @@
+// Internal to the CUDA engine (not for other callers): the per-device state the
+// orchestrator (cuda_engine.cpp) and its parts share. A workspace is one stream with
+// its library handles and batch buffers (engine_workspace.cpp sizes them against the
+// memory budget); CudaEngine::Device is one GPU's streams, frame arrays and pinned
+// staging. The batch pipeline (batch_pipeline.h) enqueues a batch's phases on a
+// workspace; staging.h moves the image, PSF and results between host and device.
+#pragma once
+
+#include "cuda_engine.h"
+#include "core/image.h"
+#include "core/psf/gauss_hermite_psf.h"
+#include "device_memory.h"
+#include "device_timeline.h"
+#include "kernels.h"
+#include "staging.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <cusolverDn.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace spex {
+namespace gpu {
+
+// One workspace: a stream, its library handles and the batch buffers.
+struct Workspace {
+  cudaStream_t stream = nullptr;
+  cublasHandle_t cublas = nullptr;
+  cusolverDnHandle_t solver = nullptr;
+  cusolverDnParams_t params = nullptr;
+  int lane = 0;
+  int capacity = 0; // patches the buffers hold for the current layout
+  int n = 0, F = 0, nb = 0, maxBoxArea = 0;
+  bool noise = false;
+  bool syevLoop = false; // no batched syev of this size: syevd per patch
+  bool potrf = false;    // Cholesky by cusolverDnDpotrfBatched instead of the blocked one
+  bool cusolverEigh = false; // kept fiber blocks by cusolverDnXsyevBatched, not syevBatched
+  DeviceArray<double> A, X, T, C, y, fw, pm, f, mbuf, cbuf, chi2, E, W, syevWork;
+  DeviceArray<double> K, KW, kWork; // library eigensolver of the kept fiber blocks
+  std::vector<char> kHostWork;
+  int maxKept = 0;
+  DeviceArray<double*> Aptr;
+  DeviceArray<int> info, info2;
+  std::vector<char> syevHostWork;
+
+  // Device bytes the buffers hold now.
+  std::size_t bytes() const {
+    std::size_t b = 0;
+    for (const DeviceArray<double>* a : {&A, &X, &T, &C, &y, &fw, &pm, &f, &mbuf, &cbuf, &chi2, &E,
+                                         &W, &syevWork, &K, &KW, &kWork})
+      b += a->capacity() * sizeof(double);
+    return b + Aptr.capacity() * sizeof(double*) + (info.capacity() + info2.capacity()) * sizeof(int);
+  }
+};
+
+} // namespace gpu
+
+struct CudaEngine::Device {
+  int index = 0;
+  std::size_t held = 0;      // bytes allocated by the engine now
+  std::size_t peak = 0;
+  cudaStream_t main = nullptr;
+  std::vector<std::unique_ptr<gpu::Workspace>> ws;
+  gpu::DeviceArray<double> pix, ivar, pool, spotV, flux, ivarOut, res, chi2pix, pixmask, deconv, model;
+  gpu::DeviceArray<gpu::DevLegendre> sets;
+  gpu::DeviceArray<int2> corner;
+  gpu::DeviceArray<gpu::DevPatch> patches, retryPatches;
+  gpu::DeviceArray<int> planCorners; // the plan's corner table, x then y (computePlanCorners)
+  gpu::DeviceArray<int> coupling; // per patch of the request (CudaEngineOptions::bandedSolve)
+  gpu::PinnedArray<int> hInfo, hCoupling;
+  gpu::PinnedArray<double> hChi2;
+  gpu::EventPool events; // the timeline's and the streams' synchronisation events
+  CudaMemoryPlan plan; // of the last extraction
+  gpu::PinnedStager stager; // pageable host arrays <-> device through pinned chunks (staging.h)
+  std::size_t limit = SIZE_MAX; // workspaces may not take held past this (the budget)
+  // The batch that last fitted the budget for a layout, so a warm call does not try
+  // a larger one again (the library workspaces are only known once allocated).
+  struct Fit {
+    int n = 0, F = 0, nb = 0, maxBoxArea = 0, maxKept = 0, W = 0;
+    bool noise = false, keptEigh = false;
+    std::size_t budget = 0, fixed = 0;
+    int batch = 0;
+    bool same(const Fit& o) const {
+      return n == o.n && F == o.F && nb == o.nb && maxBoxArea == o.maxBoxArea && maxKept == o.maxKept &&
+             W == o.W && noise == o.noise && keptEigh == o.keptEigh && budget == o.budget && fixed == o.fixed;
+    }
+  } fit;
+
+  void track() { peak = std::max(peak, held); }
+  ~Device() {
+    cudaSetDevice(index);
+    for (auto& w : ws) {
+      if (w->params) cusolverDnDestroyParams(w->params);
+      if (w->solver) cusolverDnDestroy(w->solver);
+      if (w->cublas) cublasDestroy(w->cublas);
+      if (w->stream) cudaStreamDestroy(w->stream);
+    }
+    if (main) cudaStreamDestroy(main);
+  }
+};
+
+namespace gpu {
+
+// Bytes of batch workspace one patch needs (an estimate: the library workspaces are
+// known only once allocated).
+std::size_t bytesPerPatch(int n, int F, int nb, int maxBoxArea, bool noise);
+
+// Allocates w for `cap` patches of the layout (n = F nb, boxes of maxBoxArea pixels,
+// noise mode's extra arrays); false when the device ran out or the budget (dev.limit)
+// would be passed.
+bool reserveWorkspace(Workspace& w, CudaEngine::Device& dev, int cap, int n, int F, int nb,
+                      int maxBoxArea, bool noise);
+void releaseWorkspace(Workspace& w, CudaEngine::Device& dev);
+
+// Before the request's fixed arrays grow by `growth` bytes: where that would take
+// the engine past its budget, the batch workspaces go first (runDevice sizes them
+// again from what is left), so the engine's peak stays within the budget.
+void makeRoom(CudaEngine::Device& dev, std::size_t growth, std::size_t budget);
+
+// Kept fiber blocks and their eigen-pairs for `cap` patches of maxKept blocks each
+// (K, KW, info2), and cuSOLVER's workspace when it solves them.
+bool reserveKeptEigh(Workspace& w, CudaEngine::Device& dev, int cap, int nb, int maxKept);
+
+// Transfers (engine_transfers.cpp). The PSF as a coefficient pool and set descriptors
+// (kernels.h DevPsf), on s, synchronous (the host tables are temporaries).
+void uploadPsf(const GaussHermitePsf& psf, CudaEngine::Device& dev, cudaStream_t s, DevPsf& out);
+// Image and ivar into dev.pix and dev.ivar on dev.main, through the pinned stager;
+// returns once the host arrays have been read.
+void uploadImage(const Image& image, CudaEngine::Device& dev, std::size_t budget);
+// The corner table of the request's patch plan (core/plan/patch_plan.h PlanCorners)
+// evaluated on the device from the uploaded PSF, on dev.main, synchronous; false (out
+// empty) when the request's fibers or parameters are not a valid plan (makePatchPlan
+// then says why).
+bool computePlanCorners(CudaEngine::Device& dev, const DevPsf& psf, const ExtractionRequest& req,
+                        std::size_t budget, PlanCorners& out);
+// After every workspace's stream: the device's frame rows (nfw = rows x bins values
+// from element offset `off` of each frame array; the resolution nk times that) into
+// result, and the model image (npix values) into `model` when not null. Synchronous.
+void downloadFrame(CudaEngine::Device& dev, ExtractionResult& result, std::size_t off, std::size_t nfw,
+                   int nk, double* model, std::size_t npix);
+
+// Host side after the D2H (engine_results.cpp): a diagnostics entry for each of the
+// first `launched` patches of todo (chi2, retry flags, stream lane, an equal share of
+// its batch's device time from the timeline) appended to diags, and their kept bins
+// marked covered in result.
+void collectDiagnostics(const PatchPlan& plan, const std::vector<int>& todo, int launched, const double* chi2,
+                        const std::vector<char>& regularized, const std::vector<char>& failed,
+                        const std::vector<int>& batchOf, const std::vector<int>& laneOf, int batches,
+                        const DeviceTimeline& tl, ExtractionResult& result,
+                        std::vector<PatchDiagnostics>& diags);
+
+} // namespace gpu
+} // namespace spex

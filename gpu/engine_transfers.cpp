@@ -1,0 +1,94 @@
+// Host <-> device transfers of the CUDA engine (engine_device.h): the PSF tables, the
+// image and ivar (H2D, through the pinned stager, staging.h) and the frame arrays and
+// model image (D2H, likewise).
+#include "engine_device.h"
+
+#include <vector>
+
+namespace spex::gpu {
+
+void uploadPsf(const GaussHermitePsf& psf, CudaEngine::Device& dev, cudaStream_t s, DevPsf& out) {
+  std::vector<double> pool;
+  std::vector<DevLegendre> sets;
+  auto add = [&](const LegendreSet& l) {
+    DevLegendre d;
+    d.offset = int(pool.size());
+    d.ncoeff = l.coeff.cols;
+    d.wmin = l.wavemin;
+    d.wmax = l.wavemax;
+    pool.insert(pool.end(), l.coeff.data.begin(), l.coeff.data.end());
+    sets.push_back(d);
+  };
+  add(psf.xTrace);
+  add(psf.yTrace);
+  add(psf.ghSigX);
+  add(psf.ghSigY);
+  for (int i = 0; i <= psf.ghdegX; ++i)
+    for (int j = 0; j <= psf.ghdegY; ++j) add(psf.ghCoeff(i, j));
+  dev.pool.need(pool.size(), &dev.held, "PSF coefficients");
+  dev.sets.need(sets.size(), &dev.held, "PSF sets");
+  SPEX_CUDA(cudaMemcpyAsync(dev.pool.get(), pool.data(), pool.size() * sizeof(double),
+                            cudaMemcpyHostToDevice, s));
+  SPEX_CUDA(cudaMemcpyAsync(dev.sets.get(), sets.data(), sets.size() * sizeof(DevLegendre),
+                            cudaMemcpyHostToDevice, s));
+  SPEX_CUDA(cudaStreamSynchronize(s)); // the host vectors go out of scope
+  out.pool = dev.pool.get();
+  out.sets = dev.sets.get();
+  out.nfiber = psf.nfiber;
+  out.hsizeX = psf.hsizeX;
+  out.hsizeY = psf.hsizeY;
+  out.degX = psf.ghdegX;
+  out.degY = psf.ghdegY;
+}
+
+void uploadImage(const Image& image, CudaEngine::Device& dev, std::size_t budget) {
+  const std::size_t npix = std::size_t(image.ny) * image.nx;
+  makeRoom(dev, dev.pix.growth(npix) + dev.ivar.growth(npix), budget);
+  dev.pix.need(npix, &dev.held, "image");
+  dev.ivar.need(npix, &dev.held, "image ivar");
+  dev.track();
+  dev.stager.upload({CopySegment{dev.pix.get(), image.pix.data.data(), npix * sizeof(double)},
+                     CopySegment{dev.ivar.get(), image.ivar.data.data(), npix * sizeof(double)}},
+                    dev.main, dev.index);
+}
+
+bool computePlanCorners(CudaEngine::Device& dev, const DevPsf& psf, const ExtractionRequest& req,
+                        std::size_t budget, PlanCorners& out) {
+  out = planCornerRange(*req.psf, req.wave, req.fiberMin, req.nFiber, req.params);
+  const int nf = out.f1 - out.f0, nk = out.k1 - out.k0;
+  if (nf <= 0 || nk <= 0) return false;
+  const std::size_t N = std::size_t(nf) * nk;
+  makeRoom(dev, dev.planCorners.growth(2 * N), budget);
+  dev.planCorners.need(2 * N, &dev.held, "plan corners");
+  dev.track();
+  int* x = dev.planCorners.get();
+  launchCornerTable(psf, out.f0, nf, out.k0, nk, req.wave.wmin, req.wave.dw, x, x + N, dev.main);
+  out.x.resize(N);
+  out.y.resize(N);
+  dev.stager.download({CopySegment{out.x.data(), x, N * sizeof(int)}, CopySegment{out.y.data(), x + N, N * sizeof(int)}},
+                      dev.main, dev.index);
+  return true;
+}
+
+void downloadFrame(CudaEngine::Device& dev, ExtractionResult& result, std::size_t off, std::size_t nfw,
+                   int nk, double* model, std::size_t npix) {
+  cudaStream_t ms = dev.main;
+  for (auto& w : dev.ws) {
+    const cudaEvent_t e = dev.events.acquire();
+    SPEX_CUDA(cudaEventRecord(e, w->stream));
+    SPEX_CUDA(cudaStreamWaitEvent(ms, e, 0));
+    dev.events.release(e); // reusable once recorded again: the wait is already enqueued
+  }
+  const std::size_t b = sizeof(double);
+  std::vector<CopySegment> segs{
+      {result.flux.data.data() + off, dev.flux.get(), nfw * b},
+      {result.ivar.data.data() + off, dev.ivarOut.get(), nfw * b},
+      {result.chi2pix.data.data() + off, dev.chi2pix.get(), nfw * b},
+      {result.pixmaskFraction.data.data() + off, dev.pixmask.get(), nfw * b},
+      {result.deconvolved.data.data() + off, dev.deconv.get(), nfw * b},
+      {result.resolution.data.data() + off * nk, dev.res.get(), nfw * nk * b}};
+  if (model) segs.push_back({model, dev.model.get(), npix * b});
+  dev.stager.download(segs, ms, dev.index);
+}
+
+} // namespace spex::gpu
