@@ -19,6 +19,7 @@
 
 #include <QApplication>
 #include <QLabel>
+#include <QSplitter>
 #include <QPainter>
 #include <QToolTip>
 #include <QDockWidget>
@@ -286,7 +287,15 @@ int takeScreenshot(MainWindow& w, const ScreenshotOptions& opt) {
       if (d->objectName().startsWith(opt.raise)) {
         d->show();
         d->raise();
+        if (opt.dockHeight > 0)
+          w.resizeDocks({d}, {w.height() * std::min(opt.dockHeight, 90) / 100}, Qt::Vertical);
       }
+  if (opt.tableShare > 0 && docks)
+    if (auto* split = docks->timelineDock()->findChild<QSplitter*>()) {
+      settle(100);
+      const int total = split->width(), share = std::min(opt.tableShare, 90);
+      split->setSizes({total * (100 - share) / 100, total * share / 100});
+    }
   settle(400);
   QWidget* target = opt.view == QLatin1String("window") ? &w : nullptr;
   for (QDockWidget* d : w.findChildren<QDockWidget*>())

@@ -57,6 +57,8 @@ struct ScreenshotOptions {
   // whose name contains `tooltip` in that window, drawn into the picture beside it.
   QString timeWindow;
   QString tooltip;
+  int tableShare = 0; // > 0: the timeline dock's tables take this percentage of its width
+  int dockHeight = 0; // > 0: the raised dock takes this percentage of the window's height
 };
 
 // Returns the process exit code: 0 when the picture was written.
