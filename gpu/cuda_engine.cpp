@@ -157,6 +157,13 @@ struct DeviceRun {
   std::promise<void> cornersPromise;
   std::future<void> cornersReady = cornersPromise.get_future();
   bool cornersPublished = false;
+  // The spot table over the corners' range, started on workspace 0's stream right
+  // after them (a whole frame on one device): runDevice reuses it when its patches'
+  // range lies inside, after spotsDone.
+  bool wantSpots = false;
+  bool spotsReady = false;
+  SpotTable spots;
+  cudaEvent_t spotsDone = nullptr;
   void publishCorners() {
     if (cornersPublished) return;
     cornersPublished = true;
@@ -164,6 +171,7 @@ struct DeviceRun {
   }
   ~DeviceRun() {
     if (t0) pool.release(t0);
+    if (spotsDone) pool.release(spotsDone);
   }
 };
 
@@ -196,6 +204,31 @@ void prefetchInputs(CudaEngine::Device& dev, DeviceRun& run, const ExtractionReq
                  [&] { run.cornersOk = gpu::computePlanCorners(dev, run.psf, req, budget, run.corners); });
   }
   run.publishCorners();
+  if (run.wantSpots && run.cornersOk && !dev.ws.empty()) {
+    // Every stamp of the frame, while the host finishes the plan and the image uploads
+    // on the main stream.
+    Workspace& w0 = *dev.ws[0];
+    SpotTable& st = run.spots;
+    run.tl.phase(kPhaseSpots, w0.lane, -1, w0.stream, [&] {
+      st.f0 = run.corners.f0;
+      st.nf = run.corners.f1 - run.corners.f0;
+      st.k0 = run.corners.k0;
+      st.nk = run.corners.k1 - run.corners.k0;
+      st.nx = req.psf->spotNx();
+      st.ny = req.psf->spotNy();
+      const std::size_t nspot = std::size_t(st.nf) * st.nk;
+      gpu::makeRoom(dev, dev.spotV.growth(nspot * st.nx * st.ny) + dev.corner.growth(nspot), budget);
+      dev.spotV.need(nspot * st.nx * st.ny, &dev.held, "spot table");
+      dev.corner.need(nspot, &dev.held, "spot corners");
+      dev.track();
+      st.v = dev.spotV.get();
+      st.corner = dev.corner.get();
+      gpu::launchSpotTable(run.psf, st, req.wave.wmin, req.wave.dw, w0.stream);
+    });
+    run.spotsDone = run.pool.acquire();
+    SPEX_CUDA(cudaEventRecord(run.spotsDone, w0.stream));
+    run.spotsReady = true;
+  }
   const Image& image = *req.image;
   const std::size_t npixImg = std::size_t(image.ny) * image.nx;
   if (image.pix.size() != npixImg || image.ivar.size() != npixImg)
@@ -275,13 +308,21 @@ void runDevice(CudaEngine::Device& dev, DeviceRun& run, const CudaEngineOptions&
                               cudaMemcpyHostToDevice, ms));
   });
 
+  // The spot table the prefetch started, where it covers these patches.
+  const bool spotsMade = run.spotsReady && fLo >= run.spots.f0 && fHi <= run.spots.f0 + run.spots.nf &&
+                         kLo >= run.spots.k0 && kHi <= run.spots.k0 + run.spots.nk;
   tl.phase(kPhaseSpots, mainLane, -1, ms, [&] {
-    st.f0 = fLo;
-    st.nf = fHi - fLo;
-    st.k0 = kLo;
-    st.nk = kHi - kLo;
-    st.nx = psf.spotNx();
-    st.ny = psf.spotNy();
+    if (spotsMade) {
+      st = run.spots;
+      SPEX_CUDA(cudaStreamWaitEvent(ms, run.spotsDone, 0));
+    } else {
+      st.f0 = fLo;
+      st.nf = fHi - fLo;
+      st.k0 = kLo;
+      st.nk = kHi - kLo;
+      st.nx = psf.spotNx();
+      st.ny = psf.spotNy();
+    }
     const std::size_t nspot = std::size_t(st.nf) * st.nk;
     {
       const std::size_t nfw = std::size_t(nrow) * nwave;
@@ -296,7 +337,7 @@ void runDevice(CudaEngine::Device& dev, DeviceRun& run, const CudaEngineOptions&
     dev.track();
     st.v = dev.spotV.get();
     st.corner = dev.corner.get();
-    gpu::launchSpotTable(dpsf, st, plan.wave.wmin, plan.wave.dw, ms);
+    if (!spotsMade) gpu::launchSpotTable(dpsf, st, plan.wave.wmin, plan.wave.dw, ms);
     if (opt.bandedSolve && ntodo > 0) {
       // Each patch's fiber coupling, for the batches' band (read back before they start).
       dev.coupling.need(ntodo, &dev.held, "fiber coupling");
@@ -560,6 +601,8 @@ ExtractionResult CudaEngine::extract(const ExtractionRequest& req, ProgressSink&
     // of the plan's host time) while the image uploads.
     const bool deviceCorners = !req.plan && !runs.empty();
     if (deviceCorners) runs[0]->wantCorners = true;
+    // A whole frame on one device: its spot table too, right after the corners.
+    if (deviceCorners && !req.patches && m_devices.size() == 1) runs[0]->wantSpots = true;
     std::vector<std::exception_ptr> prefetchErrors(m_devices.size());
     std::vector<std::thread> prefetchers;
     for (std::size_t d = 0; d < m_devices.size(); ++d)

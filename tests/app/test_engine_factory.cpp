@@ -154,6 +154,24 @@ private slots:
     QVERIFY(makeEngine("cpu").engine);
     qunsetenv("SPEXLAB_CUDA_STREAMS");
   }
+
+  // Engines stay warm: one per name, made on first use and leased again after; a kind
+  // that cannot be made is not kept (the next lease tries again).
+  void registryKeepsOneEnginePerName() {
+    EngineRegistry r;
+    QCOMPARE(r.enginesMade(), 0);
+    Engine* first = r.lease("cpu").engine;
+    QVERIFY(first);
+    QCOMPARE(r.enginesMade(), 1);
+    QCOMPARE(r.lease("cpu").engine, first);
+    QCOMPARE(r.enginesMade(), 1);
+    if (resolveEngineKind("auto") == "cpu") QCOMPARE(r.lease("auto").engine, first); // the one auto rule
+    QVERIFY_THROWS_EXCEPTION(InputError, r.lease("fpga"));
+    QCOMPARE(r.enginesMade(), 1);
+    r.clear();
+    QVERIFY(r.lease("cpu").engine);
+    QCOMPARE(r.enginesMade(), 2); // cleared: made again
+  }
 };
 
 QTEST_GUILESS_MAIN(TestEngineFactory)

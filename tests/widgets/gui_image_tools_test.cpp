@@ -94,6 +94,17 @@ private:
   std::shared_ptr<const GaussHermitePsf> m_psf;
   std::shared_ptr<const Image> m_image;
 
+  // A model of 0.9 x the data and its chi, for the side-by-side view.
+  std::pair<std::shared_ptr<Array2D<double>>, std::shared_ptr<Array2D<double>>> modelAndChi() const {
+    auto model = std::make_shared<Array2D<double>>(m_image->ny, m_image->nx, 0.0);
+    auto chi = std::make_shared<Array2D<double>>(m_image->ny, m_image->nx, 0.0);
+    for (std::size_t i = 0; i < model->size(); ++i) {
+      model->data[i] = 0.9 * m_image->pix.data[i];
+      chi->data[i] = (m_image->pix.data[i] - model->data[i]) * std::sqrt(std::max(m_image->ivar.data[i], 0.0));
+    }
+    return {model, chi};
+  }
+
 private slots:
   void initTestCase() {
     m_sim = spextest::makeSmallSim();
@@ -514,12 +525,7 @@ private slots:
 
   void sideBySideLocksPanZoomAndCrosshair() {
     ViewState vs;
-    auto model = std::make_shared<Array2D<double>>(m_image->ny, m_image->nx, 0.0);
-    auto chi = std::make_shared<Array2D<double>>(m_image->ny, m_image->nx, 0.0);
-    for (std::size_t i = 0; i < model->size(); ++i) {
-      model->data[i] = 0.9 * m_image->pix.data[i];
-      chi->data[i] = (m_image->pix.data[i] - model->data[i]) * std::sqrt(std::max(m_image->ivar.data[i], 0.0));
-    }
+    auto [model, chi] = modelAndChi();
     SideBySideView view(&vs);
     view.resize(1200, 500);
     view.show();
@@ -573,12 +579,7 @@ private slots:
   // the model as it was given, never the array as it is being changed.
   void sideBySideRendersItsSnapshotWhileTheModelChanges() {
     ViewState vs;
-    auto model = std::make_shared<Array2D<double>>(m_image->ny, m_image->nx, 0.0);
-    auto chi = std::make_shared<Array2D<double>>(m_image->ny, m_image->nx, 0.0);
-    for (std::size_t i = 0; i < model->size(); ++i) {
-      model->data[i] = 0.9 * m_image->pix.data[i];
-      chi->data[i] = (m_image->pix.data[i] - model->data[i]) * std::sqrt(std::max(m_image->ivar.data[i], 0.0));
-    }
+    auto [model, chi] = modelAndChi();
     const auto pristine = std::make_shared<const Array2D<double>>(*model); // what was given
     ScaleSettings s;
     // The pictures of the model as given, from a view whose model nobody changes.
