@@ -61,7 +61,8 @@ int main(int argc, char** argv) {
   const QCommandLineOption tooltip(QStringLiteral("tooltip"), QStringLiteral("With --screenshot: draw the timeline tooltip of the longest zone in view whose name contains this."), QStringLiteral("name"));
   const QCommandLineOption dockHeight(QStringLiteral("dock-height"), QStringLiteral("With --screenshot and --raise: the raised dock's share of the window height, in percent."), QStringLiteral("percent"));
   const QCommandLineOption tableShare(QStringLiteral("table-share"), QStringLiteral("With --screenshot: the Timeline dock's tables (phases, find zone) take this percentage of its width."), QStringLiteral("percent"));
-  for (const auto* o : {&timeWindow, &tooltip, &dockHeight, &tableShare}) cli.addOption(*o);
+  const QCommandLineOption dockWidth(QStringLiteral("dock-width"), QStringLiteral("With --screenshot and --raise: a side dock's share of the window width, in percent."), QStringLiteral("percent"));
+  for (const auto* o : {&timeWindow, &tooltip, &dockHeight, &dockWidth, &tableShare}) cli.addOption(*o);
   for (const auto* o : {&compare, &compareRuns, &compareResults, &preproc, &psf, &truth, &frame, &demoFibers, &shot, &extract, &patches, &fiber, &wave, &zoom,
                         &raise, &view, &overlays, &size, &sweep, &openTrace, &heatmap, &colormap})
     cli.addOption(*o);
@@ -123,6 +124,7 @@ int main(int argc, char** argv) {
     o.timeWindow = cli.value(timeWindow);
     o.tooltip = cli.value(tooltip);
     o.dockHeight = cli.value(dockHeight).toInt();
+    o.dockWidth = cli.value(dockWidth).toInt();
     o.tableShare = cli.value(tableShare).toInt();
     return spex::takeScreenshot(window, o);
   }

@@ -85,16 +85,25 @@ bool applyImageTools(MainWindow& w, const ScreenshotOptions& opt) {
   }
   // Side by side shows the residual view's arrays: let that finish first.
   w.residualView()->waitForUpdate();
-  if (ImageTools* tools = ImageTools::of(&w)) {
-    SideBySideView* sbs = tools->sideBySide();
-    sbs->waitForUpdate();
-    // The crosshair on the selected point, as if the cursor were there.
-    const auto psf = w.document()->psf();
-    const int f = w.viewState()->selectedFiber();
-    const double wave = w.viewState()->selectedWave();
-    if (psf && f >= 0 && std::isfinite(wave)) sbs->showPixel(QPointF(psf->x(f, wave), psf->y(f, wave)));
-  }
   return true;
+}
+
+// Side by side renders in the background, and only once its tab is on screen (after
+// --raise): wait for that render, however long the machine takes, before the grab.
+void finishSideBySide(MainWindow& w) {
+  ImageTools* tools = ImageTools::of(&w);
+  if (!tools) return;
+  SideBySideView* sbs = tools->sideBySide();
+  if (sbs->visibleRegion().isEmpty()) return;
+  w.residualView()->waitForUpdate();
+  settle(50); // the dock's visibility change hands the view its inputs
+  sbs->waitForUpdate();
+  // The crosshair on the selected point, as if the cursor were there.
+  const auto psf = w.document()->psf();
+  const int f = w.viewState()->selectedFiber();
+  const double wave = w.viewState()->selectedWave();
+  if (psf && f >= 0 && std::isfinite(wave)) sbs->showPixel(QPointF(psf->x(f, wave), psf->y(f, wave)));
+  settle(100);
 }
 } // namespace
 
@@ -289,6 +298,8 @@ int takeScreenshot(MainWindow& w, const ScreenshotOptions& opt) {
         d->raise();
         if (opt.dockHeight > 0)
           w.resizeDocks({d}, {w.height() * std::min(opt.dockHeight, 90) / 100}, Qt::Vertical);
+        if (opt.dockWidth > 0)
+          w.resizeDocks({d}, {w.width() * std::min(opt.dockWidth, 90) / 100}, Qt::Horizontal);
       }
   if (opt.tableShare > 0 && docks)
     if (auto* split = docks->timelineDock()->findChild<QSplitter*>()) {
@@ -297,6 +308,7 @@ int takeScreenshot(MainWindow& w, const ScreenshotOptions& opt) {
       split->setSizes({total * (100 - share) / 100, total * share / 100});
     }
   settle(400);
+  finishSideBySide(w);
   QWidget* target = opt.view == QLatin1String("window") ? &w : nullptr;
   for (QDockWidget* d : w.findChildren<QDockWidget*>())
     if (d->objectName() == opt.view) target = d;

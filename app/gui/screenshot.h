@@ -59,6 +59,7 @@ struct ScreenshotOptions {
   QString tooltip;
   int tableShare = 0; // > 0: the timeline dock's tables take this percentage of its width
   int dockHeight = 0; // > 0: the raised dock takes this percentage of the window's height
+  int dockWidth = 0;  // > 0: the raised (side) dock takes this percentage of the window's width
 };
 
 // Returns the process exit code: 0 when the picture was written.
