@@ -285,9 +285,14 @@ EngineChoice makeEngine(const std::string& kind, const EngineOptions& options) {
   std::string why;
   const bool gpuFound = cudaAvailable(&why);
   if (gpuFound && !libs.valid()) startLoading();
-  if (gpuFound)
-    for (int d : co.gpus.empty() ? std::vector<int>{0} : co.gpus)
-      if (cudaSetDevice(d) == cudaSuccess) cudaFree(nullptr); // the primary context; the engine checks
+  if (gpuFound) {
+    std::vector<int> gpus = co.gpus;
+    int count = 0;
+    if (gpus.empty() && cudaGetDeviceCount(&count) == cudaSuccess)
+      for (int d = 0; d < count; ++d) gpus.push_back(d);
+    for (int d : gpus) // the primary contexts; the engine checks the ordinals
+      if (cudaSetDevice(d) == cudaSuccess) cudaFree(nullptr);
+  }
   cudaGetLastError();
   const int64_t contextNs = since();
   Loaded loaded;

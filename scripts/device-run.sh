@@ -25,6 +25,8 @@
 #   raceeigh  compute-sanitizer racecheck on syevBatched (three workspace sizes)
 #   solverab  warm medians with SPEXLAB_CUDA_SOLVER=auto|dense (block band or dense), two
 #             streams alternating, then one stream each (phase times)
+#   guisel  spexlab-bench-gui's 6-patch selection, CUDA (warm) then CPU engine (bundle it:
+#           scripts/device-bundle.sh build build/app/gui/spexlab-bench-gui)
 #   gui     the workbench offscreen on the frame of `cold` (made if missing): CPU vs
 #           CUDA on the whole frame, twice in one process, screenshot + tables
 #   ceilings  spexlab-cli bench --ceilings alone (cuBLAS DGEMM/cuSOLVER rates)
@@ -98,6 +100,9 @@ for step in "$@"; do
             cold1 serial1 $B/spexlab-cli SPEXLAB_CUDA_LOAD=serial
             cold1 serial2 $B/spexlab-cli SPEXLAB_CUDA_LOAD=serial
             cold1 new4 $B/spexlab-cli
+            for k in 1 2; do s=$(date +%s%N); $B/spexlab-cli extract -i $D/frame/preproc.fits -p $D/frame/psf.fits -o $D/frame/frame-np.fits \
+                -w 5760,7620,0.8 --engine cuda > $OUT/cold-noprofile-$k.log 2>&1
+              echo "--- new without --profile: process wall $(( ($(date +%s%N) - s) / 1000000 )) ms"; grep patches $OUT/cold-noprofile-$k.log; done
             for k in 1 2; do for v in main new; do c=$B/spexlab-cli; [ $v = main ] && c=$B/spexlab-cli-main; [ -x $c ] || continue
               s=$(date +%s%N); $c extract -i $D/frame/preproc.fits -p $D/frame/psf.fits -o $D/frame/frame-cpu-$v.fits \
                 -w 5760,7620,0.8 -n 5 --engine cpu > /dev/null 2>&1
@@ -156,6 +161,14 @@ PYEOF
          timeout 400 $B/spexlab --preproc $D/frame/preproc.fits --psf $D/frame/psf.fits --truth $D/frame/truth.fits \
             --screenshot $OUT/gui-cpu-vs-cuda.png --size 1800x1200 --compare cpu,cuda --compare-runs 2 --extract 2>&1 \
             | grep -v propagateSizeHints | tee $OUT/gui-compare.txt ;;
+    guisel) # The 6-patch selection in the workbench offscreen (spexlab-bench-gui, bundled as
+            # an extra binary), CUDA engine kept warm between clicks, then the CPU engine,
+            # with the GUI thread's CPU time per event (docs/benchmarks.md, issue 14).
+            mkdir -p $D/benchgui /tmp/xdg-run && chmod 700 /tmp/xdg-run
+            for e in cuda cpu; do
+              SPEXLAB_BENCH_EVENTS=1 timeout 250 $B/spexlab-bench-gui 1 2 $D/benchgui selection $e 2>&1 \
+                | grep -v propagateSizeHints | tee $OUT/guisel-$e.txt
+            done ;;
     batch20) SPEXLAB_PSF=$PSF timeout 500 bash ./bench-batch.sh -N 20 --cli $B/spexlab-cli --dir $D/bb \
         -- --engine cuda --gpus 0 2>&1 | tee $OUT/batch20.txt; cp $D/bb/batch-1.json $OUT/batch20-trace.json ;;
     procs5) SPEXLAB_PSF=$PSF timeout 500 bash ./bench-batch.sh -N 4 -P 5 --cli $B/spexlab-cli --dir $D/bb \

@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <unordered_set>
 
 namespace spex {
 
@@ -102,6 +104,7 @@ void CcdView::setInputs(std::shared_ptr<const Image> image, std::shared_ptr<cons
   if (psf != m_psf) {
     m_psf = psf;
     m_traces = psf ? TraceGeometry(psf) : TraceGeometry();
+    m_outlineCache.clear();
   }
   m_plan.reset();
   m_patchOutlines.clear();
@@ -139,56 +142,88 @@ void CcdView::rebuildPatchOutlines() {
   }
 }
 
+namespace {
+size_t polygonHash(const QPolygonF& poly) {
+  return qHashRange(reinterpret_cast<const double*>(poly.constData()),
+                    reinterpret_cast<const double*>(poly.constData() + poly.size()));
+}
+} // namespace
+
 void CcdView::setExtracted(const std::vector<std::shared_ptr<const ExtractionResult>>& results) {
-  m_extractedOutlines.clear();
-  if (m_traces.empty()) {
-    update();
-    return;
-  }
-  for (const auto& r : results) {
-    if (!r || r->covered.empty()) continue;
-    // Runs of covered bins per fiber; neighbouring fibers with the same run merge
-    // into one region, so a whole-frame result is a handful of polygons.
+  std::vector<QPolygonF> outlines;
+  if (!m_traces.empty()) {
     struct Run { int b0, b1, f0, nf; };
-    std::vector<Run> open;
-    auto flush = [&](const Run& run) {
-      const int f = r->fiberMin + run.f0;
-      if (f < 0 || f + run.nf > m_traces.nfiber()) return;
-      const double wlo = r->wave.at(run.b0) - 0.5 * r->wave.dw;
-      const double whi = r->wave.at(run.b1 - 1) + 0.5 * r->wave.dw;
-      m_extractedOutlines.push_back(m_traces.regionOutline(f, run.nf, wlo, whi));
-    };
-    for (int fi = 0; fi < r->covered.rows; ++fi) {
-      std::vector<Run> runs;
-      const uint8_t* c = r->covered.row(fi);
-      for (int b = 0; b < r->covered.cols;) {
-        if (!c[b]) {
-          ++b;
-          continue;
+    std::vector<Run> open, next, runs;
+    for (const auto& r : results) {
+      if (!r || r->covered.empty()) continue;
+      // Runs of covered bins per fiber; neighbouring fibers with the same run merge
+      // into one region, so a whole-frame result is a handful of polygons.
+      open.clear();
+      auto flush = [&](const Run& run) {
+        const int f = r->fiberMin + run.f0;
+        if (f < 0 || f + run.nf > m_traces.nfiber()) return;
+        const double wlo = r->wave.at(run.b0) - 0.5 * r->wave.dw;
+        const double whi = r->wave.at(run.b1 - 1) + 0.5 * r->wave.dw;
+        // Outlines come from the cache: a click changes a few regions of many.
+        const OutlineKey key{f, run.nf, wlo, whi};
+        auto it = m_outlineCache.find(key);
+        if (it == m_outlineCache.end()) {
+          if (m_outlineCache.size() > 50000) m_outlineCache.clear();
+          it = m_outlineCache.emplace(key, m_traces.regionOutline(f, run.nf, wlo, whi)).first;
         }
-        int e = b;
-        while (e < r->covered.cols && c[e]) ++e;
-        runs.push_back({b, e, fi, 1});
-        b = e;
-      }
-      std::vector<Run> next;
-      for (Run run : runs) {
-        auto it = std::find_if(open.begin(), open.end(), [&](const Run& o) {
-          return o.b0 == run.b0 && o.b1 == run.b1 && o.f0 + o.nf == fi;
-        });
-        if (it != open.end()) {
-          run = *it;
-          run.nf += 1;
-          open.erase(it);
+        outlines.push_back(it->second);
+      };
+      const int cols = r->covered.cols;
+      for (int fi = 0; fi < r->covered.rows; ++fi) {
+        runs.clear();
+        const uint8_t* c = r->covered.row(fi);
+        // memchr skips the uncovered stretches (most of a row after a selection).
+        for (int b = 0; b < cols;) {
+          const void* hit = std::memchr(c + b, 1, std::size_t(cols - b));
+          if (!hit) break;
+          b = int(static_cast<const uint8_t*>(hit) - c);
+          int e = b;
+          while (e < cols && c[e]) ++e;
+          runs.push_back({b, e, fi, 1});
+          b = e;
         }
-        next.push_back(run);
+        next.clear();
+        for (Run run : runs) {
+          auto it = std::find_if(open.begin(), open.end(), [&](const Run& o) {
+            return o.b0 == run.b0 && o.b1 == run.b1 && o.f0 + o.nf == fi;
+          });
+          if (it != open.end()) {
+            run = *it;
+            run.nf += 1;
+            open.erase(it);
+          }
+          next.push_back(run);
+        }
+        for (const Run& o : open) flush(o);
+        std::swap(open, next);
       }
       for (const Run& o : open) flush(o);
-      open = std::move(next);
     }
-    for (const Run& o : open) flush(o);
   }
-  update();
+  // Repaint only where regions appeared or went: re-extracting a few patches changes
+  // a few boxes of the view (or none), not the whole picture.
+  std::unordered_multiset<size_t> before, after;
+  for (const QPolygonF& poly : m_extractedOutlines) before.insert(polygonHash(poly));
+  for (const QPolygonF& poly : outlines) after.insert(polygonHash(poly));
+  QRectF changed;
+  auto differ = [&](const std::vector<QPolygonF>& polys, std::unordered_multiset<size_t>& other) {
+    for (const QPolygonF& poly : polys) {
+      auto it = other.find(polygonHash(poly));
+      if (it != other.end()) other.erase(it); // matched once
+      else changed |= poly.boundingRect();
+    }
+  };
+  differ(m_extractedOutlines, after);
+  differ(outlines, before);
+  m_extractedOutlines = std::move(outlines);
+  if (changed.isNull()) return;
+  // The outline pen is 1 px (cosmetic) and antialiased: 2 px of margin.
+  update(ccdToWidget().mapRect(changed).toAlignedRect().adjusted(-2, -2, 2, 2));
 }
 
 void CcdView::setScale(const ScaleSettings& settings) {

@@ -17,6 +17,8 @@
 #include <QPolygonF>
 
 #include <array>
+#include <map>
+#include <tuple>
 #include <memory>
 #include <vector>
 
@@ -121,6 +123,9 @@ private:
   std::vector<QPolygonF> m_patchOutlines;   // per plan patch, kept region
   std::vector<QRectF> m_patchBounds;
   std::vector<QPolygonF> m_extractedOutlines;
+  // regionOutline per (first fiber, fibers, wavelength range) of an extracted region.
+  using OutlineKey = std::tuple<int, int, double, double>;
+  std::map<OutlineKey, QPolygonF> m_outlineCache;
   QVector<double> m_heatValues; // per plan patch, empty: no heatmap
   QRect m_heatLegendRect;
   QString m_heatLabel;

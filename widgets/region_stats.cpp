@@ -126,9 +126,13 @@ void RegionStatsView::recompute() {
   if (!m_image || m_pixels.isEmpty()) {
     m_label->setText(m_image ? tr("Draw a box on the CCD (the Box tool, B) to see its statistics here.")
                              : tr("Nothing is open."));
-    m_table->clearContents();
+    // Already empty (every extraction updates the model): no table reset, which
+    // would re-lay out the header and the dock.
+    if (!m_tableEmpty) m_table->clearContents();
+    m_tableEmpty = true;
     return;
   }
+  m_tableEmpty = false;
   m_stats[0] = regionStats(m_image->pix, m_pixels, &m_image->ivar);
   if (m_model) {
     m_stats[1] = regionStats(*m_model, m_pixels, &m_image->ivar);

@@ -62,6 +62,7 @@ private:
   RegionStats m_stats[3];
   QLabel* m_label = nullptr;
   QTableWidget* m_table = nullptr;
+  bool m_tableEmpty = false; // no statistics shown (cleared)
 };
 
 } // namespace spex

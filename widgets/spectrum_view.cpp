@@ -237,7 +237,9 @@ void SpectrumView::rebuild(bool rescale) {
           my.push_back(f[j]);
         }
       }
-      QPen pen(color, 1.2, sourceStyle(si));
+      // Width 1: Qt's raster engine strokes wider pens as antialiased outlines, ~8x
+      // the cost of a 1 px line (a replot per extraction; see docs/benchmarks.md).
+      QPen pen(color, 1.0, sourceStyle(si));
       if (m_showBand->isChecked()) {
         auto [xa, ya] = axes(m_fluxRect);
         QCPGraph* gl = m_plot->addGraph(xa, ya);
@@ -249,6 +251,8 @@ void SpectrumView::rebuild(bool rescale) {
         QColor band = color;
         band.setAlpha(si == 0 ? 50 : 30);
         gh->setBrush(band);
+        // A translucent band needs no antialiased edges; they cost 5x the fill.
+        gh->setAntialiasedFill(false);
         gh->setChannelFillGraph(gl);
         gl->removeFromLegend();
         gh->removeFromLegend();

@@ -302,9 +302,18 @@ int runExtract(ExtractOptions& o, const std::string& prog) {
   {
     // Frame and model together: both written under temporary names, then renamed,
     // the model first and the frame last; any failure leaves both targets as they were.
+    // The model (a CCD-sized image) is written on a thread beside the frame; the frame
+    // is still renamed last.
     OutputTransaction outputs;
-    if (r.model) writeModel(o.model, *r.model, image, r, meta);
-    writeFrame(o.output, r, image, meta);
+    outputs.renameLast(o.output);
+    std::future<void> modelWritten;
+    if (r.model)
+      modelWritten = std::async(std::launch::async, [&] {
+        OutputTransaction::Join join(outputs);
+        writeModel(o.model, *r.model, image, r, meta);
+      });
+    writeFrame(o.output, r, image, meta); // on failure modelWritten's end is waited for
+    if (modelWritten.valid()) modelWritten.get(); // the model's error, if any
     outputs.commit();
   }
   const double writeS = std::chrono::duration<double>(std::chrono::steady_clock::now() - tw).count();

@@ -404,6 +404,10 @@ void MainWindow::buildStatusBar() {
   setReadout({});
   m_readout->setMinimumWidth(400);
   m_jobLabel = new QLabel(this);
+  // A fixed size: its text changes with every batch of patches, and a label whose
+  // size can change makes each change re-lay out the status bar and the window.
+  m_jobLabel->setFixedSize(m_jobLabel->fontMetrics().horizontalAdvance(tr("cpu+cuda: starting 99999 patches")) + 8,
+                           m_jobLabel->sizeHint().height());
   m_progress = new QProgressBar(this);
   m_progress->setMaximumWidth(220);
   m_progress->setTextVisible(true);
@@ -750,6 +754,7 @@ void MainWindow::setBusy(bool busy) {
   m_cancelButton->setEnabled(busy);
   m_cancelButton->setVisible(busy);
   m_progress->setVisible(busy);
+  m_jobLabel->setVisible(busy);
   if (!busy) m_jobLabel->clear();
   m_params->setEditable(!busy); // the plan must not change under a running job; Cancel stays live
 }
@@ -807,11 +812,13 @@ bool MainWindow::runExtraction(bool wholeFrame) {
   spec.model = true;
   for (const QString& e : engines) spec.targets.push_back({e, m_doc->beginRun(e)});
   if (!m_job->start(std::move(spec))) return false;
-  setBusy(true);
+  // Range, value and text before the bar shows: set on a visible bar, each would
+  // repaint the window synchronously.
   const int n = patches ? int(patches->size()) : int(plan->patches.size());
   m_progress->setRange(0, n);
   m_progress->setValue(0);
   m_jobLabel->setText(tr("%1: starting %2 patches").arg(engines.join(QLatin1Char('+'))).arg(n));
+  setBusy(true);
   if (!note.isEmpty()) statusBar()->showMessage(note, 10000);
   return true;
 }

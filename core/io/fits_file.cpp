@@ -728,6 +728,29 @@ void FitsFile::readPixels(long long n, T* out) {
   check(status, "", "cannot read the image data (file truncated or corrupt?)");
 }
 
+namespace {
+// An image's array with its pages mapped in 4 MiB steps (Array2D's constructor maps a
+// large one in a single madvise, core/array.h). One MADV_POPULATE_WRITE call holds the
+// address space's lock (mmap_lock) while it faults pages in, ~50 ms for a 4k x 4k double
+// plane, and the threads that map memory meanwhile wait: a cold `extract` reads the
+// preproc beside the CUDA driver's start and the opening of cuBLAS/cuSOLVER
+// (docs/benchmarks.md, "Cold process").
+template <class T>
+Array2D<T> imageArray(int rows, int cols) {
+  Array2D<T> a;
+  a.rows = rows;
+  a.cols = cols;
+  const std::size_t n = std::size_t(rows) * std::size_t(cols);
+  a.data.reserve(n);
+  const std::size_t step = std::size_t(4) << 20;
+  auto* p = reinterpret_cast<unsigned char*>(a.data.data());
+  for (std::size_t at = 0; at < n * sizeof(T); at += step)
+    populatePages(p + at, std::min(step, n * sizeof(T) - at)); // pieces < 4 MiB are left to faults
+  a.data.assign(n, T{});
+  return a;
+}
+} // namespace
+
 template <class T>
 Array2D<T> FitsFile::readImage2D(int rows, int cols) {
   const std::vector<long> shape = imageShape();
@@ -736,7 +759,7 @@ Array2D<T> FitsFile::readImage2D(int rows, int cols) {
     fail("", "image is " + shapeText(shape) + " (rows x columns), expected " +
                  (rows >= 0 ? std::to_string(rows) : "any") + " x " +
                  (cols >= 0 ? std::to_string(cols) : "any"));
-  Array2D<T> a(static_cast<int>(shape[0]), static_cast<int>(shape[1]));
+  Array2D<T> a = imageArray<T>(static_cast<int>(shape[0]), static_cast<int>(shape[1]));
   readPixels(static_cast<long long>(a.size()), a.data.data());
   return a;
 }
@@ -1300,6 +1323,7 @@ void AtomicOutput::commit() {
   syncFile(m_temp);
   if (OutputTransaction* t = t_transaction) {
     // The transaction renames it (or deletes it) from now on.
+    std::lock_guard lock(t->m_mutex);
     t->m_pending.push_back({m_temp, m_final, m_slot});
     m_committed = true;
     return;
@@ -1317,6 +1341,12 @@ OutputTransaction::OutputTransaction() : m_outer(t_transaction) {
   t_transaction = this;
 }
 
+OutputTransaction::Join::Join(OutputTransaction& t) : m_previous(t_transaction) {
+  t_transaction = &t;
+}
+
+OutputTransaction::Join::~Join() { t_transaction = m_previous; }
+
 OutputTransaction::~OutputTransaction() {
   if (t_transaction == this) t_transaction = m_outer;
   if (m_done) return;
@@ -1330,7 +1360,12 @@ OutputTransaction::~OutputTransaction() {
 void OutputTransaction::commit() {
   if (m_done) return;
   if (t_transaction == this) t_transaction = m_outer;
-  // Every temporary is complete and synced; the renames are all that is left.
+  // Every temporary is complete and synced; the renames are all that is left, in the
+  // order the outputs were committed, renameLast()'s at the end.
+  std::lock_guard lock(m_mutex);
+  if (!m_last.empty())
+    std::stable_partition(m_pending.begin(), m_pending.end(),
+                          [this](const Pending& p) { return p.final != m_last; });
   for (std::size_t i = 0; i < m_pending.size(); ++i) {
     const Pending& p = m_pending[i];
     if (std::rename(p.temp.c_str(), p.final.c_str()) != 0) {

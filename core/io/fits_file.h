@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -270,6 +271,12 @@ private:
 // name; commit() then renames them all, in the order they were committed (write the
 // model before the frame, so the frame appears last). A transaction destroyed without
 // commit() deletes them, so a failure in any output leaves every target as it was.
+//
+// Outputs may be written on several threads at once (the model beside the frame): a
+// Join on another thread makes the AtomicOutputs committed there belong to the
+// transaction too, and renameLast() says which target is renamed after all the others
+// whatever the order their writers finished in. Join every writer thread before
+// commit() or the destructor.
 class OutputTransaction {
 public:
   OutputTransaction();
@@ -277,6 +284,20 @@ public:
   OutputTransaction(const OutputTransaction&) = delete;
   OutputTransaction& operator=(const OutputTransaction&) = delete;
   void commit();
+  // commit() renames the output whose final path is `finalPath` last.
+  void renameLast(const std::string& finalPath) { m_last = finalPath; }
+
+  // While alive, AtomicOutputs committed on this thread belong to `t`.
+  class Join {
+  public:
+    explicit Join(OutputTransaction& t);
+    ~Join();
+    Join(const Join&) = delete;
+    Join& operator=(const Join&) = delete;
+
+  private:
+    OutputTransaction* m_previous;
+  };
 
 private:
   friend class AtomicOutput;
@@ -284,7 +305,9 @@ private:
     std::string temp, final;
     int slot;
   };
+  std::mutex m_mutex; // guards m_pending against writers on other threads (Join)
   std::vector<Pending> m_pending;
+  std::string m_last;
   OutputTransaction* m_outer = nullptr;
   bool m_done = false;
 };

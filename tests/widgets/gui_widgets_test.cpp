@@ -15,6 +15,8 @@
 
 #include <QApplication>
 #include <QSignalSpy>
+#include <QPaintEvent>
+#include <QScreen>
 #include <QTest>
 #include <QWheelEvent>
 
@@ -50,6 +52,18 @@ std::shared_ptr<ExtractionResult> knownResult(int fiberMin, int nfiber, const Wa
 }
 
 QImage grabOf(QWidget& w) { return w.grab().toImage(); }
+
+// Largest difference of one colour channel between two images of one size (256: sizes differ).
+int maxChannelDiff(const QImage& a, const QImage& b) {
+  if (a.size() != b.size()) return 256;
+  int d = 0;
+  for (int y = 0; y < a.height(); ++y)
+    for (int x = 0; x < a.width(); ++x) {
+      const QRgb p = a.pixel(x, y), q = b.pixel(x, y);
+      d = std::max({d, std::abs(qRed(p) - qRed(q)), std::abs(qGreen(p) - qGreen(q)), std::abs(qBlue(p) - qBlue(q))});
+    }
+  return d;
+}
 
 } // namespace
 
@@ -221,6 +235,74 @@ private slots:
     QVERIFY(std::abs(vs.center().y() - c.y()) < 1e-9);
     QTest::keyClick(&view, Qt::Key_F);
     QVERIFY(std::abs(vs.zoom() - fitZoom) < 1e-9);
+  }
+
+  // A new extraction repaints the CCD view only where extracted regions appeared or
+  // went (CcdView::setExtracted); what is then on screen must equal a full repaint,
+  // and an unchanged result repaints nothing.
+  void extractedRegionsRepaintOnlyWhatChanged() {
+    ViewState vs;
+    CcdView view(&vs);
+    view.resize(500, 700);
+    view.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&view));
+    view.setInputs(m_image, m_psf);
+    auto plan = std::make_shared<PatchPlan>(
+        makePatchPlan(*m_psf, WaveGrid::fromRange(6000, 6300, 0.8), 0, 50, PatchParams{}));
+    view.setPlan(plan);
+    view.fit();
+    const int n = plan->wave.n;
+    auto first = knownResult(0, 50, plan->wave, m_psf->hsizeY);
+    for (int f = 0; f < 50; ++f)
+      for (int j = 0; j < n; ++j) first->covered(f, j) = f < 10 && j < n / 3;
+    view.setExtracted({first});
+    QTest::qWait(50);
+    auto onScreen = [&] { return view.screen()->grabWindow(view.winId()).toImage(); };
+    const QImage before = onScreen();
+    // More fibers and another wavelength range: two new regions, the old one stays.
+    auto second = std::make_shared<ExtractionResult>(*first);
+    for (int f = 20; f < 30; ++f)
+      for (int j = n / 2; j < n; ++j) second->covered(f, j) = 1;
+    int paints = 0;
+    struct Counter : QObject {
+      int* n;
+      bool eventFilter(QObject*, QEvent* e) override {
+        if (e->type() == QEvent::Paint) {
+          ++*n;
+          last = static_cast<QPaintEvent*>(e)->rect();
+        }
+        return false;
+      }
+      QRect last;
+    } counter;
+    counter.n = &paints;
+    view.installEventFilter(&counter);
+    view.setExtracted({second});
+    QTest::qWait(50);
+    QCOMPARE(view.extractedRegionCount(), 2);
+    QVERIFY(paints >= 1);
+    QVERIFY2(counter.last.width() * counter.last.height() < view.width() * view.height() / 2,
+             qPrintable(QStringLiteral("repainted %1 x %2").arg(counter.last.width()).arg(counter.last.height())));
+    const QImage partial = onScreen();
+    QVERIFY(partial != before);
+    view.repaint(); // everything, as a full update would
+    const QImage full = onScreen();
+    // Qt's smooth (bilinear) image scaling rounds a clipped draw differently in the
+    // last bit: equal within 2 levels per channel, not bit for bit.
+    QVERIFY2(maxChannelDiff(partial, full) <= 2, qPrintable(QString::number(maxChannelDiff(partial, full))));
+    // Same regions again (a re-extraction of the same patches): no repaint at all.
+    paints = 0;
+    view.setExtracted({std::make_shared<ExtractionResult>(*second)});
+    QTest::qWait(50);
+    QCOMPARE(paints, 0);
+    // Regions gone (results cleared): repainted, equal to a full repaint.
+    view.setExtracted({});
+    QTest::qWait(50);
+    QCOMPARE(view.extractedRegionCount(), 0);
+    const QImage cleared = onScreen();
+    view.repaint();
+    QVERIFY(maxChannelDiff(cleared, onScreen()) <= 2);
+    view.removeEventFilter(&counter);
   }
 
   void ccdViewOverlaysDraw() {

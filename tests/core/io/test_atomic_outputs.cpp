@@ -10,6 +10,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <thread>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -86,6 +87,86 @@ private slots:
     }
     QCOMPARE(readTiny(frame), 1.0);
     QCOMPARE(readTiny(model), 1.0);
+    QCOMPARE(temporariesIn(m_tmp.path().toStdString()), 0);
+  }
+
+  // The model written on another thread (Join) belongs to the transaction; the frame,
+  // written and committed first here, is still renamed after it (renameLast), and a
+  // failure on either thread leaves both targets as they were.
+  void outputsWrittenOnTwoThreadsCommitTogether() {
+    const std::string frame = path("frame3.fits"), model = path("model3.fits");
+    writeTiny(frame, 1);
+    writeTiny(model, 1);
+    {
+      OutputTransaction t;
+      t.renameLast(frame);
+      writeTiny(frame, 4);
+      std::thread other([&] {
+        OutputTransaction::Join join(t);
+        writeTiny(model, 4);
+      });
+      other.join();
+      QCOMPARE(readTiny(frame), 1.0);
+      QCOMPARE(readTiny(model), 1.0);
+      QCOMPARE(temporariesIn(m_tmp.path().toStdString()), 2);
+      t.commit(); // renameLastOrdersTheRenames checks the order
+
+    }
+    QCOMPARE(readTiny(frame), 4.0);
+    QCOMPARE(readTiny(model), 4.0);
+    QCOMPARE(temporariesIn(m_tmp.path().toStdString()), 0);
+    // Outputs of a thread without a Join are not the transaction's: renamed at once.
+    {
+      OutputTransaction t;
+      std::thread other([&] { writeTiny(model, 5); });
+      other.join();
+      QCOMPARE(readTiny(model), 5.0);
+    }
+    // A failure on the model's thread after the frame was written: nothing changes.
+    try {
+      OutputTransaction t;
+      t.renameLast(frame);
+      writeTiny(frame, 6);
+      std::exception_ptr failed;
+      std::thread other([&] {
+        OutputTransaction::Join join(t);
+        try {
+          AtomicOutput out(model);
+          out.file().writeImage("X", FitsPixel::Float64, std::vector<double>{6});
+          throw FitsError(model, "", "", "simulated write failure");
+        } catch (...) {
+          failed = std::current_exception();
+        }
+      });
+      other.join();
+      std::rethrow_exception(failed);
+    } catch (const FitsError&) {
+    }
+    QCOMPARE(readTiny(frame), 4.0);
+    QCOMPARE(readTiny(model), 5.0);
+    QCOMPARE(temporariesIn(m_tmp.path().toStdString()), 0);
+  }
+
+  void renameLastOrdersTheRenames() {
+    // A rename that fails shows the order: the model, committed after the frame but
+    // renamed first, fails (its directory is gone), and the frame, renamed last, is
+    // left as it was.
+    const std::string dir = path("gone");
+    fs::create_directory(dir);
+    const std::string frame = path("frame4.fits"), model = dir + "/model4.fits";
+    writeTiny(frame, 1);
+    try {
+      OutputTransaction t;
+      t.renameLast(frame);
+      writeTiny(frame, 7);  // committed first
+      writeTiny(model, 7);  // committed second, renamed first
+      fs::remove_all(dir); // the model's temporary and its directory go
+      t.commit();
+      QFAIL("commit renamed a temporary that was removed");
+    } catch (const FitsError& e) {
+      QVERIFY2(std::string(e.what()).find("model4.fits") != std::string::npos, e.what());
+    }
+    QCOMPARE(readTiny(frame), 1.0); // not renamed: it comes last
     QCOMPARE(temporariesIn(m_tmp.path().toStdString()), 0);
   }
 
