@@ -5,6 +5,7 @@
 #include "gui_test_sim.h"
 
 #include "app/gui/analysis_docks.h"
+#include "app/gui/image_tools.h"
 #include "app/gui/main_window.h"
 #include "app/gui/user_messages.h"
 #include "app/gui/screenshot.h"
@@ -12,7 +13,9 @@
 #include "core/extract/cpu_engine.h"
 #include "core/io/frame_io.h"
 #include "core/io/preproc_io.h"
+#include "widgets/background.h"
 #include "widgets/ccd_view.h"
+#include "widgets/side_by_side_view.h"
 #include "widgets/parameter_panel.h"
 #include "widgets/residual_view.h"
 #include "widgets/resolution_view.h"
@@ -32,6 +35,9 @@
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QCheckBox>
+#include <QSemaphore>
+#include <QSet>
+#include <QThreadPool>
 #include <QTest>
 #include <QTimer>
 #include <QDir>
@@ -43,6 +49,7 @@
 
 #include <cmath>
 #include <functional>
+#include <thread>
 
 using namespace spex;
 
@@ -639,6 +646,48 @@ private slots:
     const QImage img(o.path);
     QVERIFY(!img.isNull());
     QCOMPARE(img.size(), m_w->size() * m_w->devicePixelRatio());
+  }
+
+  // Side by side renders in the background once its tab is raised: the screenshot of
+  // that dock must wait for the render, however slow the machine (here every worker
+  // of the background pool is held for 2 s after the raise), not grab empty panels.
+  void screenshotOfSideBySideWaitsForItsRender() {
+    QThreadPool* pool = backgroundPool();
+    QSemaphore release, holding;
+    const int workers = pool->maxThreadCount();
+    for (int k = 0; k < workers; ++k)
+      pool->start([&] {
+        holding.release();
+        release.acquire();
+      });
+    QVERIFY(holding.tryAcquire(workers, 10000));
+    std::thread releaser([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2000));
+      release.release(workers);
+    });
+    ScreenshotOptions o;
+    o.path = path(QStringLiteral("side.png"));
+    o.fiber = 7;
+    o.wave = 6150;
+    o.zoom = 4;
+    o.raise = QStringLiteral("sideBySideDock");
+    o.view = QStringLiteral("sideBySideDock");
+    const int rc = takeScreenshot(*m_w, o);
+    releaser.join();
+    pool->waitForDone();
+    QCOMPARE(rc, 0);
+    const QImage img(o.path);
+    QVERIFY(!img.isNull());
+    // A patch of the data panel away from its caption, axes, crosshair, panner and
+    // colour bar: the picture's grey levels, not one background colour.
+    ImageTools* tools = ImageTools::of(m_w.get());
+    QVERIFY(tools);
+    ImageCanvas* data = tools->sideBySide()->canvas(0);
+    const QPoint at = data->mapTo(tools->sideBySideDock(), QPoint(data->width() / 4, data->height() * 2 / 3));
+    QSet<QRgb> colours;
+    for (int y = at.y(); y < at.y() + 16; ++y)
+      for (int x = at.x(); x < at.x() + 16; ++x) colours.insert(img.pixel(x, y));
+    QVERIFY2(colours.size() >= 4, qPrintable(QStringLiteral("%1 colours").arg(colours.size())));
   }
 
   // Issue 14 polish: "Nothing selected" informs (no critical icon); a cancelled run is
