@@ -57,6 +57,11 @@ int main(int argc, char** argv) {
   const QCommandLineOption cutLine(QStringLiteral("cut"), QStringLiteral("With --screenshot: a cut line x0,y0,x1,y1 (CCD px) plotted in the Region dock."), QStringLiteral("x0,y0,x1,y1"));
   const QCommandLineOption invert(QStringLiteral("invert"), QStringLiteral("With --screenshot: invert the colormap."));
   for (const auto* o : {&box, &cutLine, &invert}) cli.addOption(*o);
+  const QCommandLineOption timeWindow(QStringLiteral("time-window"), QStringLiteral("With --screenshot: show this window of the timeline, T0,T1 in ms of the shown run."), QStringLiteral("t0,t1"));
+  const QCommandLineOption tooltip(QStringLiteral("tooltip"), QStringLiteral("With --screenshot: draw the timeline tooltip of the longest zone in view whose name contains this."), QStringLiteral("name"));
+  const QCommandLineOption dockHeight(QStringLiteral("dock-height"), QStringLiteral("With --screenshot and --raise: the raised dock's share of the window height, in percent."), QStringLiteral("percent"));
+  const QCommandLineOption tableShare(QStringLiteral("table-share"), QStringLiteral("With --screenshot: the Timeline dock's tables (phases, find zone) take this percentage of its width."), QStringLiteral("percent"));
+  for (const auto* o : {&timeWindow, &tooltip, &dockHeight, &tableShare}) cli.addOption(*o);
   for (const auto* o : {&compare, &compareRuns, &compareResults, &preproc, &psf, &truth, &frame, &demoFibers, &shot, &extract, &patches, &fiber, &wave, &zoom,
                         &raise, &view, &overlays, &size, &sweep, &openTrace, &heatmap, &colormap})
     cli.addOption(*o);
@@ -115,6 +120,10 @@ int main(int argc, char** argv) {
     o.box = cli.value(box);
     o.cut = cli.value(cutLine);
     o.invert = cli.isSet(invert);
+    o.timeWindow = cli.value(timeWindow);
+    o.tooltip = cli.value(tooltip);
+    o.dockHeight = cli.value(dockHeight).toInt();
+    o.tableShare = cli.value(tableShare).toInt();
     return spex::takeScreenshot(window, o);
   }
   return app.exec();

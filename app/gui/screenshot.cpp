@@ -18,6 +18,10 @@
 #include "widgets/view_state.h"
 
 #include <QApplication>
+#include <QLabel>
+#include <QSplitter>
+#include <QPainter>
+#include <QToolTip>
 #include <QDockWidget>
 #include <QElapsedTimer>
 #include <QEventLoop>
@@ -268,13 +272,88 @@ int takeScreenshot(MainWindow& w, const ScreenshotOptions& opt) {
       docks->jumpToPatch(ps.front().patch);
     }
   }
+  if (!opt.timeWindow.isEmpty()) {
+    const QStringList p = opt.timeWindow.split(QLatin1Char(','));
+    bool ok0 = false, ok1 = false;
+    const double a = p.size() == 2 ? p[0].toDouble(&ok0) : 0, b = p.size() == 2 ? p[1].toDouble(&ok1) : 0;
+    if (!docks || !ok0 || !ok1 || !(b > a)) {
+      std::fprintf(stderr, "spexlab: --time-window wants T0,T1 in ms with T1 > T0, got %s\n", qPrintable(opt.timeWindow));
+      return 2;
+    }
+    docks->timeAxis()->setViewRange(int64_t(std::llround(a * 1e6)), int64_t(std::llround(b * 1e6)));
+  }
   if (!opt.raise.isEmpty())
     for (QDockWidget* d : w.findChildren<QDockWidget*>())
       if (d->objectName().startsWith(opt.raise)) {
         d->show();
         d->raise();
+        if (opt.dockHeight > 0)
+          w.resizeDocks({d}, {w.height() * std::min(opt.dockHeight, 90) / 100}, Qt::Vertical);
       }
+  if (opt.tableShare > 0 && docks)
+    if (auto* split = docks->timelineDock()->findChild<QSplitter*>()) {
+      settle(100);
+      const int total = split->width(), share = std::min(opt.tableShare, 90);
+      split->setSizes({total * (100 - share) / 100, total * share / 100});
+    }
   settle(400);
+  QWidget* target = opt.view == QLatin1String("window") ? &w : nullptr;
+  for (QDockWidget* d : w.findChildren<QDockWidget*>())
+    if (d->objectName() == opt.view) target = d;
+  if (!opt.tooltip.isEmpty()) {
+    // A tooltip is a window of its own that grab() leaves out: draw its text, as the
+    // timeline makes it, into the picture where the pointer would be.
+    TimelineView* tl = docks ? docks->timeline() : nullptr;
+    if (!tl || !target || !tl->profile()) {
+      std::fprintf(stderr, "spexlab: --tooltip needs a shown run and --view window or a dock\n");
+      return 2;
+    }
+    const Profile& prof = *tl->profile();
+    int best = -1;
+    for (std::size_t i = 0; i < prof.ranges.size(); ++i) {
+      const ProfileRange& r = prof.ranges[i];
+      if (!QString::fromStdString(r.name).contains(opt.tooltip) || r.endNs <= tl->viewStart() ||
+          r.startNs >= tl->viewEnd() || tl->rowOf(0, int(i)) < 0)
+        continue;
+      if (best < 0 || r.durationNs() > prof.ranges[best].durationNs()) best = int(i);
+    }
+    if (best < 0) {
+      std::fprintf(stderr, "spexlab: --tooltip: no zone named like %s in view\n", qPrintable(opt.tooltip));
+      return 2;
+    }
+    const ProfileRange& r = prof.ranges[best];
+    const int64_t mid = (std::max(r.startNs, tl->viewStart()) + std::min(r.endNs, tl->viewEnd())) / 2;
+    const QPoint at(int(tl->xOf(mid)), tl->rowTop(tl->rowOf(0, best)) + TimelineView::kRowHeight / 2);
+    QLabel tip;
+    tip.setText(tl->toolTipAt(at));
+    tip.setTextFormat(Qt::RichText);
+    tip.setPalette(QToolTip::palette());
+    tip.setAutoFillBackground(true);
+    tip.setMargin(6);
+    tip.setFrameStyle(QFrame::Box | QFrame::Plain);
+    tip.setFont(QToolTip::font());
+    tip.adjustSize();
+    QPixmap shot = target->grab();
+    QPoint pos = tl->mapTo(target, at) + QPoint(12, 16);
+    pos.setX(std::clamp(pos.x(), 0, std::max(0, shot.width() - tip.width())));
+    if (pos.y() + tip.height() > shot.height()) pos.setY(std::max(0, pos.y() - 32 - tip.height()));
+    QPainter painter(&shot);
+    tip.render(&painter, pos);
+    // The pointer: a small arrow at the hovered point.
+    const QPoint p0 = tl->mapTo(target, at);
+    const QPolygon arrow({p0, p0 + QPoint(0, 15), p0 + QPoint(10, 11)});
+    painter.setBrush(Qt::white);
+    painter.setPen(Qt::black);
+    painter.drawPolygon(arrow);
+    painter.end();
+    std::printf("spexlab: tooltip of %s at %.3f ms\n", r.name.c_str(), mid * 1e-6);
+    if (!shot.save(opt.path)) {
+      std::fprintf(stderr, "spexlab: could not write %s\n", qPrintable(opt.path));
+      return 1;
+    }
+    std::printf("spexlab: wrote %s\n", qPrintable(opt.path));
+    return 0;
+  }
   // A dock by its object name: that dock alone.
   for (QDockWidget* d : w.findChildren<QDockWidget*>())
     if (d->objectName() == opt.view) {

@@ -52,6 +52,13 @@ struct ScreenshotOptions {
   QString box;
   QString cut;
   bool invert = false;
+  // Timeline (issue 12): the window "T0,T1" in milliseconds of the shown run (e.g. a
+  // kernel-rich stretch of an opened GPU trace), and the tooltip of the longest zone
+  // whose name contains `tooltip` in that window, drawn into the picture beside it.
+  QString timeWindow;
+  QString tooltip;
+  int tableShare = 0; // > 0: the timeline dock's tables take this percentage of its width
+  int dockHeight = 0; // > 0: the raised dock takes this percentage of the window's height
 };
 
 // Returns the process exit code: 0 when the picture was written.

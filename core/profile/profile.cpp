@@ -166,6 +166,9 @@ std::vector<KernelStats> Profile::kernelStats(int64_t t0, int64_t t1) const {
       s.copyKind = k.copyKind;
     } else {
       s.sameLaunch = s.sameLaunch && k.launch == s.launch;
+      KernelLaunch sameGrid = k.launch;
+      std::copy(s.launch.grid, s.launch.grid + 3, sameGrid.grid);
+      s.sameBlock = s.sameBlock && sameGrid == s.launch;
       if (k.copyKind != s.copyKind) s.copyKind = "mixed";
     }
     s.bytes += k.bytes;

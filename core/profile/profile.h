@@ -72,9 +72,11 @@ struct KernelStats {
   double phaseTotalS = 0; // total device time of the phase's ranges (same window)
   double share = 0;       // totalS / phaseTotalS (0 when the phase is unknown)
   // Kernels: the launch configuration of the first launch; sameLaunch says whether
-  // every launch had it.
+  // every launch had it, sameBlock whether every launch had its block, registers and
+  // shared memory (the grid of a batched kernel follows the batch's size).
   KernelLaunch launch;
   bool sameLaunch = true;
+  bool sameBlock = true;
   // Copies and sets: bytes moved by the launches counted, and their rate over the
   // launches' whole durations (bytes / s; 0 when unknown). copyKind is the direction
   // ("HtoD", ...), "mixed" when the launches differ.

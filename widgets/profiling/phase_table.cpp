@@ -86,7 +86,13 @@ int PhaseStatsModel::phaseRowOf(int row) const {
 QString PhaseStatsModel::launchOf(const KernelStats& k) {
   if (k.kind == "kernel") {
     const QString l = launchText(k.launch);
-    return k.sameLaunch ? l : tr("varies; first: %1").arg(l);
+    if (k.sameLaunch) return l;
+    if (k.sameBlock) {
+      // Only the grid differs (a batched kernel's grid follows the batch): say so first.
+      const int comma = l.indexOf(QStringLiteral(", block"));
+      return tr("grid varies (first %1)").arg(l.mid(5, comma - 5)) + l.mid(comma);
+    }
+    return tr("varies; first: %1").arg(l);
   }
   // Copies and sets: their bytes over the launches' whole durations.
   const double busy = k.bytesPerS > 0 ? double(k.bytes) / k.bytesPerS : 0;
@@ -312,6 +318,8 @@ PhaseTable::PhaseTable(QWidget* parent) : QTableView(parent) {
   verticalHeader()->setDefaultSectionSize(fontMetrics().height() + 4);
   horizontalHeader()->setStretchLastSection(true);
   horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  horizontalHeader()->setSectionResizeMode(PhaseStatsModel::Name, QHeaderView::Interactive);
+  setWordWrap(false); // a cut kernel name ends in "...", not on a hidden second line
   setToolTip(tr("Click a phase to highlight its zones on the timeline; click it again to clear."));
   connect(this, &QAbstractItemView::clicked, this, &PhaseTable::rowClicked);
 }
@@ -359,6 +367,7 @@ void PhaseTable::setTimeRange(qint64 t0, qint64 t1) {
 
 void PhaseTable::refresh() {
   setColumnHidden(PhaseStatsModel::Launch, !m_profile || m_profile->kernels.empty());
+
   if (!m_profile) {
     m_model->setStats({});
     m_model->setKernelStats({});
@@ -368,6 +377,7 @@ void PhaseTable::refresh() {
     m_model->setStats(m_profile->phaseStats());
     m_model->setKernelStats(m_profile->kernelStats());
     if (m_axis) showHighlight(m_axis->highlightedPhase());
+    fitNameColumn();
     return;
   }
   std::vector<int> partial;
@@ -375,6 +385,15 @@ void PhaseTable::refresh() {
   m_model->setStats(std::move(stats), std::move(partial));
   m_model->setKernelStats(m_profile->kernelStats(m_t0, m_t1));
   if (m_axis) showHighlight(m_axis->highlightedPhase());
+  fitNameColumn();
+}
+
+void PhaseTable::fitNameColumn() {
+  // Kernel names run to 120 characters (cuBLAS's GEMMs): the name column stops at a
+  // width that leaves the numbers in view (the full name is in the row's tooltip).
+  resizeColumnToContents(PhaseStatsModel::Name);
+  const int cap = std::max(160, fontMetrics().horizontalAdvance(QLatin1Char('m')) * 30);
+  if (columnWidth(PhaseStatsModel::Name) > cap) setColumnWidth(PhaseStatsModel::Name, cap);
 }
 
 QString PhaseTable::description() const {

@@ -115,6 +115,7 @@ public:
   QString description() const;
 
 private:
+  void fitNameColumn();
   void refresh();
   QString describeRange() const;
   void rowClicked(const QModelIndex& index);

@@ -57,13 +57,13 @@ QString formatRate(double r) {
   return QStringLiteral("%1 kB/s").arg(r * 1e-3, 0, 'f', 1);
 }
 
-QString launchText(const KernelLaunch& l) {
+QString launchText(const KernelLaunch& l, const QString& sep) {
   const int *grid = l.grid, *block = l.block;
   const int registers = l.registers, staticShared = l.staticShared, dynamicShared = l.dynamicShared;
   const qint64 threads = qint64(grid[0]) * grid[1] * grid[2] * block[0] * block[1] * block[2];
-  QString s = QStringLiteral("grid %1×%2×%3, block %4×%5×%6 (%7 threads), %8 registers/thread")
+  QString s = QStringLiteral("grid %1×%2×%3, block %4×%5×%6 (%7 threads)%8%9 registers/thread")
                   .arg(grid[0]).arg(grid[1]).arg(grid[2]).arg(block[0]).arg(block[1]).arg(block[2])
-                  .arg(threads).arg(registers);
+                  .arg(threads).arg(sep).arg(registers);
   if (staticShared || dynamicShared)
     s += QStringLiteral(", shared %1 static + %2 dynamic per block")
              .arg(formatBytes(staticShared), formatBytes(dynamicShared));
@@ -91,11 +91,11 @@ QString transferText(const std::string& kind, const std::string& copyKind, doubl
 QString kernelRecordHtml(const KernelRecord& k, int64_t durationNs, const std::string& rangeName) {
   QString s;
   if (k.kind == "kernel") {
-    s += QStringLiteral("<br>kernel: ") + launchText(k.launch);
+    s += QStringLiteral("<br>kernel: ") + launchText(k.launch, QStringLiteral("<br>"));
     if (!k.symbol.empty() && k.symbol != rangeName) {
       // Mangled names of templated kernels run to hundreds of characters.
       QString sym = QString::fromStdString(k.symbol);
-      if (sym.size() > 96) sym = sym.left(93) + QStringLiteral("...");
+      if (sym.size() > 64) sym = sym.left(61) + QStringLiteral("...");
       s += QStringLiteral("<br>symbol %1").arg(sym.toHtmlEscaped());
     }
   } else {

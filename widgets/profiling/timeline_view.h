@@ -162,7 +162,8 @@ QString formatBytes(double bytes);
 QString formatRate(double bytesPerS);
 // A kernel's launch configuration: "grid 24×1×1, block 256×1×1 (6 144 threads), 64
 // registers/thread, shared 1.50 KiB static + 4.00 KiB dynamic per block".
-QString launchText(const KernelLaunch& launch);
+// `sep` goes between the size and the resources ("<br>" in a tooltip).
+QString launchText(const KernelLaunch& launch, const QString& sep = QStringLiteral(", "));
 // A copy's or set's bytes, direction and rate: "1.50 MiB host → device, 12.3 GB/s".
 QString transferText(const std::string& kind, const std::string& copyKind, double bytes, double seconds);
 // The tooltip lines (HTML) of a device activity of the kernel profile: what launched it
