@@ -39,7 +39,6 @@
 #include <QStatusBar>
 #include <QTabWidget>
 #include <QVBoxLayout>
-#include <QtConcurrent>
 
 #include <chrono>
 #include <climits>
@@ -67,6 +66,7 @@ bool parseList(const QString& text, std::vector<T>& out) {
 }
 
 const QString kCompareClient = QStringLiteral("compare"); // JobSpec::client of a comparison
+const QString kSweepClient = QStringLiteral("sweep");     // JobSpec::client of a sweep
 
 bool samePlan(const PatchParams& a, const PatchParams& b) {
   return a.bundlesize == b.bundlesize && a.nsubbundles == b.nsubbundles && a.nwavestep == b.nwavestep &&
@@ -186,18 +186,25 @@ AnalysisDocks::AnalysisDocks(const WorkbenchContext& context) : QObject(context.
     setStatus(tr("Compared %1 with %2: speed-up %3x").arg(la, lb).arg(m_engineCompare->speedup(), 0, 'f', 2));
     emit comparisonFinished(true);
   });
-  connect(&m_sweepWatcher, &QFutureWatcherBase::finished, this, [this] {
+  // The sweep runs on the same job runner (client "sweep"), leasing the same engines.
+  connect(m_ctx.job, &ExtractionJob::engineFailed, this, [this](const QString&, const QString& msg) {
+    if (m_sweeping && m_ctx.job->client() == kSweepClient && m_sweepError.isEmpty()) m_sweepError = msg;
+  });
+  connect(m_ctx.job, &ExtractionJob::finished, this, [this](bool cancelled) {
+    if (!m_sweeping || m_ctx.job->client() != kSweepClient) return;
+    m_sweeping = false;
     m_sweepTimer.stop();
     m_sweepRun->setEnabled(true);
     m_sweepCancelButton->setEnabled(false);
-    const SweepOutcome o = m_sweepWatcher.result();
-    if (!o.error.isEmpty()) {
-      m_sweepLabel->setText(tr("Sweep failed: %1").arg(o.error));
+    const auto st = std::exchange(m_sweepState, nullptr);
+    if (!m_sweepError.isEmpty()) {
+      m_sweepLabel->setText(tr("Sweep failed: %1").arg(m_sweepError));
       setStatus(m_sweepLabel->text());
       emit sweepFinished(false);
       return;
     }
-    m_sweep = o.result;
+    st->result.cancelled = st->result.cancelled || cancelled;
+    m_sweep = std::move(st->result);
     m_sweepView->setResult(m_sweep);
     showAppliedSweepSetting();
     // Each setting's extraction is a run of its own, for the timeline and the run
@@ -235,22 +242,23 @@ AnalysisDocks::AnalysisDocks(const WorkbenchContext& context) : QObject(context.
   });
   m_sweepTimer.setInterval(100);
   connect(&m_sweepTimer, &QTimer::timeout, this, [this] {
-    const int rows = std::max(1, m_sweepRows.load());
-    const int total = std::max(1, m_sweepPatchTotal.load());
+    if (!m_sweepState) return;
+    const SweepShared& st = *m_sweepState;
+    const int rows = std::max(1, st.rows.load());
+    const int total = std::max(1, st.patchTotal.load());
     m_sweepBar->setRange(0, rows * 100);
-    m_sweepBar->setValue(m_sweepRowNow.load() * 100 + 100 * m_sweepPatchDone.load() / total);
+    m_sweepBar->setValue(st.rowNow.load() * 100 + 100 * st.patchDone.load() / total);
     m_sweepLabel->setText(tr("setting %1/%2: %3/%4 patches")
-                              .arg(m_sweepRowNow.load() + 1)
+                              .arg(st.rowNow.load() + 1)
                               .arg(rows)
-                              .arg(m_sweepPatchDone.load())
-                              .arg(m_sweepPatchTotal.load()));
+                              .arg(st.patchDone.load())
+                              .arg(st.patchTotal.load()));
   });
 }
 
-AnalysisDocks::~AnalysisDocks() {
-  m_sweepCancel.cancel();
-  m_sweepWatcher.waitForFinished();
-}
+// A running sweep is the job runner's: it cancels and waits for it when it goes, and
+// the sweep's job holds nothing of the docks (its state is shared).
+AnalysisDocks::~AnalysisDocks() = default;
 
 void AnalysisDocks::setStatus(const QString& s) {
   m_status = s;
@@ -628,7 +636,9 @@ bool AnalysisDocks::compareEngines(const QString& a, const QString& b, bool whol
     return false;
   }
   if (m_ctx.job->isRunning()) {
-    m_engineCompare->showMessage(tr("An extraction is running; compare when it is done."));
+    m_engineCompare->showMessage(m_ctx.job->client() == kSweepClient
+                                     ? tr("A sweep is running; compare when it is done.")
+                                     : tr("An extraction is running; compare when it is done."));
     setStatus(m_engineCompare->message());
     return false;
   }
@@ -757,14 +767,17 @@ bool AnalysisDocks::startSweep() {
     }
     spec.region = {f0, f1, plan->wave.at(w0), plan->wave.at(w1 - 1)};
   }
-  std::vector<std::shared_ptr<Engine>> engines;
-  try {
-    engines.push_back(std::shared_ptr<Engine>(makeEngine("cpu").engine.release()));
-    if (m_sweepCuda->isChecked()) engines.push_back(std::shared_ptr<Engine>(makeEngine("cuda").engine.release()));
-  } catch (const std::exception& e) {
-    m_sweepLabel->setText(tr("CUDA is not available: %1").arg(QString::fromStdString(e.what())));
+  if (m_ctx.job->isRunning()) {
+    m_sweepLabel->setText(m_ctx.job->client() == kCompareClient
+                              ? tr("A comparison is running; sweep when it is done.")
+                              : tr("An extraction is running; sweep when it is done."));
+    setStatus(m_sweepLabel->text());
     return false;
   }
+  // The engines are the EngineRegistry's (the warm ones Extract and the comparison use,
+  // made on first use): leased on the job's worker for the whole sweep.
+  std::vector<std::string> kinds{"cpu"};
+  if (m_sweepCuda->isChecked()) kinds.push_back("cuda");
   const auto image = doc->image();
   const auto psf = doc->psf();
   auto truth = doc->truth();
@@ -776,46 +789,48 @@ bool AnalysisDocks::startSweep() {
         reference = r;
         break;
       }
-  m_sweepCancel.reset();
-  m_sweepRowNow = 0;
-  m_sweepRows = int(spec.nwavestep.size() * spec.nsubbundles.size() * spec.wavepadFrac.size() * engines.size());
-  m_sweepPatchDone = 0;
-  m_sweepPatchTotal = 0;
-  m_sweepRun->setEnabled(false);
-  m_sweepCancelButton->setEnabled(true);
-  m_sweepBar->setRange(0, m_sweepRows * 100);
-  m_sweepBar->setValue(0);
-  m_sweepTimer.start();
-  const CancelToken* cancel = &m_sweepCancel;
-  m_sweepWatcher.setFuture(QtConcurrent::run(backgroundPool(), [=, this]() -> SweepOutcome {
-    SweepOutcome out;
+  auto st = std::make_shared<SweepShared>();
+  st->rows = int(spec.nwavestep.size() * spec.nsubbundles.size() * spec.wavepadFrac.size() * kinds.size());
+  JobSpec job;
+  job.client = kSweepClient;
+  job.task = [st, kinds, spec, image, psf, truth, reference](EngineRegistry& registry, const CancelToken& cancel) {
+    std::vector<EngineRegistry::Lease> leases;
     std::vector<Engine*> raw;
-    for (const auto& e : engines) raw.push_back(e.get());
+    for (const std::string& k : kinds) {
+      leases.push_back(registry.lease(k));
+      raw.push_back(leases.back().engine);
+    }
     SweepInputs in;
     in.image = image.get();
     in.psf = psf.get();
     in.truth = truth.get();
     in.reference = reference.get();
-    try {
-      out.result = runSweep(
-          raw, in, spec,
-          [this](const SweepProgress& p) {
-            m_sweepRowNow = p.row;
-            m_sweepRows = p.rows;
-            m_sweepPatchDone = p.patchesDone;
-            m_sweepPatchTotal = p.patchesTotal;
-          },
-          *cancel);
-    } catch (const std::exception& e) {
-      out.error = QString::fromStdString(e.what());
-    }
-    return out;
-  }));
+    st->result = runSweep(
+        raw, in, spec,
+        [st](const SweepProgress& p) {
+          st->rowNow = p.row;
+          st->rows = p.rows;
+          st->patchDone = p.patchesDone;
+          st->patchTotal = p.patchesTotal;
+        },
+        cancel);
+    return st->result.cancelled;
+  };
+  if (!m_ctx.job->start(std::move(job))) return false;
+  m_sweeping = true;
+  m_sweepState = std::move(st);
+  m_sweepError.clear();
+  m_sweepRun->setEnabled(false);
+  m_sweepCancelButton->setEnabled(true);
+  m_sweepBar->setRange(0, m_sweepState->rows * 100);
+  m_sweepBar->setValue(0);
+  m_sweepTimer.start();
   return true;
 }
 
 void AnalysisDocks::cancelSweep() {
-  m_sweepCancel.cancel();
+  if (!m_sweeping) return;
+  m_ctx.job->cancel();
   m_sweepLabel->setText(tr("Cancelling after the current patches\u2026"));
 }
 

@@ -4,7 +4,8 @@
 // trace open/export, per-patch CCD heatmaps), Run comparison (two runs on one time
 // axis), CPU vs CUDA (both engines on the selection or the frame, as one job on the
 // app's job runner with the EngineRegistry's warm engines)
-// and Sweep (patch-size sweep in the background, with progress and cancel). The views
+// and Sweep (patch-size sweep in the background, with progress and cancel; also one job
+// on the app's job runner, client "sweep", leasing the registry's warm engines). The views
 // live in widgets/profiling; this file turns their intents into jobs.
 #pragma once
 
@@ -13,7 +14,6 @@
 #include "core/extract/engine.h"
 #include "core/sweep/sweep.h"
 
-#include <QFutureWatcher>
 #include <QObject>
 #include <QString>
 #include <QTimer>
@@ -92,7 +92,7 @@ public:
   // Sweep over the comma-separated values in the dock's fields (or those given).
   bool startSweep();
   void cancelSweep();
-  bool isSweeping() const { return m_sweepWatcher.isRunning(); }
+  bool isSweeping() const { return m_sweeping; }
   const SweepResult& sweepResult() const { return m_sweep; }
   void setSweepFields(const QString& nwavestep, const QString& nsubbundles, const QString& wavepadFrac,
                       bool wholeFrame);
@@ -127,9 +127,11 @@ signals:
   void sweepFinished(bool cancelled);
 
 private:
-  struct SweepOutcome {
+  // What the sweep's job shares with the GUI thread: progress (written by engine
+  // threads) and the outcome (written by the job's worker before its finished signal).
+  struct SweepShared {
+    std::atomic<int> rowNow{0}, rows{0}, patchDone{0}, patchTotal{0};
     SweepResult result;
-    QString error;
   };
 
   void buildTimelineDock();
@@ -183,10 +185,10 @@ private:
   QPushButton* m_sweepCancelButton = nullptr;
   QProgressBar* m_sweepBar = nullptr;
   QLabel* m_sweepLabel = nullptr;
-  QFutureWatcher<SweepOutcome> m_sweepWatcher;
-  CancelToken m_sweepCancel;
+  bool m_sweeping = false; // a sweep job is on the app's job runner
+  std::shared_ptr<SweepShared> m_sweepState; // its shared state
+  QString m_sweepError;
   QTimer m_sweepTimer;
-  std::atomic<int> m_sweepRowNow{0}, m_sweepRows{0}, m_sweepPatchDone{0}, m_sweepPatchTotal{0};
   SweepResult m_sweep;
   int m_sweepSelected = -1;
 };

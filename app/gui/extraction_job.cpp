@@ -79,6 +79,22 @@ void ExtractionJob::drain() {
 
 void ExtractionJob::run(JobSpec spec) {
   bool cancelled = false;
+  if (spec.task) {
+    try {
+      cancelled = spec.task(*m_engines, m_cancel);
+    } catch (const CancelledError&) {
+      cancelled = true;
+    } catch (const std::exception& e) {
+      const QString name = spec.client, msg = QString::fromStdString(e.what());
+      post([this, name, msg] { emit engineFailed(name, msg); });
+    }
+    post([this, cancelled] {
+      drain();
+      m_running = false;
+      emit finished(cancelled);
+    });
+    return;
+  }
   for (const JobSpec::Target& target : spec.targets) {
     const QString name = target.engine;
     if (m_cancel.cancelled()) {

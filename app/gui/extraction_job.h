@@ -5,7 +5,8 @@
 // handed to the GUI thread in batches through one queued call at a time, so a flood
 // of small patches costs one event per batch and no copies. Engines stay warm between
 // jobs (the EngineRegistry the job is given). It is the app's one job runner: the
-// Document's extractions and the CPU-vs-CUDA comparison (JobSpec::client) both run here.
+// Document's extractions, the CPU-vs-CUDA comparison and the patch-size sweep
+// (JobSpec::client, JobSpec::task) all run here, one at a time.
 #pragma once
 
 #include "core/extract/engine.h"
@@ -19,6 +20,7 @@
 #include <QVector>
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -26,6 +28,8 @@
 #include <vector>
 
 namespace spex {
+
+class EngineRegistry;
 
 // What one job does: the inputs, the plan (built once, by the Document), the patches
 // (nullopt: all) and, per engine in order, the result it fills.
@@ -46,9 +50,12 @@ struct JobSpec {
   // another name (the CPU-vs-CUDA comparison's "compare") for a client that owns its
   // targets' results. Every listener of the job's signals checks ExtractionJob::client().
   QString client;
+  // A job of another shape (the sweep): when set, the worker runs it instead of the
+  // targets, with the job's EngineRegistry (lease engines from it: the warm ones) and
+  // its cancel token; it returns true when it stopped because it was cancelled. An
+  // exception it throws is reported as engineFailed(client, message).
+  std::function<bool(EngineRegistry&, const CancelToken&)> task;
 };
-
-class EngineRegistry;
 
 class ExtractionJob : public QObject {
   Q_OBJECT

@@ -77,8 +77,8 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     m_doc->setSettings(s);
   });
 
-  // The job runner is shared: a job of another client (the CPU-vs-CUDA comparison)
-  // fills results of its own, not the document's.
+  // The job runner is shared: a job of another client (the CPU-vs-CUDA comparison, the
+  // sweep) fills results of its own, not the document's.
   auto ours = [this] { return m_job->client().isEmpty(); };
   connect(m_job, &ExtractionJob::engineStarted, this, [this, ours](const QString& e, int total) {
     if (!ours()) return;
@@ -761,7 +761,11 @@ void MainWindow::setBusy(bool busy) {
 
 bool MainWindow::runExtraction(bool wholeFrame) {
   if (isBusy()) {
-    if (!m_job->client().isEmpty()) statusBar()->showMessage(tr("A comparison is running; extract when it is done."), 10000);
+    if (!m_job->client().isEmpty())
+      statusBar()->showMessage(m_job->client() == QLatin1String("sweep")
+                                   ? tr("A sweep is running; extract when it is done.")
+                                   : tr("A comparison is running; extract when it is done."),
+                               10000);
     return false;
   }
   const auto plan = m_doc->plan();

@@ -5,13 +5,15 @@
 // two runs with the numbers of compareFrames; traces export and import. Issue 14: the
 // slowest patch and a found zone jump to the timeline and the CCD; the timeline, phase
 // table and run comparison share one time axis; a sweep's settings join the run list;
-// the applied sweep cell follows the Parameters.
+// the applied sweep cell follows the Parameters; the sweep is a job on the app's one job
+// runner with the EngineRegistry's warm engines, and its numbers are a direct call's.
 #include "gui_test_sim.h"
 
 #include "app/engine_factory.h"
 #include "app/gui/analysis_docks.h"
 #include "app/gui/main_window.h"
 #include "core/extract/compare.h"
+#include "core/plan/patch_plan.h"
 #include "widgets/ccd_view.h"
 #include "widgets/profiling/engine_comparison_view.h"
 #include "widgets/profiling/phase_table.h"
@@ -28,11 +30,13 @@
 #include <QCheckBox>
 #include <QLabel>
 #include <QSignalSpy>
+#include <QStatusBar>
 #include <QTableWidget>
 #include <QTabWidget>
 #include <QTemporaryDir>
 #include <QTest>
 
+#include <algorithm>
 #include <cmath>
 
 using namespace spex;
@@ -311,6 +315,109 @@ private slots:
         }
       QVERIFY(bins >= 50L * sel.size());
     }
+  }
+
+  // Issue 14: the sweep leases the EngineRegistry's warm engines (no new engine when the
+  // registry holds one) and runs as one job on the app's job runner (Extract and the
+  // comparison are refused meanwhile, with a status-bar message); each cell's numbers
+  // are those of a direct call of a fresh engine on that setting's patches, and cancel
+  // stops it.
+  void sweepLeasesTheRegistrysEnginesAndKeepsItsNumbers() {
+    const std::shared_ptr<EngineRegistry> registry = m_w->job()->engines();
+    const int made = registry->enginesMade();
+    QVERIFY(made >= 1); // the comparison above made the CPU engine
+    Engine* cpu = registry->lease("cpu").engine;
+    const auto plan = m_w->document()->plan();
+    QVector<int> sel;
+    for (int p : plan->patchesInRegion(10, 15, 150, 260)) sel.push_back(p);
+    QVERIFY(sel.size() >= 2);
+    m_w->viewState()->setSelectedPatches(sel);
+    m_w->viewState()->setSelectedFibers({});
+    m_docks->setSweepFields(QStringLiteral("30"), QStringLiteral("5"), QStringLiteral("0.2"), false);
+    QSignalSpy done(m_docks, &AnalysisDocks::sweepFinished);
+    QVERIFY(m_docks->startSweep());
+    QVERIFY(m_w->job()->isRunning());
+    QCOMPARE(m_w->job()->client(), QStringLiteral("sweep"));
+    QVERIFY(!m_w->runExtraction(false));
+    QCOMPARE(m_w->statusBar()->currentMessage(), QStringLiteral("A sweep is running; extract when it is done."));
+    QVERIFY(!m_docks->compareEngines(QStringLiteral("cpu"), QStringLiteral("cpu"), false));
+    QCOMPARE(m_w->statusBar()->currentMessage(), QStringLiteral("A sweep is running; compare when it is done."));
+    QVERIFY(done.wait(300000));
+    QCOMPARE(done.takeFirst().first().toBool(), false);
+    QVERIFY(!m_w->job()->isRunning());
+    QCOMPARE(registry->enginesMade(), made); // the warm engine, not a new one
+    QCOMPARE(registry->lease("cpu").engine, cpu);
+
+    const SweepResult& r = m_docks->sweepResult();
+    QCOMPARE(int(r.rows.size()), 1);
+    const SweepRow& row = r.rows[0];
+    QVERIFY2(row.ok(), row.error.c_str());
+    QCOMPARE(row.engine, std::string("cpu"));
+    QCOMPARE(r.mode, SweepMode::Truth);
+    // Timings exist for the cell and for each of its patches.
+    QVERIFY(row.wallS > 0);
+    QVERIFY(row.throughput > 0);
+    QVERIFY(!row.profile.ranges.empty());
+    QCOMPARE(int(row.patchDiagnostics.size()), row.patches);
+    for (const PatchDiagnostics& d : row.patchDiagnostics) QVERIFY(d.seconds > 0);
+
+    // The same setting's patches extracted directly by a fresh engine (the previous
+    // code path: makeEngine per sweep) give the same numbers: pulls over the region's
+    // bins and each patch's chi2 (same engine code, same patches: the same bits).
+    const Document* doc = m_w->document();
+    PatchParams params = plan->params;
+    params.nwavestep = 30;
+    params.nsubbundles = 5;
+    params.wavepadFrac = 0.2;
+    const PatchPlan p30 = makePatchPlan(*doc->psf(), plan->wave, plan->fiberMin, plan->nFiber, params);
+    int w0 = 0, w1 = 0;
+    regionBins(plan->wave, r.region.waveMin, r.region.waveMax, w0, w1);
+    ExtractionRequest req;
+    req.image = doc->image().get();
+    req.psf = doc->psf().get();
+    req.wave = plan->wave;
+    req.fiberMin = plan->fiberMin;
+    req.nFiber = plan->nFiber;
+    req.params = params;
+    req.threads = doc->settings().threads;
+    req.patches = p30.patchesInRegion(r.region.fiber0, r.region.fiber1, w0, w1);
+    QCOMPARE(int(req.patches->size()), row.patches);
+    ProgressSink none;
+    CancelToken cancel;
+    const ExtractionResult want = makeEngine("cpu").engine->extract(req, none, cancel);
+    long bins = 0;
+    for (uint8_t c : want.covered.data) bins += c != 0;
+    QCOMPARE(row.bins, bins);
+    const PullStats ps = truthPulls(want, *doc->truth(), r.region.fiber0, r.region.fiber1, w0, w1, want.ndiag);
+    QVERIFY(ps.n > 100);
+    QCOMPARE(row.pullN, ps.n);
+    QCOMPARE(row.pullMean, ps.mean);
+    QCOMPARE(row.pullStd, ps.std);
+    auto byPatch = [](std::vector<PatchDiagnostics> v) {
+      std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.patch < b.patch; });
+      return v;
+    };
+    const auto got = byPatch(row.patchDiagnostics), exp = byPatch(want.patches);
+    QCOMPARE(got.size(), exp.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      QCOMPARE(got[i].patch, exp[i].patch);
+      QCOMPARE(got[i].chi2, exp[i].chi2);
+      QCOMPARE(got[i].regularized, exp[i].regularized);
+    }
+
+    // The engines really are the registry's: with its engines dropped, a sweep makes
+    // the CPU engine there (and keeps it warm). Cancel goes through the job runner: the
+    // sweep stops early, says so, and frees the runner.
+    registry->clear();
+    m_docks->setSweepFields(QStringLiteral("20,25,30,35,40,45"), QStringLiteral("1,5"), QStringLiteral("0.2"), true);
+    QVERIFY(m_docks->startSweep());
+    m_docks->cancelSweep();
+    QVERIFY(done.wait(300000));
+    QCOMPARE(done.takeFirst().first().toBool(), true);
+    QVERIFY(m_docks->sweepResult().cancelled);
+    QVERIFY(m_docks->sweepResult().rows.size() < 12);
+    QVERIFY(!m_w->job()->isRunning());
+    QCOMPARE(registry->enginesMade(), made + 1);
   }
 
   void sweepInBackgroundColoursTheTouchedPatches() {
