@@ -21,6 +21,7 @@ void enqueueBatch(Workspace& w, BatchView v, const DevPatch* table, int first, i
   v.mbuf = w.mbuf.get();
   v.cbuf = w.cbuf.get();
   v.chi2 = w.chi2.get();
+  v.tiles = w.tiles ? w.tile.get() : nullptr;
   v.W = w.W.get();
   const int n = v.n;
   const long long nn = (long long)n * n;

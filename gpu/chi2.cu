@@ -19,6 +19,9 @@ __global__ void __launch_bounds__(512) chi2ModelKernel(BatchView b) {
   const int p = blockIdx.x;
   const DevPatch pt = b.patches[p];
   if (b.info[p] != 0) {
+    if (b.tiles)
+      for (int t = threadIdx.x; t < (pt.x1 - pt.x0) * (pt.y1 - pt.y0); t += blockDim.x)
+        b.tiles[(std::size_t)p * b.maxBoxArea + t] = 0.0;
     // Failed factorisation: like the CPU engine, keep pixmask_fraction (computed
     // before the solve) and leave everything else zero. The retry pass rewrites it.
     for (int kk = threadIdx.x; kk < pt.nfiber * pt.nwave; kk += blockDim.x) {
@@ -38,7 +41,11 @@ __global__ void __launch_bounds__(512) chi2ModelKernel(BatchView b) {
   const int nReal = pt.nfiberPad * b.nb;
   const int tid = threadIdx.x, nt = blockDim.x;
 
-  for (int t = tid; t < area; t += nt) m[t] = 0.0;
+  double* tile = b.tiles ? b.tiles + (std::size_t)p * b.maxBoxArea : nullptr;
+  for (int t = tid; t < area; t += nt) {
+    m[t] = 0.0;
+    if (tile) tile[t] = 0.0;
+  }
   __syncthreads();
   // m = A f over the box (padded, deconvolved flux): a warp per spot, lanes along it.
   {
@@ -118,6 +125,7 @@ __global__ void __launch_bounds__(512) chi2ModelKernel(BatchView b) {
         den += s;
       }
       if (o.model) atomicAdd(o.model + (std::size_t)Y * b.npixX + X, s * fa);
+      if (tile) atomicAdd(tile + (Y - pt.y0) * bw + (X - pt.x0), s * fa);
     }
     for (int off = 16; off > 0; off >>= 1) {
       num += __shfl_xor_sync(0xffffffffu, num, off);

@@ -29,6 +29,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
 #include <cstdio>
 #include <exception>
 #include <future>
@@ -68,6 +69,11 @@ struct DeviceJob {
   Array2D<double> model; // this device's model image when several devices share a frame
   bool cancelled = false;
   int done = 0;
+  // extractInto with `accumulate`: the result is the caller's, already shaped; only the
+  // patches' kept bins are written (and finalized) and, with a model, their model
+  // tiles (ExtractionResult::modelTiles) instead of a CCD-sized model image.
+  bool into = false;
+  long noData = 0, nonFinite = 0; // finalizeRegion counts of the patches (into)
 };
 
 } // namespace
@@ -163,6 +169,9 @@ struct DeviceRun {
   bool wantSpots = false;
   bool spotsReady = false;
   SpotTable spots;
+  // Image rows to upload (gpu::uploadImage): the rows of the requested patches' boxes,
+  // or all (imgY1 < 0).
+  int imgY0 = 0, imgY1 = -1;
   cudaEvent_t spotsDone = nullptr;
   void publishCorners() {
     if (cornersPublished) return;
@@ -234,7 +243,7 @@ void prefetchInputs(CudaEngine::Device& dev, DeviceRun& run, const ExtractionReq
   if (image.pix.size() != npixImg || image.ivar.size() != npixImg)
     return; // validateRequest reports it; runDevice never starts
   run.tl.phase(kPhaseH2D, run.mainLane, -1, dev.main, [&] {
-    gpu::uploadImage(image, dev, budget);
+    gpu::uploadImage(image, dev, budget, run.imgY0, run.imgY1);
     if (!psfUploaded) gpu::uploadPsf(*req.psf, dev, dev.main, run.psf);
   });
   run.uploaded = true;
@@ -298,6 +307,9 @@ void runDevice(CudaEngine::Device& dev, DeviceRun& run, const CudaEngineOptions&
     kHi = std::max(kHi, p.wavePad0 + p.nwavePad);
   }
 
+  // With `into` and a model: per-patch model tiles instead of the CCD-sized image.
+  const bool tiles = req.model && job.into;
+  const bool wholeModel = req.model && !job.into;
   SpotTable st;
   DevFrame fr;
   const DevPsf dpsf = run.psf;
@@ -327,7 +339,7 @@ void runDevice(CudaEngine::Device& dev, DeviceRun& run, const CudaEngineOptions&
     {
       const std::size_t nfw = std::size_t(nrow) * nwave;
       std::size_t g = dev.spotV.growth(nspot * st.nx * st.ny) + dev.corner.growth(nspot) +
-                      dev.res.growth(nfw * nk) + (req.model ? dev.model.growth(npixImg) : 0) +
+                      dev.res.growth(nfw * nk) + (wholeModel ? dev.model.growth(npixImg) : 0) +
                       (opt.bandedSolve ? dev.coupling.growth(std::max(ntodo, 1)) : 0);
       for (auto* a : {&dev.flux, &dev.ivarOut, &dev.chi2pix, &dev.pixmask, &dev.deconv}) g += a->growth(nfw);
       gpu::makeRoom(dev, g, opt.memoryBudgetBytes);
@@ -353,7 +365,7 @@ void runDevice(CudaEngine::Device& dev, DeviceRun& run, const CudaEngineOptions&
     }
     dev.res.need(nfw * nk, &dev.held, "resolution");
     SPEX_CUDA(cudaMemsetAsync(dev.res.get(), 0, nfw * nk * sizeof(double), ms));
-    if (req.model) {
+    if (wholeModel) {
       dev.model.need(npixImg, &dev.held, "model image");
       SPEX_CUDA(cudaMemsetAsync(dev.model.get(), 0, npixImg * sizeof(double), ms));
     }
@@ -365,7 +377,7 @@ void runDevice(CudaEngine::Device& dev, DeviceRun& run, const CudaEngineOptions&
   fr.chi2pix = dev.chi2pix.get();
   fr.pixmask = dev.pixmask.get();
   fr.deconvolved = dev.deconv.get();
-  fr.model = req.model ? dev.model.get() : nullptr;
+  fr.model = wholeModel ? dev.model.get() : nullptr;
   fr.nrow = nrow;
   fr.nwave = nwave;
   fr.ndiag = nd;
@@ -390,6 +402,7 @@ void runDevice(CudaEngine::Device& dev, DeviceRun& run, const CudaEngineOptions&
   std::size_t per = gpu::bytesPerPatch(n, F, nb, job.maxBoxArea, noise);
   if (keptEigh)
     per += std::size_t(maxKept) * (std::size_t(nb) * nb + nb) * (dev.ws[0]->cusolverEigh ? 2 : 1) * sizeof(double);
+  if (tiles) per += std::size_t(job.maxBoxArea) * sizeof(double); // Workspace::tile
   auto budgetError = [&](const std::string& what) {
     const double MiB = 1024.0 * 1024.0;
     char buf[320];
@@ -450,6 +463,11 @@ void runDevice(CudaEngine::Device& dev, DeviceRun& run, const CudaEngineOptions&
     P = std::max(1, std::min(P - 1, P * 7 / 8));
   }
   dev.limit = SIZE_MAX;
+  for (auto& w : dev.ws) {
+    w->tiles = tiles;
+    if (tiles) w->tile.need(std::size_t(P) * job.maxBoxArea, &dev.held, "model tiles");
+  }
+  dev.track();
   key.batch = P;
   dev.fit = key;
   dev.plan = CudaMemoryPlan{};
@@ -480,6 +498,8 @@ void runDevice(CudaEngine::Device& dev, DeviceRun& run, const CudaEngineOptions&
 
   int* hInfo = dev.hInfo.get(std::max(ntodo, 1));
   double* hChi2 = dev.hChi2.get(std::max(ntodo, 1));
+  const std::size_t mba = std::size_t(job.maxBoxArea);
+  double* hTiles = tiles ? dev.hTiles.get(std::size_t(std::max(ntodo, 1)) * mba) : nullptr;
   // The shape of a batch of patches idx(0 .. count-1): its widest fiber coupling (the
   // band it is solved on; F - 1, dense, without bandedSolve) and the blocks it keeps.
   const int* hCoupling = nullptr;
@@ -515,6 +535,9 @@ void runDevice(CudaEngine::Device& dev, DeviceRun& run, const CudaEngineOptions&
                               cudaMemcpyDeviceToHost, w.stream));
     SPEX_CUDA(cudaMemcpyAsync(hChi2 + first, w.chi2.get(), count * sizeof(double),
                               cudaMemcpyDeviceToHost, w.stream));
+    if (tiles)
+      SPEX_CUDA(cudaMemcpyAsync(hTiles + std::size_t(first) * mba, w.tile.get(), count * mba * sizeof(double),
+                                cudaMemcpyDeviceToHost, w.stream));
     for (int i = first; i < first + count; ++i) {
       batchOf[i] = batchId;
       laneOf[i] = w.lane;
@@ -537,6 +560,7 @@ void runDevice(CudaEngine::Device& dev, DeviceRun& run, const CudaEngineOptions&
                               cudaMemcpyHostToDevice, w.stream));
     std::vector<int> rInfo(retry.size());
     std::vector<double> rChi2(retry.size());
+    std::vector<double> rTiles(tiles ? retry.size() * mba : 0);
     for (int first = 0; first < int(rt.size()); first += P) {
       const int count = std::min(P, int(rt.size()) - first);
       const BatchShape shape = shapeOf(count, [&](int k) { return retry[first + k]; });
@@ -545,6 +569,9 @@ void runDevice(CudaEngine::Device& dev, DeviceRun& run, const CudaEngineOptions&
                                 cudaMemcpyDeviceToHost, w.stream));
       SPEX_CUDA(cudaMemcpyAsync(rChi2.data() + first, w.chi2.get(), count * sizeof(double),
                                 cudaMemcpyDeviceToHost, w.stream));
+      if (tiles)
+        SPEX_CUDA(cudaMemcpyAsync(rTiles.data() + std::size_t(first) * mba, w.tile.get(),
+                                  count * mba * sizeof(double), cudaMemcpyDeviceToHost, w.stream));
       SPEX_CUDA(cudaStreamSynchronize(w.stream));
     }
     for (std::size_t r = 0; r < retry.size(); ++r) {
@@ -552,12 +579,24 @@ void runDevice(CudaEngine::Device& dev, DeviceRun& run, const CudaEngineOptions&
       regularized[i] = 1;
       failed[i] = rInfo[r] != 0;
       hChi2[i] = failed[i] ? 0.0 : rChi2[r];
+      if (tiles) std::copy_n(rTiles.data() + r * mba, mba, hTiles + std::size_t(i) * mba);
     }
   }
 
   // D2H: this device's rows of the frame, and the model image.
   allocated.get(); // rethrows the allocation's failure
+  ExtractionResult part; // into: this device's rows, then the patches' bins are copied
   tl.phase(kPhaseD2H, mainLane, -1, ms, [&] {
+    if (job.into) {
+      part.flux = Array2D<double>(nrow, nwave);
+      part.ivar = Array2D<double>(nrow, nwave);
+      part.chi2pix = Array2D<double>(nrow, nwave);
+      part.pixmaskFraction = Array2D<double>(nrow, nwave);
+      part.deconvolved = Array2D<double>(nrow, nwave);
+      part.resolution = Array3D<double>(nrow, nk, nwave);
+      gpu::downloadFrame(dev, part, 0, std::size_t(nrow) * nwave, nk, nullptr, 0);
+      return;
+    }
     double* model = nullptr;
     if (req.model) {
       if (!directModel) job.model = Array2D<double>(image.ny, image.nx);
@@ -567,9 +606,38 @@ void runDevice(CudaEngine::Device& dev, DeviceRun& run, const CudaEngineOptions&
                        npixImg);
   });
   SPEX_CUDA(cudaStreamSynchronize(ms));
+  if (job.into) {
+    // The launched patches' kept bins into the caller's result, finalized there, and
+    // their model tiles.
+    for (int i = 0; i < launched; ++i) {
+      const Patch& p = plan.patches[job.todo[i]];
+      for (int s = 0; s < p.nfiber; ++s) {
+        const int rf = p.fiber0 + s - plan.fiberMin, rl = rf - job.rowLo;
+        for (int k = p.wave0; k < p.wave0 + p.nwave; ++k) {
+          result.flux(rf, k) = part.flux(rl, k);
+          result.ivar(rf, k) = part.ivar(rl, k);
+          result.chi2pix(rf, k) = part.chi2pix(rl, k);
+          result.pixmaskFraction(rf, k) = part.pixmaskFraction(rl, k);
+          result.deconvolved(rf, k) = part.deconvolved(rl, k);
+          for (int d = 0; d < nk; ++d) result.resolution(rf, d, k) = part.resolution(rl, d, k);
+        }
+      }
+      if (tiles) {
+        Array2D<double>& t = result.modelTiles[std::size_t(p.index)];
+        if (t.rows != p.box.height() || t.cols != p.box.width()) t = Array2D<double>(p.box.height(), p.box.width());
+        std::copy_n(hTiles + std::size_t(i) * mba, t.size(), t.data.begin());
+      }
+    }
+  }
 
   gpu::collectDiagnostics(plan, job.todo, launched, hChi2, regularized, failed, batchOf, laneOf, batchId, tl,
                           result, job.diags);
+  if (job.into)
+    for (int i = 0; i < launched; ++i) {
+      const FinalizeCounts c = finalizeRegion(result, keptRegion(plan, job.todo[i]));
+      job.noData += c.noData;
+      job.nonFinite += c.nonFinite;
+    }
   job.done = launched;
   job.cancelled = launched < ntodo;
   SPEX_CUDA(cudaStreamSynchronize(ms)); // the patch table's host copy goes out of scope
@@ -579,14 +647,53 @@ void runDevice(CudaEngine::Device& dev, DeviceRun& run, const CudaEngineOptions&
 
 } // namespace
 
+namespace {
+
+bool sameParams(const PatchParams& a, const PatchParams& b) {
+  auto same = [](double x, double y) { return x == y || (std::isnan(x) && std::isnan(y)); };
+  return a.bundlesize == b.bundlesize && a.nsubbundles == b.nsubbundles && a.nwavestep == b.nwavestep &&
+         a.wavepadFrac == b.wavepadFrac && a.pixpadFrac == b.pixpadFrac && same(a.regularize, b.regularize) &&
+         same(a.psferr, b.psferr) && a.mode == b.mode;
+}
+
+// A kept result extractInto can write into as it is: the plan's frame, the model (and
+// its tiles) when asked for.
+bool shapedFor(const ExtractionResult& r, const PatchPlan& plan, const GaussHermitePsf& psf, bool model) {
+  return r.nfiber == plan.nFiber && r.fiberMin == plan.fiberMin && r.nwave == plan.wave.n &&
+         r.ndiag == psf.hsizeY && r.wave.wmin == plan.wave.wmin && r.wave.wmax == plan.wave.wmax &&
+         r.wave.dw == plan.wave.dw && r.wave.n == plan.wave.n && sameParams(r.params, plan.params) &&
+         r.flux.rows == plan.nFiber && r.flux.cols == plan.wave.n && r.resolution.n0 == plan.nFiber &&
+         r.resolution.n1 == 2 * psf.hsizeY + 1 && r.resolution.n2 == plan.wave.n &&
+         r.model.has_value() == model &&
+         (!model || (r.model->rows == psf.npixY && r.model->cols == psf.npixX &&
+                     r.modelTiles.size() == plan.patches.size()));
+}
+
+} // namespace
+
 ExtractionResult CudaEngine::extract(const ExtractionRequest& req, ProgressSink& progress,
                                      const CancelToken& cancel) {
+  ExtractionResult result;
+  run(req, result, false, progress, cancel);
+  return result;
+}
+
+void CudaEngine::extractInto(const ExtractionRequest& req, ExtractionResult& into, ProgressSink& progress,
+                             const CancelToken& cancel) {
+  if (!req.accumulate || !req.patches) {
+    Engine::extractInto(req, into, progress, cancel);
+    return;
+  }
+  run(req, into, true, progress, cancel);
+}
+
+void CudaEngine::run(const ExtractionRequest& req, ExtractionResult& result, bool into, ProgressSink& progress,
+                     const CancelToken& cancel) {
   ProfileRecorder rec;
   rec.setThreadLaneName("main");
   // The kernel profile: CUPTI records from here until the devices are idle.
   std::unique_ptr<gpu::KernelTracer> tracer;
   if (req.profileKernels) tracer = std::make_unique<gpu::KernelTracer>(rec);
-  ExtractionResult result;
   PatchPlan plan;
   std::vector<int> todo;
   {
@@ -603,6 +710,26 @@ ExtractionResult CudaEngine::extract(const ExtractionRequest& req, ProgressSink&
     if (deviceCorners) runs[0]->wantCorners = true;
     // A whole frame on one device: its spot table too, right after the corners.
     if (deviceCorners && !req.patches && m_devices.size() == 1) runs[0]->wantSpots = true;
+    // A patch list with its plan: only the rows of the patches' boxes are uploaded.
+    if (req.patches && req.plan) {
+      int y0 = INT32_MAX, y1 = INT32_MIN;
+      bool valid = true;
+      for (int i : *req.patches) {
+        if (i < 0 || i >= int(req.plan->patches.size())) {
+          valid = false; // validateRequest says which
+          break;
+        }
+        const PixelBox& b = req.plan->patches[std::size_t(i)].box;
+        if (b.empty()) continue;
+        y0 = std::min(y0, b.y0);
+        y1 = std::max(y1, b.y1);
+      }
+      if (valid)
+        for (auto& r : runs) {
+          r->imgY0 = y1 > y0 ? y0 : 0;
+          r->imgY1 = y1 > y0 ? y1 : 0;
+        }
+    }
     std::vector<std::exception_ptr> prefetchErrors(m_devices.size());
     std::vector<std::thread> prefetchers;
     for (std::size_t d = 0; d < m_devices.size(); ++d)
@@ -641,16 +768,25 @@ ExtractionResult CudaEngine::extract(const ExtractionRequest& req, ProgressSink&
     // their own thread while the devices work; runDevice waits for them before its D2H.
     std::promise<void> allocPromise;
     const std::shared_future<void> allocated = allocPromise.get_future().share();
-    std::thread allocator([&] {
-      try {
-        rec.setThreadLaneName("allocate");
-        ScopedRange r(&rec, "allocate");
-        result.allocate(plan, psf.hsizeY, req.model, psf.npixX, psf.npixY);
-        allocPromise.set_value();
-      } catch (...) {
-        allocPromise.set_exception(std::current_exception());
-      }
-    });
+    // extractInto: a kept result of the plan's shape is written in place.
+    const bool shaped = into && shapedFor(result, plan, psf, req.model);
+    std::thread allocator;
+    if (shaped) {
+      allocPromise.set_value();
+    } else {
+      allocator = std::thread([&] {
+        try {
+          rec.setThreadLaneName("allocate");
+          ScopedRange r(&rec, "allocate");
+          result.allocate(plan, psf.hsizeY, req.model, psf.npixX, psf.npixY);
+          result.modelTiles.clear();
+          if (into && req.model) result.modelTiles.resize(plan.patches.size());
+          allocPromise.set_value();
+        } catch (...) {
+          allocPromise.set_exception(std::current_exception());
+        }
+      });
+    }
     struct Join {
       std::thread& t;
       ~Join() {
@@ -701,6 +837,7 @@ ExtractionResult CudaEngine::extract(const ExtractionRequest& req, ProgressSink&
         ++active;
         j.req = &req;
         j.plan = &plan;
+        j.into = into;
         j.F = F;
         j.nb = nb;
         j.maxBoxArea = maxBox;
@@ -734,7 +871,18 @@ ExtractionResult CudaEngine::extract(const ExtractionRequest& req, ProgressSink&
       allocated.get();
       {
         ScopedRange r(&rec, "assemble");
+        if (into) {
+          // The requested patches' diagnostics are replaced; the others' kept.
+          std::vector<PatchDiagnostics> keep;
+          for (const PatchDiagnostics& d : result.patches)
+            if (!std::binary_search(todo.begin(), todo.end(), d.patch)) keep.push_back(d);
+          result.patches = std::move(keep);
+          result.cancelled = false;
+          result.noDataBins = result.nonFiniteBins = 0;
+        }
         for (DeviceJob& j : jobs) {
+          result.noDataBins += j.noData;
+          result.nonFiniteBins += j.nonFinite;
           result.patches.insert(result.patches.end(), j.diags.begin(), j.diags.end());
           result.cancelled = result.cancelled || j.cancelled;
           if (req.model && !directModel && !j.model.empty())
@@ -746,7 +894,18 @@ ExtractionResult CudaEngine::extract(const ExtractionRequest& req, ProgressSink&
       }
     }
     allocated.get();
-    {
+    if (into) {
+      // Bins were finalized patch by patch (runDevice); the model image is redone
+      // inside the boxes of the patches that finished.
+      if (req.model) {
+        ScopedRange r(&rec, "model image");
+        std::vector<int> finished;
+        for (const PatchDiagnostics& d : result.patches)
+          if (std::binary_search(todo.begin(), todo.end(), d.patch)) finished.push_back(d.patch);
+        updateModelImage(result, plan, finished);
+      }
+      result.lastPatches = *req.patches;
+    } else {
       ScopedRange r(&rec, "finalize");
       finalizeFrame(result);
     }
@@ -757,7 +916,6 @@ ExtractionResult CudaEngine::extract(const ExtractionRequest& req, ProgressSink&
   }
   result.profile = rec.finish();
   if (tracer) tracer->finish(result.profile);
-  return result;
 }
 
 std::unique_ptr<Engine> makeCudaEngine(const std::vector<int>& gpus) {

@@ -98,6 +98,13 @@ public:
   std::string name() const override; // "cuda:0", "cuda:0,1"
   ExtractionResult extract(const ExtractionRequest& request, ProgressSink& sink,
                            const CancelToken& cancel) override;
+  // With `accumulate` and a patch list: straight into the caller's result (allocated
+  // only when it has another shape), like the CPU engine: the patches' kept bins are
+  // replaced and finalized, their model tiles filled (ExtractionResult::modelTiles)
+  // and the model image redone inside their boxes (updateModelImage); nothing frame-
+  // or CCD-sized is allocated, uploaded or copied back. Otherwise Engine::extractInto.
+  void extractInto(const ExtractionRequest& request, ExtractionResult& into, ProgressSink& progress,
+                   const CancelToken& cancel) override;
 
   const CudaEngineOptions& options() const { return m_options; }
 
@@ -109,6 +116,10 @@ public:
   struct Device; // per-GPU state (streams, handles, buffers), defined in cuda_engine.cpp
 
 private:
+  // extract() (into = false: result is new) and extractInto (into = true).
+  void run(const ExtractionRequest& request, ExtractionResult& result, bool into, ProgressSink& progress,
+           const CancelToken& cancel);
+
   CudaEngineOptions m_options;
   std::vector<std::unique_ptr<Device>> m_devices;
 };

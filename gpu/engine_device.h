@@ -43,6 +43,10 @@ struct Workspace {
   bool cusolverEigh = false; // kept fiber blocks by cusolverDnXsyevBatched, not syevBatched
   DeviceArray<double> A, X, T, C, y, fw, pm, f, mbuf, cbuf, chi2, E, W, syevWork;
   DeviceArray<double> K, KW, kWork; // library eigensolver of the kept fiber blocks
+  // Per-patch model tiles of the batch (BatchView::tiles), allocated only for requests
+  // that fill ExtractionResult::modelTiles; `tiles` says whether this request does.
+  DeviceArray<double> tile;
+  bool tiles = false;
   std::vector<char> kHostWork;
   int maxKept = 0;
   DeviceArray<double*> Aptr;
@@ -53,7 +57,7 @@ struct Workspace {
   std::size_t bytes() const {
     std::size_t b = 0;
     for (const DeviceArray<double>* a : {&A, &X, &T, &C, &y, &fw, &pm, &f, &mbuf, &cbuf, &chi2, &E,
-                                         &W, &syevWork, &K, &KW, &kWork})
+                                         &W, &syevWork, &K, &KW, &kWork, &tile})
       b += a->capacity() * sizeof(double);
     return b + Aptr.capacity() * sizeof(double*) + (info.capacity() + info2.capacity()) * sizeof(int);
   }
@@ -74,7 +78,7 @@ struct CudaEngine::Device {
   gpu::DeviceArray<int> planCorners; // the plan's corner table, x then y (computePlanCorners)
   gpu::DeviceArray<int> coupling; // per patch of the request (CudaEngineOptions::bandedSolve)
   gpu::PinnedArray<int> hInfo, hCoupling;
-  gpu::PinnedArray<double> hChi2;
+  gpu::PinnedArray<double> hChi2, hTiles; // hTiles: the request's model tiles (BatchView::tiles)
   gpu::EventPool events; // the timeline's and the streams' synchronisation events
   CudaMemoryPlan plan; // of the last extraction
   gpu::PinnedStager stager; // pageable host arrays <-> device through pinned chunks (staging.h)
@@ -131,8 +135,11 @@ bool reserveKeptEigh(Workspace& w, CudaEngine::Device& dev, int cap, int nb, int
 // (kernels.h DevPsf), on s, synchronous (the host tables are temporaries).
 void uploadPsf(const GaussHermitePsf& psf, CudaEngine::Device& dev, cudaStream_t s, DevPsf& out);
 // Image and ivar into dev.pix and dev.ivar on dev.main, through the pinned stager;
-// returns once the host arrays have been read.
-void uploadImage(const Image& image, CudaEngine::Device& dev, std::size_t budget);
+// returns once the host arrays have been read. Only rows [y0, y1) are copied (clamped
+// to the image; y1 < 0: all rows): a request for a few patches reads no pixel outside
+// its patches' boxes (the kernels test every pixel against the box), so it uploads
+// just those rows, and nothing of an earlier image is ever reused.
+void uploadImage(const Image& image, CudaEngine::Device& dev, std::size_t budget, int y0 = 0, int y1 = -1);
 // The corner table of the request's patch plan (core/plan/patch_plan.h PlanCorners)
 // evaluated on the device from the uploaded PSF, on dev.main, synchronous; false (out
 // empty) when the request's fibers or parameters are not a valid plan (makePatchPlan

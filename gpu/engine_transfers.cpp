@@ -3,6 +3,7 @@
 // model image (D2H, likewise).
 #include "engine_device.h"
 
+#include <algorithm>
 #include <vector>
 
 namespace spex::gpu {
@@ -41,14 +42,18 @@ void uploadPsf(const GaussHermitePsf& psf, CudaEngine::Device& dev, cudaStream_t
   out.degY = psf.ghdegY;
 }
 
-void uploadImage(const Image& image, CudaEngine::Device& dev, std::size_t budget) {
+void uploadImage(const Image& image, CudaEngine::Device& dev, std::size_t budget, int y0, int y1) {
   const std::size_t npix = std::size_t(image.ny) * image.nx;
   makeRoom(dev, dev.pix.growth(npix) + dev.ivar.growth(npix), budget);
   dev.pix.need(npix, &dev.held, "image");
   dev.ivar.need(npix, &dev.held, "image ivar");
   dev.track();
-  dev.stager.upload({CopySegment{dev.pix.get(), image.pix.data.data(), npix * sizeof(double)},
-                     CopySegment{dev.ivar.get(), image.ivar.data.data(), npix * sizeof(double)}},
+  if (y1 < 0 || y1 > image.ny) y1 = image.ny;
+  y0 = std::clamp(y0, 0, y1);
+  const std::size_t off = std::size_t(y0) * image.nx, count = std::size_t(y1 - y0) * image.nx;
+  if (count == 0) return;
+  dev.stager.upload({CopySegment{dev.pix.get() + off, image.pix.data.data() + off, count * sizeof(double)},
+                     CopySegment{dev.ivar.get() + off, image.ivar.data.data() + off, count * sizeof(double)}},
                     dev.main, dev.index);
 }
 

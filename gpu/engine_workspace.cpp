@@ -72,7 +72,7 @@ bool reserveWorkspace(Workspace& w, CudaEngine::Device& dev, int cap, int n, int
 void releaseWorkspace(Workspace& w, CudaEngine::Device& dev) {
   std::size_t* h = &dev.held;
   for (DeviceArray<double>* a : {&w.A, &w.X, &w.T, &w.C, &w.y, &w.fw, &w.pm, &w.f, &w.mbuf,
-                                 &w.cbuf, &w.chi2, &w.E, &w.W, &w.syevWork, &w.K, &w.KW, &w.kWork})
+                                 &w.cbuf, &w.chi2, &w.E, &w.W, &w.syevWork, &w.K, &w.KW, &w.kWork, &w.tile})
     a->release(h);
   w.Aptr.release(h);
   w.info.release(h);

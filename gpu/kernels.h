@@ -88,6 +88,10 @@ struct BatchView {
   double* mbuf = nullptr;   // [count][maxBoxArea] model over the box
   double* cbuf = nullptr;   // [count][maxBoxArea] chi^2 per pixel (-1: excluded)
   double* chi2 = nullptr;   // [count] mean chi^2 per used pixel
+  // [count][maxBoxArea] or null: each patch's own model over its box (rows of the box
+  // width; the kept unknowns' A f, what the model image adds for the patch), zero for
+  // a failed patch: the per-patch model tiles of ExtractionResult::modelTiles.
+  double* tiles = nullptr;
   int maxBoxArea = 0;
   DevFrame out;
   int noise = 0;            // Decorrelation::Noise: Q from the whole patch

@@ -138,7 +138,7 @@ PYEOF
                | tee $OUT/bench_budget_${m}_$b.txt | grep -E "^wall|peak|memory:"; done ;;
     bench1) timeout 300 $B/spexlab-cli bench --engine cuda --gpus 0 --psf $PSF --repeat 5 2>&1 | tee $OUT/bench1.txt ;;
     bench2) timeout 300 $B/spexlab-cli bench --engine cuda --gpus 0,1 --psf $PSF --repeat 5 2>&1 | tee $OUT/bench2.txt ;;
-    memcheck) timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 $B/test_cuda_engine subsetAndSmallBatchesMatch nonSpdPatchesBehaveLikeCpu 2>&1 \
+    memcheck) timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 $B/test_cuda_engine subsetAndSmallBatchesMatch nonSpdPatchesBehaveLikeCpu accumulateFillsModelTilesLikeCpu 2>&1 \
                 | tee $OUT/memcheck.log | grep -E "ERROR SUMMARY|PASS|FAIL|Totals"; echo "memcheck rc ${PIPESTATUS[0]}"
               timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 $B/test_batched_eigh otherSizesAndStrides 2>&1 \
                 | tee $OUT/memcheck_eigh.log | grep -E "ERROR SUMMARY|PASS|FAIL|Totals"; echo "memcheck eigh rc ${PIPESTATUS[0]}"

@@ -459,7 +459,12 @@ std::string checkNesting(const Profile& p) {
     });
     std::vector<const ProfileRange*> open;
     for (const ProfileRange* r : v) {
-      while (!open.empty() && open.back()->endNs <= r->startNs) open.pop_back();
+      // A range that ends where r starts is closed, except for an empty r deeper than it:
+      // an empty child at its parent's end (a copy clamped there) is inside the parent.
+      while (!open.empty() && (open.back()->endNs < r->startNs ||
+                               (open.back()->endNs == r->startNs &&
+                                (r->endNs > r->startNs || r->depth <= open.back()->depth))))
+        open.pop_back();
       while (!open.empty() && open.back()->depth >= r->depth) {
         if (open.back()->endNs > r->startNs)
           return "on lane '" + p.lanes[lane] + "', '" + r->name + "' (depth " +

@@ -236,6 +236,42 @@ private slots:
     QCOMPARE(set->startNs, int64_t(12'000));
     QCOMPARE(set->endNs, int64_t(12'000));
     QVERIFY2(checkNesting(h.p).empty(), checkNesting(h.p).c_str());
+
+    // A copy of H2D (depth 1) that lies wholly after H2D's end (seen on an H100 with two
+    // streams: clock shift 0, the copy 15 us late) shrinks to nothing at H2D's end and
+    // still nests inside H2D; an empty sibling there is beside it, not inside.
+    Fixture k;
+    DeviceActivity c;
+    c.kind = DeviceActivity::Kind::Memcpy;
+    c.copyKind = "HtoD";
+    c.bytes = 4096;
+    c.correlation = 203;
+    c.stream = 7;
+    c.startNs = uint64_t(9'200 - kLag - kOffset);
+    c.endNs = uint64_t(9'600 - kLag - kOffset);
+    k.in.activities.push_back(c);
+    k.in.external[203] = 5; // H2D ends at 9 000
+    attachKernelTrace(k.p, k.in);
+    const ProfileRange* late = nullptr;
+    for (const ProfileRange& r : k.p.ranges)
+      if (r.kernel >= 0 && k.p.kernels[r.kernel].correlation == 203) late = &r;
+    QVERIFY(late);
+    QCOMPARE(late->depth, 1);
+    QCOMPARE(late->startNs, int64_t(9'000));
+    QCOMPARE(late->endNs, int64_t(9'000));
+    QVERIFY2(checkNesting(k.p).empty(), checkNesting(k.p).c_str());
+    Profile beside;
+    beside.lanes = {"l"};
+    ProfileRange a, b;
+    a.name = "a";
+    a.startNs = 0;
+    a.endNs = 10;
+    b.name = "b";
+    b.startNs = b.endNs = 10;
+    beside.ranges = {a, b}; // both depth 0: b is beside a
+    QVERIFY2(checkNesting(beside).empty(), checkNesting(beside).c_str());
+    beside.ranges[1].depth = 2; // an empty range two levels deeper has no parent there
+    QVERIFY(!checkNesting(beside).empty());
   }
 
   void statisticsAndTrace() {
