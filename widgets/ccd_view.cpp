@@ -6,6 +6,7 @@
 #include <QPainterPath>
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstring>
 #include <unordered_set>
@@ -105,7 +106,9 @@ void CcdView::setInputs(std::shared_ptr<const Image> image, std::shared_ptr<cons
     m_psf = psf;
     m_traces = psf ? TraceGeometry(psf) : TraceGeometry();
     m_outlineCache.clear();
+    m_isoLines.clear();
   }
+  invalidateOverlayLayer();
   m_plan.reset();
   m_patchOutlines.clear();
   m_patchBounds.clear();
@@ -121,6 +124,7 @@ void CcdView::setInputs(std::shared_ptr<const Image> image, std::shared_ptr<cons
 void CcdView::setPlan(std::shared_ptr<const PatchPlan> plan) {
   m_plan = std::move(plan);
   rebuildPatchOutlines();
+  invalidateOverlayLayer();
   update();
 }
 
@@ -222,6 +226,7 @@ void CcdView::setExtracted(const std::vector<std::shared_ptr<const ExtractionRes
   differ(outlines, before);
   m_extractedOutlines = std::move(outlines);
   if (changed.isNull()) return;
+  invalidateOverlayLayer();
   // The outline pen is 1 px (cosmetic) and antialiased: 2 px of margin.
   update(ccdToWidget().mapRect(changed).toAlignedRect().adjusted(-2, -2, 2, 2));
 }
@@ -280,6 +285,7 @@ void CcdView::buildMaskLayer() {
 
 void CcdView::setOverlay(Overlay o, bool on) {
   m_overlays[int(o)] = on;
+  invalidateOverlayLayer();
   if (o == Overlay::MaskedPixels) {
     // Built on first use: a full-CCD layer costs as much as the picture.
     if (on && !m_maskBuilt) buildMaskLayer();
@@ -365,6 +371,7 @@ void CcdView::setPatchHeatmap(const QVector<double>& values, const QString& labe
       m_heatLo = std::min(m_heatLo, v);
       m_heatHi = std::max(m_heatHi, v);
     }
+  invalidateOverlayLayer();
   update();
 }
 
@@ -403,41 +410,286 @@ void CcdView::onBand(QRectF ccd, Qt::KeyboardModifiers mods) {
   viewState()->setSelectedPatches(sel);
 }
 
-void CcdView::paintOverlays(QPainter& p) {
-  if (m_traces.empty()) return;
-  const QRectF vis = visibleCcdRect();
-  const QTransform toW = ccdToWidget();
-  p.save();
-  p.setTransform(toW);
-  p.setRenderHint(QPainter::Antialiasing, viewState()->zoom() > 0.5);
+namespace {
+// Room the overlay layer keeps around the view, px: pans of up to this much move the
+// layer instead of drawing it again (a drag step is tens of px).
+constexpr int kLayerMargin = 128;
+// The patch grid: a light line over a dark halo 3 px wide. These are the opacities
+// the grid had when each patch outline was stroked on its own (dark 150, then light
+// 200 over it): an inner edge belongs to two patches and was drawn twice.
+constexpr int kGridDark = 212;  // 1 - (1 - 150/255)^2
+constexpr int kGridLight = 242; // 1 - (1 - 200/255)^2
 
+// x's four 8-bit channels times a / 255 (rounded), two channels per multiply.
+inline quint32 byteMul(quint32 x, quint32 a) {
+  quint32 t = (x & 0xff00ffu) * a;
+  t = ((t + ((t >> 8) & 0xff00ffu) + 0x800080u) >> 8) & 0xff00ffu;
+  x = ((x >> 8) & 0xff00ffu) * a;
+  x = (x + ((x >> 8) & 0xff00ffu) + 0x800080u) & 0xff00ff00u;
+  return x | t;
+}
+// Premultiplied s over d.
+inline quint32 over(quint32 s, quint32 d) { return d ? s + byteMul(d, 255u - (s >> 24)) : s; }
+
+// An 8-bit coverage mask with a 1 px line rasteriser of its own (DDA; antialiased
+// like Wu's lines, the coverage split between the two pixels across the line).
+// Thousands of thin lines drawn here cost their pixels; through QPainter every few
+// hundred pixels of spans went to Qt's thread pool and back (see drawPatchGrid).
+class Coverage {
+public:
+  Coverage(int w, int h) : m_w(w), m_h(h), m_a(std::size_t(w) * h, 0) {}
+  int x0 = INT_MAX, x1 = -1, y0 = INT_MAX, y1 = -1; // pixels touched
+  bool empty() const { return x1 < 0; }
+  const uint8_t* row(int y) const { return m_a.data() + std::size_t(y) * m_w; }
+
+  // A polyline under t (to device pixels: pixel (i, j) spans [i, i+1) x [j, j+1)).
+  void polyline(const QPolygonF& poly, const QTransform& t, bool aa) {
+    if (poly.size() < 2) return;
+    QPointF a = t.map(poly[0]);
+    for (int i = 1; i < poly.size(); ++i) {
+      const QPointF b = t.map(poly[i]);
+      line(a.x() - 0.5, a.y() - 0.5, b.x() - 0.5, b.y() - 0.5, aa); // pixel centres at integers
+      a = b;
+    }
+  }
+
+  // Blends `color` (premultiplied by `alpha`, 0-255, times the coverage) over img.
+  void compositeOver(QImage& img, QColor color, int alpha) const {
+    if (empty()) return;
+    color.setAlpha(alpha);
+    const quint32 src = qPremultiply(color.rgba());
+    for (int y = y0; y <= y1; ++y) {
+      const uint8_t* a = row(y);
+      quint32* d = reinterpret_cast<quint32*>(img.scanLine(y));
+      for (int x = x0; x <= x1; ++x)
+        if (a[x]) d[x] = over(byteMul(src, a[x]), d[x]);
+    }
+  }
+
+private:
+  void plot(int x, int y, int c) {
+    if (unsigned(x) >= unsigned(m_w) || unsigned(y) >= unsigned(m_h)) return;
+    uint8_t& p = m_a[std::size_t(y) * m_w + x];
+    if (c > p) p = uint8_t(c);
+  }
+  static int roundi(double v) { return int(std::floor(v + 0.5)); }
+
+  void line(double ax, double ay, double bx, double by, bool aa) {
+    if (!std::isfinite(ax) || !std::isfinite(ay) || !std::isfinite(bx) || !std::isfinite(by)) return;
+    if (std::max(ax, bx) < -1 || std::min(ax, bx) > m_w || std::max(ay, by) < -1 || std::min(ay, by) > m_h) return;
+    const bool steep = std::abs(by - ay) > std::abs(bx - ax);
+    // Along the major axis u, across it v.
+    double u0 = steep ? ay : ax, v0 = steep ? ax : ay, u1 = steep ? by : bx, v1 = steep ? bx : by;
+    if (u0 > u1) {
+      std::swap(u0, u1);
+      std::swap(v0, v1);
+    }
+    const double slope = u1 > u0 ? (v1 - v0) / (u1 - u0) : 0.0;
+    const int uMax = (steep ? m_h : m_w) - 1, vMax = (steep ? m_w : m_h) - 1;
+    const int ua = std::max(roundi(u0), 0), ub = std::min(roundi(u1), uMax);
+    if (ua > ub) return;
+    // The touched box, from the segment's ends (v is monotonic along it).
+    const int va = std::clamp(int(std::floor(std::min(v0, v1))), 0, vMax);
+    const int vb = std::clamp(int(std::floor(std::max(v0, v1))) + 1, 0, vMax);
+    if (steep) {
+      x0 = std::min(x0, va), x1 = std::max(x1, vb), y0 = std::min(y0, ua), y1 = std::max(y1, ub);
+    } else {
+      x0 = std::min(x0, ua), x1 = std::max(x1, ub), y0 = std::min(y0, va), y1 = std::max(y1, vb);
+    }
+    for (int u = ua; u <= ub; ++u) {
+      const double v = v0 + (std::clamp(double(u), u0, u1) - u0) * slope;
+      if (aa) {
+        const double f = std::floor(v);
+        const int c1 = int((v - f) * 255.0 + 0.5);
+        const int vi = int(f);
+        if (steep) {
+          plot(vi, u, 255 - c1);
+          plot(vi + 1, u, c1);
+        } else {
+          plot(u, vi, 255 - c1);
+          plot(u, vi + 1, c1);
+        }
+      } else {
+        const int vi = roundi(v);
+        if (steep) plot(vi, u, 255);
+        else plot(u, vi, 255);
+      }
+    }
+  }
+
+  int m_w, m_h;
+  std::vector<uint8_t> m_a;
+};
+} // namespace
+
+void CcdView::setOverlayCacheEnabled(bool on) {
+  m_cacheOn = on;
+  m_layer = Layer();
+  update();
+}
+
+QPointF CcdView::overlayLayerFor(const QTransform& toW) {
+  const double z = viewState()->zoom();
+  const qreal dpr = devicePixelRatioF();
+  Layer& L = m_layer;
+  if (m_cacheOn && !L.image.isNull() && L.revision == m_revision && L.zoom == z && L.widget == size() &&
+      L.dpr == dpr) {
+    // Same zoom: the view moved by a translation. Reuse the layer when that is a whole
+    // number of device pixels and the layer still covers the view.
+    const QPointF off(toW.dx() - L.toImage.dx(), toW.dy() - L.toImage.dy());
+    const QPointF dev = off * dpr;
+    const QSizeF ls = QSizeF(L.image.size()) / dpr;
+    if (std::abs(dev.x() - std::round(dev.x())) < 1e-3 && std::abs(dev.y() - std::round(dev.y())) < 1e-3 &&
+        off.x() <= 1e-6 && off.y() <= 1e-6 && off.x() + ls.width() >= width() - 1e-6 &&
+        off.y() + ls.height() >= height() - 1e-6)
+      return QPointF(std::round(dev.x()) / dpr, std::round(dev.y()) / dpr);
+  }
+  const int m = m_cacheOn ? kLayerMargin : 0;
+  const QSize logical = size() + QSize(2 * m, 2 * m);
+  L.image = QImage(logical * dpr, QImage::Format_ARGB32_Premultiplied);
+  L.image.setDevicePixelRatio(dpr);
+  L.image.fill(Qt::transparent);
+  L.toImage = toW * QTransform::fromTranslate(m, m);
+  L.revision = m_revision;
+  L.zoom = z;
+  L.widget = size();
+  L.dpr = dpr;
+  drawOverlayLayer(L.image, L.toImage);
+  ++m_layerBuilds;
+  return QPointF(-m, -m);
+}
+
+void CcdView::drawPatchGrid(QImage& img, const QTransform& toImage, const QRectF& area) const {
+  // The outlines, 1 px, into a coverage mask; the dark halo is that mask widened by
+  // one pixel each way (a 3 x 3 maximum), which is what a 3 px stroke under the line
+  // covers. Stroking 5 700 outlines with a 3 px pen through QPainter went through Qt's
+  // path stroker and its span fills, which Qt splits over its global thread pool and
+  // waits for: 20-60 ms a paint, half of it waiting.
+  Coverage cov(img.width(), img.height());
+  const QTransform t = toImage * QTransform::fromScale(img.devicePixelRatioF(), img.devicePixelRatioF());
+  const bool aa = viewState()->zoom() > 0.5;
+  for (std::size_t i = 0; i < m_patchOutlines.size(); ++i)
+    if (m_patchBounds[i].intersects(area)) cov.polyline(m_patchOutlines[i], t, aa);
+  if (cov.empty()) return;
+  const int w = img.width(), h = img.height();
+  const int x0 = std::max(cov.x0 - 1, 0), x1 = std::min(cov.x1 + 1, w - 1);
+  const int y0 = std::max(cov.y0 - 1, 0), y1 = std::min(cov.y1 + 1, h - 1);
+  // Horizontal maximum of three, then vertical.
+  std::vector<uint8_t> rowMax(std::size_t(w) * h, 0);
+  for (int y = std::max(cov.y0, 0); y <= std::min(cov.y1, h - 1); ++y) {
+    const uint8_t* a = cov.row(y);
+    uint8_t* r = rowMax.data() + std::size_t(y) * w;
+    for (int x = x0; x <= x1; ++x) {
+      const uint8_t l = x > 0 ? a[x - 1] : 0, m = a[x], rr = x + 1 < w ? a[x + 1] : 0;
+      r[x] = std::max(std::max(l, m), rr);
+    }
+  }
+  for (int y = y0; y <= y1; ++y) {
+    const uint8_t* a = cov.row(y);
+    const uint8_t* r0 = rowMax.data() + std::size_t(std::max(y - 1, 0)) * w;
+    const uint8_t* r1 = rowMax.data() + std::size_t(y) * w;
+    const uint8_t* r2 = rowMax.data() + std::size_t(std::min(y + 1, h - 1)) * w;
+    quint32* d = reinterpret_cast<quint32*>(img.scanLine(y));
+    for (int x = x0; x <= x1; ++x) {
+      const quint32 halo = std::max(std::max(r0[x], r1[x]), r2[x]);
+      if (!halo) continue;
+      // Light (white) over dark (black), premultiplied; then over what is below.
+      const quint32 light = byteMul(0xffffffffu, a[x] * kGridLight / 255);
+      const quint32 dark = (halo * kGridDark / 255) << 24;
+      d[x] = over(over(light, dark), d[x]);
+    }
+  }
+}
+
+void CcdView::drawOverlayLayer(QImage& img, const QTransform& toImage) {
+  const QSizeF logical = QSizeF(img.size()) / img.devicePixelRatioF();
+  const QRectF area = toImage.inverted().mapRect(QRectF(QPointF(0, 0), logical));
+  const bool aa = viewState()->zoom() > 0.5;
+  auto begin = [&](QPainter& p) {
+    p.begin(&img);
+    p.setTransform(toImage);
+    p.setRenderHint(QPainter::Antialiasing, aa);
+  };
+  QPainter p;
+  begin(p);
   if (overlay(Overlay::Extracted)) {
     p.setPen(cosmeticPen(QColor(60, 220, 90, 200)));
     p.setBrush(QColor(60, 220, 90, 45));
     for (const QPolygonF& poly : m_extractedOutlines)
-      if (poly.boundingRect().intersects(vis)) p.drawPolygon(poly);
+      if (poly.boundingRect().intersects(area)) p.drawPolygon(poly);
+    markPaintSection(QStringLiteral("extracted"));
   }
-  if (overlay(Overlay::PatchGrid)) {
-    // A dark line under a light one: the grid reads on white, grey and every map.
-    p.setBrush(Qt::NoBrush);
-    std::vector<int> shown;
-    for (std::size_t i = 0; i < m_patchOutlines.size(); ++i)
-      if (m_patchBounds[i].intersects(vis)) shown.push_back(int(i));
-    p.setPen(cosmeticPen(QColor(0, 0, 0, 150), 3));
-    for (int i : shown) p.drawPolygon(m_patchOutlines[i]);
-    p.setPen(cosmeticPen(QColor(255, 255, 255, 200)));
-    for (int i : shown) p.drawPolygon(m_patchOutlines[i]);
+  if (overlay(Overlay::PatchGrid) && !m_patchOutlines.empty()) {
+    p.end();
+    drawPatchGrid(img, toImage, area);
+    begin(p);
+    markPaintSection(QStringLiteral("patch grid"));
   }
   if (!m_heatValues.isEmpty()) {
     p.setPen(Qt::NoPen);
     for (int i = 0; i < int(m_patchOutlines.size()); ++i) {
       QColor c = patchHeatmapColor(i);
-      if (!c.isValid() || !m_patchBounds[i].intersects(vis)) continue;
+      if (!c.isValid() || !m_patchBounds[i].intersects(area)) continue;
       c.setAlpha(170);
       p.setBrush(c);
       p.drawPolygon(m_patchOutlines[i]);
     }
+    markPaintSection(QStringLiteral("heatmap"));
   }
+  p.setBrush(Qt::NoBrush);
+  if (overlay(Overlay::Bundles)) {
+    p.setPen(cosmeticPen(QColor(230, 80, 230, 200), 1, Qt::DashLine));
+    for (const QPolygonF& line : m_bundleLines)
+      if (line.boundingRect().intersects(area)) p.drawPolyline(line);
+    markPaintSection(QStringLiteral("bundles"));
+  }
+  if (overlay(Overlay::Traces)) {
+    // Zoomed out, neighbouring traces fall on the same screen pixels and would paint
+    // the image over; fade them and, when closer than 1.5 px, draw every fifth.
+    const double px = m_traces.fiberSpacing() * viewState()->zoom();
+    const int alpha = int(std::clamp(px / 6.0, 0.2, 1.0) * 110);
+    const int every = px < 1.5 ? 5 : 1;
+    // 1 px lines through the coverage rasteriser (500 traces of 160 points).
+    p.end();
+    Coverage cov(img.width(), img.height());
+    const QTransform t = toImage * QTransform::fromScale(img.devicePixelRatioF(), img.devicePixelRatioF());
+    for (int f = 0; f < m_traces.nfiber(); f += every)
+      if (m_traces.bounds(f).adjusted(-1, -1, 1, 1).intersects(area)) cov.polyline(m_traces.trace(f), t, aa);
+    cov.compositeOver(img, QColor(0, 220, 255), alpha);
+    begin(p);
+    markPaintSection(QStringLiteral("traces"));
+  }
+  if (overlay(Overlay::IsoWavelength)) {
+    // The lines; their labels follow the view (drawIsoWavelengths). The step follows
+    // the visible rows, so it depends on the zoom and the view's height only.
+    p.resetTransform();
+    p.setRenderHint(QPainter::Antialiasing, false);
+    p.setPen(QPen(QColor(255, 255, 160, 140), 1));
+    for (double w : isoWaves(visibleCcdRect())) {
+      const QPolygonF& line = isoLine(w);
+      if (line.boundingRect().adjusted(-2, -2, 2, 2).intersects(area)) p.drawPolyline(toImage.map(line));
+    }
+    markPaintSection(QStringLiteral("iso-wavelength"));
+  }
+  p.end();
+}
+
+void CcdView::paintOverlays(QPainter& p) {
+  if (m_traces.empty()) return;
+  const QRectF vis = visibleCcdRect();
+  const QTransform toW = ccdToWidget();
+
+  const bool anyStatic = overlay(Overlay::Extracted) || overlay(Overlay::PatchGrid) || !m_heatValues.isEmpty() ||
+                         overlay(Overlay::Bundles) || overlay(Overlay::Traces) || overlay(Overlay::IsoWavelength);
+  if (anyStatic) {
+    const QPointF at = overlayLayerFor(toW);
+    p.drawImage(at, m_layer.image);
+    markPaintSection(QStringLiteral("layer blit"));
+  }
+
+  p.save();
+  p.setTransform(toW);
+  p.setRenderHint(QPainter::Antialiasing, viewState()->zoom() > 0.5);
   // Selected patches always show, grid overlay or not: they are what Run will do.
   if (m_plan) {
     const QVector<int> sel = viewState()->selectedPatches();
@@ -452,21 +704,6 @@ void CcdView::paintOverlays(QPainter& p) {
       p.drawRect(QRectF(b.x0 - 0.5, b.y0 - 0.5, b.width(), b.height()));
     }
   }
-  if (overlay(Overlay::Bundles)) {
-    p.setPen(cosmeticPen(QColor(230, 80, 230, 200), 1, Qt::DashLine));
-    for (const QPolygonF& line : m_bundleLines)
-      if (line.boundingRect().intersects(vis)) p.drawPolyline(line);
-  }
-  if (overlay(Overlay::Traces)) {
-    // Zoomed out, neighbouring traces fall on the same screen pixels and would paint
-    // the image over; fade them and, when closer than 1.5 px, draw every fifth.
-    const double px = m_traces.fiberSpacing() * viewState()->zoom();
-    const int alpha = int(std::clamp(px / 6.0, 0.2, 1.0) * 110);
-    const int every = px < 1.5 ? 5 : 1;
-    p.setPen(cosmeticPen(QColor(0, 220, 255, alpha)));
-    for (int f = 0; f < m_traces.nfiber(); f += every)
-      if (m_traces.bounds(f).adjusted(-1, -1, 1, 1).intersects(vis)) p.drawPolyline(m_traces.trace(f));
-  }
   // The selection is drawn whatever the overlays: it is what the other views show.
   const QVector<int> fibers = viewState()->selectedFibers();
   for (int f : fibers) {
@@ -475,9 +712,16 @@ void CcdView::paintOverlays(QPainter& p) {
     p.drawPolyline(m_traces.trace(f));
   }
   p.restore();
+  markPaintSection(QStringLiteral("selection"));
 
-  if (overlay(Overlay::IsoWavelength)) drawIsoWavelengths(p, vis);
-  if (overlay(Overlay::FiberNumbers)) drawFiberNumbers(p, vis);
+  if (overlay(Overlay::IsoWavelength)) {
+    drawIsoWavelengths(p, vis);
+    markPaintSection(QStringLiteral("iso-wavelength"));
+  }
+  if (overlay(Overlay::FiberNumbers)) {
+    drawFiberNumbers(p, vis);
+    markPaintSection(QStringLiteral("fiber numbers"));
+  }
   if (!m_heatValues.isEmpty() && std::isfinite(m_heatLo)) {
     // Colour bar, bottom left, on its own panel (legible over any image).
     const HeatmapLegend legend = heatmapLegend();
@@ -510,30 +754,46 @@ void CcdView::paintOverlays(QPainter& p) {
   }
 }
 
-void CcdView::drawIsoWavelengths(QPainter& p, const QRectF& vis) const {
+std::vector<double> CcdView::isoWaves(const QRectF& vis, double* stepOut) const {
+  std::vector<double> out;
   const double span = m_traces.waveMax() - m_traces.waveMin();
   const QSize img = viewState()->imageSize();
-  if (span <= 0 || !img.isValid()) return;
+  if (span <= 0 || !img.isValid()) return out;
   // About ten lines across the visible rows.
   const double visibleSpan = span * std::min(1.0, vis.height() / img.height());
   const double step = niceStep(visibleSpan / 10.0);
+  if (stepOut) *stepOut = step;
+  for (double w = std::ceil(m_traces.waveMin() / step) * step; w <= m_traces.waveMax(); w += step) out.push_back(w);
+  return out;
+}
+
+const QPolygonF& CcdView::isoLine(double wave) {
+  auto it = m_isoLines.find(wave);
+  if (it != m_isoLines.end()) return it->second;
+  if (m_isoLines.size() > 2000) m_isoLines.clear();
+  return m_isoLines.emplace(wave, m_traces.isoWavelength(wave)).first->second;
+}
+
+void CcdView::drawIsoWavelengths(QPainter& p, const QRectF& vis) {
+  // The labels; the lines are in the overlay layer.
+  double step = 1;
+  const std::vector<double> waves = isoWaves(vis, &step);
   const QTransform toW = ccdToWidget();
   QFont font = p.font();
   font.setPointSizeF(8);
   p.setFont(font);
-  for (double w = std::ceil(m_traces.waveMin() / step) * step; w <= m_traces.waveMax(); w += step) {
-    const QPolygonF line = m_traces.isoWavelength(w);
+  for (double w : waves) {
+    const QPolygonF& line = isoLine(w);
     if (!line.boundingRect().adjusted(-2, -2, 2, 2).intersects(vis)) continue;
-    const QPolygonF wl = toW.map(line);
-    p.setPen(QPen(QColor(255, 255, 160, 140), 1));
-    p.drawPolyline(wl);
     // Label at the first visible point, so it stays on screen while panning.
-    for (const QPointF& q : wl)
+    for (const QPointF& c : line) {
+      const QPointF q = toW.map(c);
       if (rect().contains(q.toPoint())) {
         drawHaloText(p, q + QPointF(3, -3), QStringLiteral("%1 \u00c5").arg(w, 0, 'f', step < 1 ? 1 : 0),
                      QColor(255, 255, 160));
         break;
       }
+    }
   }
 }
 

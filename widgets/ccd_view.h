@@ -86,6 +86,17 @@ public:
   // The unit of the pixel values, shown on the colour bar (BUNIT, else electrons).
   QString unit() const { return m_unit; }
 
+  // The static overlays (extracted regions, patch grid, heatmap, bundle boundaries,
+  // traces, iso-wavelength lines) are drawn into a cached layer the size of the view
+  // plus a margin, keyed by the zoom, the view's size and a revision that every input
+  // they depend on bumps (inputs, plan, extracted regions, heatmap, overlay toggles);
+  // a pan within the margin only moves it. Off: the layer is drawn anew every paint
+  // (tests compare the two; the picture is the same).
+  void setOverlayCacheEnabled(bool on);
+  bool overlayCacheEnabled() const { return m_cacheOn; }
+  // How often the layer has been drawn (tests and benchmarks).
+  int overlayLayerBuilds() const { return m_layerBuilds; }
+
 signals:
   void readoutChanged(const QString& text);
   void rangeChanged(double lo, double hi);
@@ -105,7 +116,15 @@ private:
   void onHover(QPointF ccd);
   void onClick(QPointF ccd, Qt::KeyboardModifiers mods);
   void onBand(QRectF ccd, Qt::KeyboardModifiers mods);
-  void drawIsoWavelengths(QPainter& p, const QRectF& vis) const;
+  void drawIsoWavelengths(QPainter& p, const QRectF& vis);
+  // Wavelengths of the iso-wavelength lines for a visible CCD rectangle.
+  std::vector<double> isoWaves(const QRectF& vis, double* step = nullptr) const;
+  const QPolygonF& isoLine(double wave);
+  // The layer for the current view, drawn when stale; returns where it goes (widget).
+  QPointF overlayLayerFor(const QTransform& toW);
+  void drawOverlayLayer(QImage& img, const QTransform& toImage);
+  void drawPatchGrid(QImage& img, const QTransform& toImage, const QRectF& area) const;
+  void invalidateOverlayLayer() { ++m_revision; }
   void drawFiberNumbers(QPainter& p, const QRectF& vis) const;
 
   std::shared_ptr<const Image> m_image;
@@ -130,6 +149,19 @@ private:
   QRect m_heatLegendRect;
   QString m_heatLabel;
   double m_heatLo = 0, m_heatHi = 0;
+
+  std::map<double, QPolygonF> m_isoLines; // isoWavelength per wavelength
+  bool m_cacheOn = true;
+  quint64 m_revision = 1;   // bumped when what the layer shows changes
+  struct Layer {
+    QImage image;           // ARGB32 premultiplied, transparent where nothing is drawn
+    QTransform toImage;     // CCD -> image pixels (logical) when drawn
+    quint64 revision = 0;
+    double zoom = 0;
+    QSize widget;
+    qreal dpr = 1;
+  } m_layer;
+  int m_layerBuilds = 0;
 };
 
 } // namespace spex

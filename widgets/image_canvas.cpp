@@ -225,22 +225,42 @@ void ImageCanvas::drawPyramid(QPainter& p, const Pyramid& pyr) const {
   p.drawImage(target, img, QRectF(i0, j0, i1 - i0, j1 - j0));
 }
 
+void ImageCanvas::markPaintSection(const QString& section) {
+  const qint64 now = m_sectionTimer.nsecsElapsed();
+  const double ms = (now - m_sectionMark) * 1e-6;
+  m_sectionMark = now;
+  for (auto& s : m_sections)
+    if (s.first == section) {
+      s.second += ms;
+      return;
+    }
+  m_sections.push_back({section, ms});
+}
+
 void ImageCanvas::paintEvent(QPaintEvent*) {
-  QElapsedTimer timer;
-  timer.start();
+  m_sections.clear();
+  m_sectionTimer.start();
+  m_sectionMark = 0;
   QPainter p(this);
   p.fillRect(rect(), QColor(24, 24, 28));
   drawPyramid(p, m_showAlternate && !m_alternate.levels.isEmpty() ? m_alternate : m_picture);
-  if (m_layerVisible) drawPyramid(p, m_layer);
+  markPaintSection(QStringLiteral("picture"));
+  if (m_layerVisible) {
+    drawPyramid(p, m_layer);
+    markPaintSection(QStringLiteral("layer"));
+  }
   p.setRenderHint(QPainter::SmoothPixmapTransform, false);
   paintOverlays(p);
+  markPaintSection(QStringLiteral("overlays"));
   if (m_drag == Drag::Band && m_moved) {
     p.setPen(QPen(QColor(255, 200, 0), 1, Qt::DashLine));
     p.setBrush(QColor(255, 200, 0, 40));
     p.drawRect(QRect(m_pressPos, m_lastPos).normalized());
   }
   drawDecorations(p);
-  m_lastPaintMs = timer.nsecsElapsed() * 1e-6;
+  p.end(); // what the painter still holds is part of the paint
+  markPaintSection(QStringLiteral("decorations"));
+  m_lastPaintMs = m_sectionTimer.nsecsElapsed() * 1e-6;
 }
 
 void ImageCanvas::wheelEvent(QWheelEvent* e) {

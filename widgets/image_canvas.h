@@ -15,7 +15,9 @@
 
 #include <QLineF>
 
+#include <QElapsedTimer>
 #include <QImage>
+#include <QPair>
 
 #include <functional>
 #include <QPointer>
@@ -66,6 +68,10 @@ public:
   QRectF visibleCcdRect() const;
 
   double lastPaintMs() const { return m_lastPaintMs; }
+  // The last paint's wall time per part ("picture", "layer", "overlays: traces", ...,
+  // "decorations"), in the order drawn: where a repaint's milliseconds go (benchmarks).
+  using PaintSections = QVector<QPair<QString, double>>;
+  const PaintSections& lastPaintSections() const { return m_sections; }
 
   // The canvas that leads the shared view re-fits on resize until the user zooms or
   // pans; followers (a second view of the same CCD) never fit on their own.
@@ -149,6 +155,9 @@ protected:
   // Drawn after the picture with the painter in widget coordinates; use
   // ccdToWidget() to place things.
   virtual void paintOverlays(QPainter& /*painter*/) {}
+  // Inside a paint: the time since the previous mark (or the paint's start) went to
+  // `section` (summed when a name comes back).
+  void markPaintSection(const QString& section);
 
   void paintEvent(QPaintEvent*) override;
   void wheelEvent(QWheelEvent*) override;
@@ -206,6 +215,9 @@ private:
   QPointF m_pressCenter;
   bool m_moved = false;
   double m_lastPaintMs = 0;
+  PaintSections m_sections;
+  QElapsedTimer m_sectionTimer;
+  qint64 m_sectionMark = 0;
 };
 
 } // namespace spex

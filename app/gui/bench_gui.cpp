@@ -30,6 +30,7 @@
 #include <QEventLoop>
 #include <QFile>
 #include <QMetaEnum>
+#include <QRegularExpression>
 #include <QSettings>
 #include <QThread>
 #include <QTimer>
@@ -428,18 +429,52 @@ int main(int argc, char** argv) {
     double zoom; // 0: fit
   };
   const Level levels[] = {{"fit", 0}, {"1:1", 1}, {"4:1", 4}, {"0.25", 0.25}};
+  // Median wall ms per part of the paint (ImageCanvas::lastPaintSections), per zoom.
+  auto printSections = [](const std::vector<std::pair<const char*, std::map<QString, std::vector<double>>>>& perZoom) {
+    std::vector<QString> names;
+    for (const auto& [zoom, m] : perZoom)
+      for (const auto& [name, v] : m)
+        if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+    std::printf("  per part of the paint, median wall ms:\n  %-22s", "");
+    for (const auto& [zoom, m] : perZoom) std::printf(" %8s", zoom);
+    std::printf("\n");
+    for (const QString& name : names) {
+      std::printf("  %-22s", qPrintable(name));
+      for (const auto& [zoom, m] : perZoom) {
+        auto it = m.find(name);
+        if (it == m.end()) std::printf(" %8s", "-");
+        else {
+          std::vector<double> v = it->second;
+          v.resize(std::max(v.size(), size_t(1)), 0.0);
+          std::printf(" %8.2f", stats(v).median);
+        }
+      }
+      std::printf("\n");
+    }
+  };
   auto panZoom = [&](const char* title) {
+    std::vector<std::pair<const char*, std::map<QString, std::vector<double>>>> sections;
     std::printf("\n%s: %d steps per zoom (pan and zoom alternately), forced repaint() of the ccd view\n", title,
                 steps);
-    std::printf("%-8s %8s %10s %10s %10s %14s %10s %10s %8s %8s %8s %8s\n", "zoom", "at", "median ms", "p95 ms",
-                "max ms", "paintEvent med", "cpu med", "cpu p95", "sys ms", "faults", "waits", "preempt");
+    std::printf("%-8s %8s %10s %10s %10s %14s %10s %10s %8s %8s %8s %8s %8s\n", "zoom", "at", "median ms", "p95 ms",
+                "max ms", "paintEvent med", "cpu med", "cpu p95", "sys ms", "faults", "waits", "preempt", "rebuilds");
     for (const Level& lv : levels) {
       if (lv.zoom == 0) ccd->fit();
       else vs->setView(mid, lv.zoom);
       const double z0 = vs->zoom();
       settle(50);
+      // SPEXLAB_BENCH_SHOTS=DIR: the ccd view at the start of each pass, as PNGs (to
+      // look at what the timed repaints draw, e.g. before and after a change).
+      if (const QString shots = qEnvironmentVariable("SPEXLAB_BENCH_SHOTS"); !shots.isEmpty()) {
+        QString name = QString::fromLatin1(title) + QLatin1Char('-') + QString::fromLatin1(lv.name);
+        name.replace(QRegularExpression(QStringLiteral("[^A-Za-z0-9.]+")), QStringLiteral("_"));
+        QDir().mkpath(shots);
+        ccd->grab().save(shots + QLatin1Char('/') + name + QStringLiteral(".png"));
+      }
       std::vector<double> ms, inner, cpu;
+      std::map<QString, std::vector<double>> parts;
       ThreadUse used; // summed over the timed repaints only
+      const int builds0 = ccd->overlayLayerBuilds();
       for (int i = 0; i < steps; ++i) {
         if (i % 2 == 0) {
           // A drag step: 40 screen px, wandering right/up then back.
@@ -462,20 +497,26 @@ int main(int argc, char** argv) {
         used.vcsw += u1.vcsw - u0.vcsw;
         used.ivcsw += u1.ivcsw - u0.ivcsw;
         inner.push_back(ccd->lastPaintMs());
+        for (const auto& [name, partMs] : ccd->lastPaintSections()) parts[name].push_back(partMs);
         QApplication::processEvents(); // untimed: whatever the view change queued
       }
       const Stats s = stats(ms), si = stats(inner), sc = stats(cpu);
       // Per repaint, means: system time, minor page faults, voluntary context switches
       // (waits) and involuntary ones (preempted by another process).
       const double n = double(steps);
-      std::printf("%-8s %8.3f %10.2f %10.2f %10.2f %14.2f %10.2f %10.2f %8.2f %8.1f %8.2f %8.2f\n", lv.name, z0,
+      // rebuilds: repaints that drew the overlay layer anew (the others moved it).
+      std::printf("%-8s %8.3f %10.2f %10.2f %10.2f %14.2f %10.2f %10.2f %8.2f %8.1f %8.2f %8.2f %8d\n", lv.name, z0,
                   s.median, s.p95, s.max, si.median, sc.median, sc.p95, used.sysMs / n, used.minflt / n,
-                  used.vcsw / n, used.ivcsw / n);
+                  used.vcsw / n, used.ivcsw / n, ccd->overlayLayerBuilds() - builds0);
       std::snprintf(buf, sizeof buf, "median %.1f, p95 %.1f, max %.1f ms (GUI-thread CPU: median %.1f, p95 %.1f ms)",
                     s.median, s.p95, s.max, sc.median, sc.p95);
       rows.push_back({std::string("pan/zoom repaint, ") + lv.name + ", " + title, buf, "< 30 ms",
                       verdict(s.p95, 30)});
+      // A part missing from some repaints counts 0 there.
+      for (auto& [name, v] : parts) v.resize(size_t(steps), 0.0);
+      sections.push_back({lv.name, std::move(parts)});
     }
+    printSections(sections);
   };
   panZoom("default overlays");
   auto decorationPasses = [&](const char* what) {
