@@ -443,12 +443,16 @@ public:
   const uint8_t* row(int y) const { return m_a.data() + std::size_t(y) * m_w; }
 
   // A polyline under t (to device pixels: pixel (i, j) spans [i, i+1) x [j, j+1)).
-  void polyline(const QPolygonF& poly, const QTransform& t, bool aa) {
+  // dash > 0: dashes of `dash` px with gaps of dash / 2 (Qt's DashLine at 1 px is 4
+  // on, 2 off), their phase running along the whole polyline from its first point.
+  void polyline(const QPolygonF& poly, const QTransform& t, bool aa, double dash = 0) {
     if (poly.size() < 2) return;
     QPointF a = t.map(poly[0]);
+    double along = 0;
     for (int i = 1; i < poly.size(); ++i) {
       const QPointF b = t.map(poly[i]);
-      line(a.x() - 0.5, a.y() - 0.5, b.x() - 0.5, b.y() - 0.5, aa); // pixel centres at integers
+      line(a.x() - 0.5, a.y() - 0.5, b.x() - 0.5, b.y() - 0.5, aa, dash, along); // pixel centres at integers
+      along += std::hypot(b.x() - a.x(), b.y() - a.y());
       a = b;
     }
   }
@@ -474,12 +478,14 @@ private:
   }
   static int roundi(double v) { return int(std::floor(v + 0.5)); }
 
-  void line(double ax, double ay, double bx, double by, bool aa) {
+  void line(double ax, double ay, double bx, double by, bool aa, double dash = 0, double along = 0) {
     if (!std::isfinite(ax) || !std::isfinite(ay) || !std::isfinite(bx) || !std::isfinite(by)) return;
     if (std::max(ax, bx) < -1 || std::min(ax, bx) > m_w || std::max(ay, by) < -1 || std::min(ay, by) > m_h) return;
     const bool steep = std::abs(by - ay) > std::abs(bx - ax);
     // Along the major axis u, across it v.
     double u0 = steep ? ay : ax, v0 = steep ? ax : ay, u1 = steep ? by : bx, v1 = steep ? bx : by;
+    // Dashes: the distance along the polyline at u is along + |u - uStart| * stretch.
+    const double uStart = u0, stretch = std::hypot(1.0, (v1 - v0) / std::max(std::abs(u1 - u0), 1e-12));
     if (u0 > u1) {
       std::swap(u0, u1);
       std::swap(v0, v1);
@@ -496,8 +502,11 @@ private:
     } else {
       x0 = std::min(x0, ua), x1 = std::max(x1, ub), y0 = std::min(y0, va), y1 = std::max(y1, vb);
     }
+    const double period = 1.5 * dash;
     for (int u = ua; u <= ub; ++u) {
-      const double v = v0 + (std::clamp(double(u), u0, u1) - u0) * slope;
+      const double uc = std::clamp(double(u), u0, u1);
+      if (dash > 0 && std::fmod(along + std::abs(uc - uStart) * stretch, period) >= dash) continue;
+      const double v = v0 + (uc - u0) * slope;
       if (aa) {
         const double f = std::floor(v);
         const int c1 = int((v - f) * 255.0 + 0.5);
@@ -523,15 +532,16 @@ private:
 } // namespace
 
 void CcdView::setOverlayCacheEnabled(bool on) {
+  // The cached layer stays as it is: switched back on, it is used if still valid.
   m_cacheOn = on;
-  m_layer = Layer();
+  m_scratch = Layer();
   update();
 }
 
 QPointF CcdView::overlayLayerFor(const QTransform& toW) {
   const double z = viewState()->zoom();
   const qreal dpr = devicePixelRatioF();
-  Layer& L = m_layer;
+  Layer& L = m_cacheOn ? m_layer : m_scratch;
   if (m_cacheOn && !L.image.isNull() && L.revision == m_revision && L.zoom == z && L.widget == size() &&
       L.dpr == dpr) {
     // Same zoom: the view moved by a translation. Reuse the layer when that is a whole
@@ -541,10 +551,14 @@ QPointF CcdView::overlayLayerFor(const QTransform& toW) {
     const QSizeF ls = QSizeF(L.image.size()) / dpr;
     if (std::abs(dev.x() - std::round(dev.x())) < 1e-3 && std::abs(dev.y() - std::round(dev.y())) < 1e-3 &&
         off.x() <= 1e-6 && off.y() <= 1e-6 && off.x() + ls.width() >= width() - 1e-6 &&
-        off.y() + ls.height() >= height() - 1e-6)
+        off.y() + ls.height() >= height() - 1e-6) {
+      m_lastLayer = &L;
       return QPointF(std::round(dev.x()) / dpr, std::round(dev.y()) / dpr);
+    }
   }
-  const int m = m_cacheOn ? kLayerMargin : 0;
+  // Without the cache a margin of 2 px still holds the lines just outside the view
+  // whose halo or antialiasing reaches into it.
+  const int m = m_cacheOn ? kLayerMargin : 2;
   const QSize logical = size() + QSize(2 * m, 2 * m);
   L.image = QImage(logical * dpr, QImage::Format_ARGB32_Premultiplied);
   L.image.setDevicePixelRatio(dpr);
@@ -556,6 +570,7 @@ QPointF CcdView::overlayLayerFor(const QTransform& toW) {
   L.dpr = dpr;
   drawOverlayLayer(L.image, L.toImage);
   ++m_layerBuilds;
+  m_lastLayer = &L;
   return QPointF(-m, -m);
 }
 
@@ -636,11 +651,16 @@ void CcdView::drawOverlayLayer(QImage& img, const QTransform& toImage) {
     }
     markPaintSection(QStringLiteral("heatmap"));
   }
-  p.setBrush(Qt::NoBrush);
+  // The lines below go through the coverage rasteriser: no thread-pool span fills,
+  // and the same pixels wherever the view sits in the layer (QPainter's fixed-point
+  // coordinates can round a line to the next row when the layer's offset changes).
+  p.end();
+  const QTransform toDevice = toImage * QTransform::fromScale(img.devicePixelRatioF(), img.devicePixelRatioF());
   if (overlay(Overlay::Bundles)) {
-    p.setPen(cosmeticPen(QColor(230, 80, 230, 200), 1, Qt::DashLine));
+    Coverage cov(img.width(), img.height());
     for (const QPolygonF& line : m_bundleLines)
-      if (line.boundingRect().intersects(area)) p.drawPolyline(line);
+      if (line.boundingRect().intersects(area)) cov.polyline(line, toDevice, aa, 4.0);
+    cov.compositeOver(img, QColor(230, 80, 230), 200);
     markPaintSection(QStringLiteral("bundles"));
   }
   if (overlay(Overlay::Traces)) {
@@ -649,29 +669,23 @@ void CcdView::drawOverlayLayer(QImage& img, const QTransform& toImage) {
     const double px = m_traces.fiberSpacing() * viewState()->zoom();
     const int alpha = int(std::clamp(px / 6.0, 0.2, 1.0) * 110);
     const int every = px < 1.5 ? 5 : 1;
-    // 1 px lines through the coverage rasteriser (500 traces of 160 points).
-    p.end();
     Coverage cov(img.width(), img.height());
-    const QTransform t = toImage * QTransform::fromScale(img.devicePixelRatioF(), img.devicePixelRatioF());
     for (int f = 0; f < m_traces.nfiber(); f += every)
-      if (m_traces.bounds(f).adjusted(-1, -1, 1, 1).intersects(area)) cov.polyline(m_traces.trace(f), t, aa);
+      if (m_traces.bounds(f).adjusted(-1, -1, 1, 1).intersects(area)) cov.polyline(m_traces.trace(f), toDevice, aa);
     cov.compositeOver(img, QColor(0, 220, 255), alpha);
-    begin(p);
     markPaintSection(QStringLiteral("traces"));
   }
   if (overlay(Overlay::IsoWavelength)) {
     // The lines; their labels follow the view (drawIsoWavelengths). The step follows
     // the visible rows, so it depends on the zoom and the view's height only.
-    p.resetTransform();
-    p.setRenderHint(QPainter::Antialiasing, false);
-    p.setPen(QPen(QColor(255, 255, 160, 140), 1));
+    Coverage cov(img.width(), img.height());
     for (double w : isoWaves(visibleCcdRect())) {
       const QPolygonF& line = isoLine(w);
-      if (line.boundingRect().adjusted(-2, -2, 2, 2).intersects(area)) p.drawPolyline(toImage.map(line));
+      if (line.boundingRect().adjusted(-2, -2, 2, 2).intersects(area)) cov.polyline(line, toDevice, false);
     }
+    cov.compositeOver(img, QColor(255, 255, 160), 140);
     markPaintSection(QStringLiteral("iso-wavelength"));
   }
-  p.end();
 }
 
 void CcdView::paintOverlays(QPainter& p) {
@@ -683,7 +697,7 @@ void CcdView::paintOverlays(QPainter& p) {
                          overlay(Overlay::Bundles) || overlay(Overlay::Traces) || overlay(Overlay::IsoWavelength);
   if (anyStatic) {
     const QPointF at = overlayLayerFor(toW);
-    p.drawImage(at, m_layer.image);
+    p.drawImage(at, m_lastLayer->image);
     markPaintSection(QStringLiteral("layer blit"));
   }
 

@@ -160,7 +160,8 @@ private:
     double zoom = 0;
     QSize widget;
     qreal dpr = 1;
-  } m_layer;
+  } m_layer, m_scratch;      // the cache; the layer of a paint with the cache off
+  const Layer* m_lastLayer = &m_layer;
   int m_layerBuilds = 0;
 };
 
