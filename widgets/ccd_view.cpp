@@ -452,7 +452,7 @@ public:
     for (int i = 1; i < poly.size(); ++i) {
       const QPointF b = t.map(poly[i]);
       line(a.x() - 0.5, a.y() - 0.5, b.x() - 0.5, b.y() - 0.5, aa, dash, along); // pixel centres at integers
-      along += std::hypot(b.x() - a.x(), b.y() - a.y());
+      if (dash > 0) along += std::hypot(b.x() - a.x(), b.y() - a.y());
       a = b;
     }
   }
@@ -485,7 +485,8 @@ private:
     // Along the major axis u, across it v.
     double u0 = steep ? ay : ax, v0 = steep ? ax : ay, u1 = steep ? by : bx, v1 = steep ? bx : by;
     // Dashes: the distance along the polyline at u is along + |u - uStart| * stretch.
-    const double uStart = u0, stretch = std::hypot(1.0, (v1 - v0) / std::max(std::abs(u1 - u0), 1e-12));
+    const double uStart = u0;
+    const double stretch = dash > 0 ? std::hypot(1.0, (v1 - v0) / std::max(std::abs(u1 - u0), 1e-12)) : 1.0;
     if (u0 > u1) {
       std::swap(u0, u1);
       std::swap(v0, v1);

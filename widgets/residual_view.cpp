@@ -69,8 +69,9 @@ ResidualView::ResidualView(ViewState* state, QWidget* parent) : QWidget(parent),
   m_blinkWith->setCurrentIndex(Data);
   m_blink = new QCheckBox(tr("blink with"), this);
   m_note = new QLabel(this);
-  // Long notes must not widen the dock: let them be cut instead.
+  // Long notes must not widen the dock: they wrap onto a second line instead.
   m_note->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
+  m_note->setWordWrap(true);
   m_timer = new QTimer(this);
   m_timer->setInterval(600);
   connect(m_timer, &QTimer::timeout, this, &ResidualView::blinkStep);
