@@ -1,6 +1,6 @@
 // Selected inversion and block-banded solve (batched_selected_inverse.h): the GEMMs
-// through cuBLAS, the diagonal blocks' L^-T L^-1, the transposed copies and the
-// substitutions in the kernels below.
+// (four per block column, L_jj^-T L_jj^-1 among them) through cuBLAS; the mirrored
+// diagonal blocks, the transposed copies and the substitutions in the kernels below.
 #include "batched_selected_inverse.h"
 
 #include "batched_cholesky.h"
@@ -15,56 +15,45 @@ namespace spex::gpu {
 
 namespace {
 
-// Step j of the selected inversion, after its GEMMs. Thread block (0, b): C_jj =
-// L_jj^-T L_jj^-1 (+ what A's diagonal block holds, -C(j+1:, j)^T G, when `add`) from
-// the lower triangle, so the block is symmetric to the bit, into D block j and A's
-// diagonal block j. Thread block (i, b), i = 1 .. wj: A's block (j + i, j), now
-// C_(j+i) j, transposed into block (j, j + i) through a shared tile.
-__global__ void selectedDiagKernel(double* A, double* D, long long strideD, int nblk, int nb, int j, int add) {
+// Step j of the selected inversion, after its GEMMs (which left C_jj in A's diagonal
+// block j). Thread block (0, b): C_jj's lower triangle mirrored, so the block is
+// symmetric to the bit, over A's diagonal block j and into D block j. Thread block
+// (i, b), i = 1 .. wj: A's block (j + i, j), now C_(j+i) j, transposed into block
+// (j, j + i). Both through a shared tile (ld nb + 1: no bank conflicts either way).
+__global__ void selectedDiagKernel(double* A, double* D, long long strideD, int nblk, int nb, int j) {
   extern __shared__ double sh[];
-  const int b = blockIdx.y, role = blockIdx.x;
+  const int b = blockIdx.y, role = blockIdx.x, ldt = nb + 1;
   const long long n = (long long)nblk * nb;
   double* Am = A + (std::size_t)b * n * n;
+  const double* src = Am + (long long)(j + role) * nb + (long long)j * nb * n;
+  for (int t = threadIdx.x; t < nb * nb; t += blockDim.x) {
+    const int c = t / nb, r = t % nb;
+    if (role > 0 || r >= c) sh[r + c * ldt] = src[r + c * n];
+  }
+  __syncthreads();
   if (role > 0) {
-    const double* src = Am + (long long)(j + role) * nb + (long long)j * nb * n;
     double* dst = Am + (long long)j * nb + (long long)(j + role) * nb * n;
-    const int ldt = nb + 1;
-    for (int t = threadIdx.x; t < nb * nb; t += blockDim.x) {
-      const int c = t / nb, r = t % nb;
-      sh[r + c * ldt] = src[r + c * n];
-    }
-    __syncthreads();
     for (int t = threadIdx.x; t < nb * nb; t += blockDim.x) {
       const int c = t / nb, r = t % nb;
       dst[r + c * n] = sh[c + r * ldt];
     }
     return;
   }
-  double* Ls = sh;           // L_jj^-1, column-major, ld nb
-  double* As = sh + nb * nb; // A's diagonal block j before this step
   double* Dj = D + (std::size_t)b * strideD + (std::size_t)j * nb * nb;
   double* Ajj = Am + (long long)j * nb * (n + 1);
   for (int t = threadIdx.x; t < nb * nb; t += blockDim.x) {
     const int c = t / nb, r = t % nb;
-    Ls[t] = r >= c ? Dj[t] : 0.0;
-    if (add) As[t] = Ajj[r + c * n];
-  }
-  __syncthreads();
-  for (int t = threadIdx.x; t < nb * nb; t += blockDim.x) {
-    const int c = t / nb, r = t % nb;
-    const int hi = r > c ? r : c, lo = r > c ? c : r;
-    double s = 0.0;
-    for (int k = hi; k < nb; ++k) s += Ls[k + r * nb] * Ls[k + c * nb];
-    if (add) s += As[hi + lo * nb];
-    Ajj[r + c * n] = s;
-    Dj[t] = s;
+    const double v = r >= c ? sh[r + c * ldt] : sh[c + r * ldt];
+    Ajj[r + c * n] = v;
+    Dj[t] = v;
   }
 }
 
 // x = (L L^T)^-1 y for matrix blockIdx.x (batched_selected_inverse.h
 // potrsBlockBandedBatched): z in shared memory, forward substitution by block rows
-// (thread per row: L_ki's columns are read down the threads, coalesced), then backward
-// (warp per row of L_ik^T, its lanes down L_ik's column).
+// (Q threads per row, each a share of its columns: L_ki's columns are read down the
+// threads, coalesced), then backward (warp per row of L_ik^T, its lanes down L_ik's
+// column).
 __global__ void bandedSolveKernel(const double* A, const double* D, long long strideD, const double* y, double* x,
                                   int* info, int nblk, int nb, int w) {
   extern __shared__ double sh[];
@@ -75,22 +64,41 @@ __global__ void bandedSolveKernel(const double* A, const double* D, long long st
   const double* Dm = D + (std::size_t)b * strideD;
   double* z = sh;
   double* t = sh + n;
+  double* part = sh + n + nb; // Q partial sums per row
+  const int Q = blockDim.x >= 2 * nb ? blockDim.x / nb : 1;
   if (threadIdx.x == 0) nonFinite = 0;
   for (int i = threadIdx.x; i < n; i += blockDim.x) z[i] = y[(std::size_t)b * n + i];
   __syncthreads();
   for (int k = 0; k < nblk; ++k) {
+    // t = z_k - L(k, k-w : k) z(k-w : k): row r's columns split over Q threads.
     const long long c0 = (long long)(k > w ? k - w : 0) * nb, c1 = (long long)k * nb;
-    for (int r = threadIdx.x; r < nb; r += blockDim.x) {
+    for (int i = threadIdx.x; i < Q * nb; i += blockDim.x) {
+      const int r = i % nb, q = i / nb;
       const double* row = Am + k * nb + r;
-      double s = z[k * nb + r];
-      for (long long c = c0; c < c1; ++c) s -= row[c * n] * z[c];
-      t[r] = s;
+      double s = 0.0;
+#pragma unroll 4
+      for (long long c = c0 + q; c < c1; c += Q) s += row[c * n] * z[c];
+      part[i] = s;
     }
     __syncthreads();
-    const double* Dk = Dm + (std::size_t)k * nb * nb;
     for (int r = threadIdx.x; r < nb; r += blockDim.x) {
       double s = 0.0;
-      for (int c = 0; c <= r; ++c) s += Dk[r + c * nb] * t[c];
+      for (int q = 0; q < Q; ++q) s += part[q * nb + r];
+      t[r] = z[k * nb + r] - s;
+    }
+    __syncthreads();
+    // z_k = L_kk^-1 t.
+    const double* Dk = Dm + (std::size_t)k * nb * nb;
+    for (int i = threadIdx.x; i < Q * nb; i += blockDim.x) {
+      const int r = i % nb, q = i / nb;
+      double s = 0.0;
+      for (int c = q; c <= r; c += Q) s += Dk[r + c * nb] * t[c];
+      part[i] = s;
+    }
+    __syncthreads();
+    for (int r = threadIdx.x; r < nb; r += blockDim.x) {
+      double s = 0.0;
+      for (int q = 0; q < Q; ++q) s += part[q * nb + r];
       z[k * nb + r] = s;
     }
     __syncthreads();
@@ -142,7 +150,7 @@ void potriSelectedBlockBandedBatched(cublasHandle_t cublas, int nblk, int nb, in
   if (batch == 0 || jmin >= nblk) return;
   checkCublas(cublasSetStream(cublas, stream), "cublasSetStream");
   const long long n = (long long)nblk * nb, nn = n * n, bb = (long long)nb * nb;
-  const std::size_t shm = sizeof(double) * (2 * bb + nb);
+  const std::size_t shm = sizeof(double) * nb * (nb + 1);
   if (shm > 48 * 1024)
     SPEX_CUDA(cudaFuncSetAttribute(selectedDiagKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shm)));
   const double one = 1.0, zero = 0.0, minus = -1.0;
@@ -163,7 +171,11 @@ void potriSelectedBlockBandedBatched(cublasHandle_t cublas, int nblk, int nb, in
                                             T, m, strideT, &zero, Ajj, int(n), nn, batch),
                   "cublasDgemmStridedBatched (C_jj)");
     }
-    selectedDiagKernel<<<dim3(1 + wj, batch), 256, shm, stream>>>(A, D, strideD, nblk, nb, j, m > 0 ? 1 : 0);
+    // C_jj += L_jj^-T L_jj^-1 (D's upper triangle is zero: a plain GEMM).
+    checkCublas(cublasDgemmStridedBatched(cublas, CUBLAS_OP_T, CUBLAS_OP_N, nb, nb, nb, &one, Djj, nb, strideD, Djj,
+                                          nb, strideD, m > 0 ? &one : &zero, Ajj, int(n), nn, batch),
+                "cublasDgemmStridedBatched (L_jj^-T L_jj^-1)");
+    selectedDiagKernel<<<dim3(1 + wj, batch), 256, shm, stream>>>(A, D, strideD, nblk, nb, j);
     SPEX_CUDA_LAUNCH("selectedDiagKernel");
   }
 }
@@ -174,7 +186,7 @@ void potrsBlockBandedBatched(int nblk, int nb, int w, const double* A, const dou
     throw GpuError("potrsBlockBandedBatched: bad arguments (" + shape(nblk, nb, w, batch) + ", strideD " +
                    std::to_string(strideD) + ")");
   if (batch == 0) return;
-  const std::size_t shm = sizeof(double) * (std::size_t(nblk) * nb + nb);
+  const std::size_t shm = sizeof(double) * (std::size_t(nblk) * nb + nb + std::max<std::size_t>(256 / nb, 1) * nb);
   if (shm > 48 * 1024)
     SPEX_CUDA(cudaFuncSetAttribute(bandedSolveKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shm)));
   bandedSolveKernel<<<batch, 256, shm, stream>>>(A, D, strideD, y, x, info, nblk, nb, std::min(w, nblk - 1));

@@ -12,7 +12,8 @@
 // Fagan & Chin 1973):
 //   G = L(j+1 : j+w, j) L_jj^-1,   C(j+1 : j+w, j) = -C(j+1 : j+w, j+1 : j+w) G,
 //   C_jj = L_jj^-T L_jj^-1 - C(j+1 : j+w, j)^T G,
-// three strided-batched GEMMs (cuBLAS, fp64) and one kernel per block column. Tested
+// four strided-batched GEMMs (cuBLAS, fp64; L_jj^-T L_jj^-1 is one) and one kernel
+// (C_jj mirrored to the bit, the transposed copies) per block column. Tested
 // against LAPACK (dpotrf, dpotri, dpotrs) and the CPU engine's BandedCholesky on
 // random SPD block-banded batches (tests/gpu/test_batched_selected_inverse.cpp).
 #pragma once
