@@ -2,6 +2,7 @@
 
 #include "colormap.h"
 
+#include <QPaintEngine>
 #include <QPainter>
 #include <QPainterPath>
 
@@ -689,6 +690,58 @@ void CcdView::drawOverlayLayer(QImage& img, const QTransform& toImage) {
   }
 }
 
+void CcdView::drawStaticOverlaysVector(QPainter& p, const QRectF& vis) {
+  p.save();
+  p.setTransform(ccdToWidget(), true);
+  p.setRenderHint(QPainter::Antialiasing, true);
+  if (overlay(Overlay::Extracted)) {
+    p.setPen(cosmeticPen(QColor(60, 220, 90, 200)));
+    p.setBrush(QColor(60, 220, 90, 45));
+    for (const QPolygonF& poly : m_extractedOutlines)
+      if (poly.boundingRect().intersects(vis)) p.drawPolygon(poly);
+  }
+  p.setBrush(Qt::NoBrush);
+  if (overlay(Overlay::PatchGrid)) {
+    // Each outline on its own, as the grid always was (an inner edge gets two strokes).
+    for (const auto& [color, width] :
+         {std::pair{QColor(0, 0, 0, 150), 3.0}, std::pair{QColor(255, 255, 255, 200), 1.0}}) {
+      p.setPen(cosmeticPen(color, width));
+      for (std::size_t i = 0; i < m_patchOutlines.size(); ++i)
+        if (m_patchBounds[i].intersects(vis)) p.drawPolyline(m_patchOutlines[i]);
+    }
+  }
+  if (!m_heatValues.isEmpty()) {
+    p.setPen(Qt::NoPen);
+    for (int i = 0; i < int(m_patchOutlines.size()); ++i) {
+      QColor c = patchHeatmapColor(i);
+      if (!c.isValid() || !m_patchBounds[i].intersects(vis)) continue;
+      c.setAlpha(170);
+      p.setBrush(c);
+      p.drawPolygon(m_patchOutlines[i]);
+    }
+    p.setBrush(Qt::NoBrush);
+  }
+  if (overlay(Overlay::Bundles)) {
+    p.setPen(cosmeticPen(QColor(230, 80, 230, 200), 1, Qt::DashLine));
+    for (const QPolygonF& line : m_bundleLines)
+      if (line.boundingRect().intersects(vis)) p.drawPolyline(line);
+  }
+  if (overlay(Overlay::Traces)) {
+    const double px = m_traces.fiberSpacing() * viewState()->zoom();
+    p.setPen(cosmeticPen(QColor(0, 220, 255, int(std::clamp(px / 6.0, 0.2, 1.0) * 110))));
+    for (int f = 0; f < m_traces.nfiber(); f += px < 1.5 ? 5 : 1)
+      if (m_traces.bounds(f).adjusted(-1, -1, 1, 1).intersects(vis)) p.drawPolyline(m_traces.trace(f));
+  }
+  if (overlay(Overlay::IsoWavelength)) {
+    p.setPen(cosmeticPen(QColor(255, 255, 160, 140)));
+    for (double w : isoWaves(vis)) {
+      const QPolygonF& line = isoLine(w);
+      if (line.boundingRect().adjusted(-2, -2, 2, 2).intersects(vis)) p.drawPolyline(line);
+    }
+  }
+  p.restore();
+}
+
 void CcdView::paintOverlays(QPainter& p) {
   if (m_traces.empty()) return;
   const QRectF vis = visibleCcdRect();
@@ -696,7 +749,11 @@ void CcdView::paintOverlays(QPainter& p) {
 
   const bool anyStatic = overlay(Overlay::Extracted) || overlay(Overlay::PatchGrid) || !m_heatValues.isEmpty() ||
                          overlay(Overlay::Bundles) || overlay(Overlay::Traces) || overlay(Overlay::IsoWavelength);
-  if (anyStatic) {
+  const QPaintEngine* engine = p.paintEngine();
+  if (anyStatic && engine && engine->type() != QPaintEngine::Raster) {
+    // Vector output (PDF export): the overlays as strokes, not a bitmap.
+    drawStaticOverlaysVector(p, vis);
+  } else if (anyStatic) {
     const QPointF at = overlayLayerFor(toW);
     p.drawImage(at, m_lastLayer->image);
     markPaintSection(QStringLiteral("layer blit"));

@@ -125,6 +125,8 @@ private:
   void drawOverlayLayer(QImage& img, const QTransform& toImage);
   void drawPatchGrid(QImage& img, const QTransform& toImage, const QRectF& area) const;
   void invalidateOverlayLayer() { ++m_revision; }
+  // The layer's overlays drawn as strokes (painters that are not raster: PDF).
+  void drawStaticOverlaysVector(QPainter& p, const QRectF& vis);
   void drawFiberNumbers(QPainter& p, const QRectF& vis) const;
 
   std::shared_ptr<const Image> m_image;
