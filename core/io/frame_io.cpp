@@ -5,6 +5,7 @@
 
 #include "../errors.h"
 #include "../extract/scores.h"
+#include "../profile/profile.h"
 #include "fits_file.h"
 #include "frame_header.h"
 
@@ -14,6 +15,7 @@
 #include <future>
 #include <limits>
 #include <numeric>
+#include <optional>
 
 namespace spex {
 
@@ -132,6 +134,7 @@ void writeFrame(const std::string& path, const ExtractionResult& r, const Image&
       return computeRawScores(r.flux, r.ivar, arangeValues(requested), &r.mask);
     });
 
+  std::optional<ScopedRange> step(std::in_place, meta.profile, "FLUX, IVAR, MASK");
   // FLUX: the input IMAGE header, then what this extraction adds (§5, docs/desi.md).
   f.writeImage("FLUX", FitsPixel::Float32, toFloat(r.flux));
   f.writeHeader(image.header);
@@ -143,6 +146,7 @@ void writeFrame(const std::string& path, const ExtractionResult& r, const Image&
   f.writeImage("MASK", FitsPixel::UInt32, r.mask);
   out.startWriteback(); // the disk works on these while RESOLUTION is converted
 
+  step.emplace(meta.profile, "WAVELENGTH, RESOLUTION");
   // The requested grid, as numpy's arange makes it (desispec writes that array).
   f.writeImage("WAVELENGTH", FitsPixel::Float64, arangeValues(requested));
   f.writeString("BUNIT", "Angstrom");
@@ -155,6 +159,7 @@ void writeFrame(const std::string& path, const ExtractionResult& r, const Image&
   }
   out.startWriteback();
 
+  step.emplace(meta.profile, "FIBERMAP, CHI2PIX");
   // FIBERMAP: rows fiberMin .. fiberMin + nfiber - 1 of the input's, copied column for
   // column (on petal p they hold FIBER 500 p + fiberMin ..).
   if (!image.fibermap.hduBytes.empty()) {
@@ -177,6 +182,7 @@ void writeFrame(const std::string& path, const ExtractionResult& r, const Image&
   else
     f.writeImage("CHI2PIX", FitsPixel::Float32, toFloat(r.chi2pix));
 
+  step.emplace(meta.profile, "SCORES");
   if (meta.scores) {
     const FrameScores sc = scores.get();
     std::vector<FitsColumn> cols;
@@ -189,7 +195,9 @@ void writeFrame(const std::string& path, const ExtractionResult& r, const Image&
     }
   }
 
+  step.emplace(meta.profile, "checksums");
   f.writeChecksums();
+  step.emplace(meta.profile, "close and sync");
   out.commit();
 }
 
