@@ -33,7 +33,9 @@
 #include <cmath>
 #include <cstdio>
 #include <exception>
+#include <functional>
 #include <future>
+#include <mutex>
 #include <optional>
 #include <thread>
 
@@ -267,13 +269,14 @@ void prefetchInputs(CudaEngine::Device& dev, DeviceRun& run, const ExtractionReq
   SPEX_CUDA(cudaEventSynchronize(run.t0));
   run.hostT0 = rec.nowNs();
   bool psfUploaded = false;
-  if (run.wantCorners) {
+  if (run.wantCorners || run.wantSpots) { // both evaluate the PSF on the device
     run.tl.phase(kPhaseH2D, run.mainLane, -1, dev.main,
                  [&] { gpu::uploadPsf(*req.psf, dev, dev.main, run.psf); });
     psfUploaded = true;
+  }
+  if (run.wantCorners)
     run.tl.phase(gpu::kPhasePlanCorners, run.mainLane, -1, dev.main,
                  [&] { run.cornersOk = gpu::computePlanCorners(dev, run.psf, req, budget, run.corners); });
-  }
   run.publishCorners();
   if (run.wantSpots && run.cornersOk && !dev.ws.empty()) {
     // Every stamp of the frame, while the host finishes the plan and the image uploads
@@ -327,7 +330,8 @@ void prefetch(CudaEngine::Device& dev, DeviceRun& run, const ExtractionRequest& 
 // another thread while the device works); nothing of result is touched before.
 void runDevice(CudaEngine::Device& dev, DeviceRun& run, const CudaEngineOptions& opt,
                DeviceJob& job, ExtractionResult& result, const std::shared_future<void>& allocated,
-               bool directModel, ProfileRecorder& rec, const CancelToken& cancel) {
+               bool directModel, ProfileRecorder& rec, const CancelToken& cancel,
+               const std::function<void()>& beforeBatches) {
   const ExtractionRequest& req = *job.req;
   const PatchPlan& plan = *job.plan;
   const GaussHermitePsf& psf = *req.psf;
@@ -590,6 +594,7 @@ void runDevice(CudaEngine::Device& dev, DeviceRun& run, const CudaEngineOptions&
   std::vector<int> batchOf(ntodo, -1);
   std::vector<int> laneOf(ntodo, 0);
   int launched = 0, batchId = 0;
+  beforeBatches();
   std::optional<ScopedRange> enqueueRange(std::in_place, &rec, "enqueue batches");
   for (int first = 0; first < ntodo; first += P, ++batchId) {
     if (cancel.cancelled()) break;
@@ -854,17 +859,22 @@ void CudaEngine::run(const ExtractionRequest& req, ExtractionResult& result, boo
     joinPrefetch();
     for (auto& e : prefetchErrors)
       if (e) std::rethrow_exception(e);
-    if (m_warm) {
-      // The warm-up's first DGEMMs come before the first batch's (CudaEngineOptions::warmUp).
-      ScopedRange r(&rec, "wait for the warm-up");
-      joinWarmUp();
-      if (!m_warmReported && m_warmEndNs > m_warmStartNs) {
-        m_warmReported = true;
-        const int64_t shift = rec.nowNs() - steadyNs(); // steady clock -> the recorder's
-        rec.add({"warm-up (first DGEMMs)", std::max<int64_t>(0, m_warmStartNs + shift),
-                 std::max<int64_t>(0, m_warmEndNs + shift), rec.lane("engine warm-up"), 0, -1});
-      }
-    }
+    // The warm-up's first DGEMMs come before the first batch's (CudaEngineOptions::
+    // warmUp): each device's runDevice waits for it once its workspaces are allocated.
+    std::once_flag warmJoined;
+    const std::function<void()> beforeBatches = [&] {
+      std::call_once(warmJoined, [&] {
+        if (!m_warm) return;
+        ScopedRange r(&rec, "wait for the warm-up");
+        joinWarmUp();
+        if (!m_warmReported && m_warmEndNs > m_warmStartNs) {
+          m_warmReported = true;
+          const int64_t shift = rec.nowNs() - steadyNs(); // steady clock -> the recorder's
+          rec.add({"warm-up (first DGEMMs)", std::max<int64_t>(0, m_warmStartNs + shift),
+                   std::max<int64_t>(0, m_warmEndNs + shift), rec.lane("engine warm-up"), 0, -1});
+        }
+      });
+    };
     const GaussHermitePsf& psf = *req.psf;
     // The frame's host arrays (~150 MB, zeroed and paged in: tens of ms) are made on
     // their own thread while the devices work; runDevice waits for them before its D2H.
@@ -955,7 +965,8 @@ void CudaEngine::run(const ExtractionRequest& req, ExtractionResult& result, boo
       const bool directModel = active <= 1;
       auto work = [&](int d) {
         try {
-          runDevice(*m_devices[d], *runs[d], m_options, jobs[d], result, allocated, directModel, rec, cancel);
+          runDevice(*m_devices[d], *runs[d], m_options, jobs[d], result, allocated, directModel, rec, cancel,
+                    beforeBatches);
         } catch (...) {
           errors[d] = std::current_exception();
         }

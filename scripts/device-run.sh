@@ -15,6 +15,8 @@
 #           build, bundled as an extra binary) alternately, with `--help` and trace summaries
 #           (docs/benchmarks.md, "Cold process"); SPEXLAB_CUDA_LOAD=serial; CPU-engine
 #           processes; the driver's own start-up through python ctypes
+#   onepatch  bench --one-patch 100 (one patch per request, warm engine): CUDA, CUDA with the
+#           model tiles, the CPU engine
 #   pack    everything under $OUT into one logs.tgz (the device tool brings back 8 files)
 #   bench   spexlab-cli bench --engine cuda --repeat 5 (warm median) and --json
 #   streams the warm median with 1, 3 and 4 streams, and with the Jacobi kernel
@@ -97,9 +99,16 @@ for step in "$@"; do
               [ -x $B/spexlab-cli-main ] && cold1 main$k $B/spexlab-cli-main
               cold1 new$k $B/spexlab-cli
             done
-            cold1 serial1 $B/spexlab-cli SPEXLAB_CUDA_LOAD=serial
-            cold1 serial2 $B/spexlab-cli SPEXLAB_CUDA_LOAD=serial
+            # Each of cold2's steps off once (docs/benchmarks.md, "Issue 12, fourth round"),
+            # between two more runs of this build.
+            cold1 nowarm1 $B/spexlab-cli SPEXLAB_CUDA_WARMUP=0
+            cold1 noplan1 $B/spexlab-cli SPEXLAB_EXTRACT_HOST_PLAN=0
             cold1 new4 $B/spexlab-cli
+            cold1 exitnormal1 $B/spexlab-cli SPEXLAB_EXIT=normal
+            cold1 nowarm2 $B/spexlab-cli SPEXLAB_CUDA_WARMUP=0
+            cold1 noplan2 $B/spexlab-cli SPEXLAB_EXTRACT_HOST_PLAN=0
+            cold1 exitnormal2 $B/spexlab-cli SPEXLAB_EXIT=normal
+            cold1 new5 $B/spexlab-cli
             for k in 1 2; do s=$(date +%s%N); $B/spexlab-cli extract -i $D/frame/preproc.fits -p $D/frame/psf.fits -o $D/frame/frame-np.fits \
                 -w 5760,7620,0.8 --engine cuda > $OUT/cold-noprofile-$k.log 2>&1
               echo "--- new without --profile: process wall $(( ($(date +%s%N) - s) / 1000000 )) ms"; grep patches $OUT/cold-noprofile-$k.log; done
@@ -125,6 +134,11 @@ print("driver alone (%s): " % sys.argv[1] + ", ".join("%s %.1f ms" % (k, v) for 
 PYEOF
             done
             $B/spexlab-cli compare $D/frame/frame-main1.fits $D/frame/frame-new1.fits 2>&1 | tail -3 ;;
+    onepatch) # One patch per request on a warm engine (bench --one-patch): CUDA, with and
+              # without the model tiles, then the CPU engine on every core, on the full r frame.
+              timeout 150 $B/spexlab-cli bench --engine cuda --psf $PSF --one-patch 100 2>&1 | tee $OUT/onepatch-cuda.txt
+              timeout 150 $B/spexlab-cli bench --engine cuda --psf $PSF --one-patch 100 -m 2>&1 | tee $OUT/onepatch-cuda-model.txt | head -5
+              timeout 150 $B/spexlab-cli bench --engine cpu --psf $PSF --one-patch 100 2>&1 | tee $OUT/onepatch-cpu.txt ;;
     pack) # everything under $OUT into one archive (the device tool brings back 8 files)
           (cd $OUT && tar czf /tmp/logs.tgz . && rm -rf ./* && mv /tmp/logs.tgz ./) ;;
     bench) timeout 300 $B/spexlab-cli bench --engine cuda --psf $PSF --repeat 5 --ceilings 2>&1 | tee $OUT/bench.txt
