@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -138,12 +137,6 @@ void checkWritable(const std::string& path, const std::string& what,
   if (::access(dir.c_str(), W_OK) != 0)
     throw InputError(what + " '" + path + "': directory '" + dir.string() + "' is not writable");
   if (fs::is_directory(path, ec)) throw InputError(what + " '" + path + "' is a directory");
-}
-
-void exitAfterOutputs(int rc) {
-  if (const char* e = std::getenv("SPEXLAB_EXIT"); e && std::string(e) == "normal") return;
-  std::fflush(nullptr); // every C stream: stdout, stderr
-  std::_Exit(rc);
 }
 
 void writeTextAtomic(const std::string& path, const std::string& text) {

@@ -50,14 +50,6 @@ void checkWritable(const std::string& path, const std::string& what,
 // Writes text to path + ".tmp-PID" and renames it over path; nothing is left on error.
 void writeTextAtomic(const std::string& path, const std::string& text);
 
-// Ends the process with exit status rc right away: for a command whose outputs are all
-// written, synced and renamed, and which has no thread left running. stdout and stderr
-// are flushed; what exit() would do after that (static destructors, the atexit
-// handlers of the CUDA driver and libraries, freeing the result arrays: ~0.1 s of a cold
-// CUDA extract, docs/benchmarks.md) is skipped. SPEXLAB_EXIT=normal returns instead,
-// so the caller exits the usual way.
-void exitAfterOutputs(int rc);
-
 // A progress bar on a terminal (stderr), nothing otherwise.
 class TerminalProgress : public ProgressSink {
 public:

@@ -22,7 +22,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <future>
 
 namespace spex::cli {
@@ -233,22 +232,6 @@ int runExtract(ExtractOptions& o, const std::string& prog) {
   req.params.nwavestep = boundNwavestep(req.params.nwavestep, req, stepNote);
   if (!stepNote.empty()) std::fprintf(stderr, "%s: %s\n", prog.c_str(), stepNote.c_str());
 
-  // While the engine still starts (for CUDA the driver and its context, ~0.4 s of a
-  // cold process), the host makes the patch plan (~20 ms) instead of the engine after
-  // it: the request carries it. Its errors are the engine's to report, as before (the
-  // engine makes the plan again when the request has none). Under MPI each rank's
-  // request is narrowed first, so its plan is the engine's to make.
-  const auto tPlan = std::chrono::steady_clock::now();
-  // (SPEXLAB_EXTRACT_HOST_PLAN=0 leaves it to the engine: docs/benchmarks.md, cold2.)
-  const char* hostPlan = std::getenv("SPEXLAB_EXTRACT_HOST_PLAN");
-  if (!mpi.active() && engineMade.wait_for(std::chrono::seconds(0)) != std::future_status::ready &&
-      !(hostPlan && std::string(hostPlan) == "0")) {
-    try {
-      attachPlan(req);
-    } catch (const SpexError&) {
-      req.plan.reset();
-    }
-  }
   const auto tWait = std::chrono::steady_clock::now();
   MadeEngine made = engineMade.get();
   EngineChoice& choice = made.choice;
@@ -352,12 +335,10 @@ int runExtract(ExtractOptions& o, const std::string& prog) {
       return int64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(t - t0).count());
     };
     const int64_t readNs = int64_t(readS * 1e9), writeNs = int64_t(writeS * 1e9);
-    const int64_t planStart = ns(tPlan), waitStart = ns(tWait), extractStart = ns(tEngine), writeStart = ns(tw);
+    const int64_t waitStart = ns(tWait), extractStart = ns(tEngine), writeStart = ns(tw);
     Profile shifted;
     shifted.lanes = p.lanes;
     shifted.ranges.push_back({"read", 0, readNs, lane, 0, -1});
-    if (req.plan && waitStart > planStart)
-      shifted.ranges.push_back({"plan (while the engine starts)", planStart, waitStart, lane, 0, -1});
     if (extractStart - waitStart > 1000000)
       shifted.ranges.push_back({"wait for the engine", waitStart, extractStart, lane, 0, -1});
     // Made beside the reading, on its own lane, with the steps the factory timed.
@@ -394,9 +375,7 @@ int runExtract(ExtractOptions& o, const std::string& prog) {
                 o.model.empty() ? "" : " and ", o.model.c_str());
     if (!r.profile.kernels.empty()) std::printf("\nkernel profile:\n%s", kernelTable(r.profile).c_str());
   }
-  const int rc = reportUnusableBins(r, "extract");
-  if (!o.mpi) exitAfterOutputs(rc);
-  return rc;
+  return reportUnusableBins(r, "extract");
 }
 
 } // namespace
