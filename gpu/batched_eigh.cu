@@ -44,23 +44,28 @@ __device__ __forceinline__ double warpSum(double x) {
 // e(i + 1), 0 where the block splits (then nothing else changes), else updates the
 // state and sets dnew = the new d(i + 1). r and 1/r come from one rsqrt (the entries
 // of a decorrelation block are far from overflow, and this is the serial chain of the
-// whole solver). The next state is computed before the split test, and 2 bb is ready
-// before 1/r: the chain from one rsqrt to the next is rsqrt, c, c (2 bb), t, g, f^2 + g^2
-// with no branch in it (issue 12, fourth round).
+// whole solver). The textbook step t = (d(i) - gg) s + 2 c bb, g' = c t - bb needs
+// four dependent operations after 1/r; with s = f/r, c = g/r it is t = u/r with
+// u = (d(i) - gg) f + 2 g bb, known before 1/r, so g' = (g u)(1/r)^2 - bb and
+// p' = s t = (f u)(1/r)^2: from one rsqrt to the next the chain is (1/r)^2, g', f^2 + g^2.
+// Nothing is branched on before the split test. (Issue 12, fourth round: the branch-free
+// form took the QL of a 995-block batch from 1.38 to 1.19 ms on an H100; the shorter
+// chain then gained nothing measurable, so the FP64 arithmetic is not what a rotation
+// waits for. Agreement with LAPACK is unchanged.)
 __device__ __forceinline__ double qlRotation(double ei, double di, double di1, double& s, double& c,
                                              double& p, double& g, double& dnew) {
-  const double f = s * ei, bb = c * ei, bb2 = bb + bb;
+  const double f = s * ei, bb = c * ei;
   const double q = fma(g, g, f * f);
+  const double gg = di1 - p;
+  const double u = fma(di - gg, f, g * (bb + bb));
   const double rr = rsqrt(q);
   const double r = q > 0.0 ? q * rr : 0.0;
-  const double sn = f * rr, cn = g * rr;
-  const double gg = di1 - p;
-  const double t = fma(di - gg, sn, cn * bb2);
-  const double pn = sn * t;
-  const double gn = fma(cn, t, -bb);
+  const double rr2 = rr * rr;
+  const double gn = fma(g * u, rr2, -bb);
+  const double pn = (f * u) * rr2;
   if (r == 0.0) return 0.0;
-  s = sn;
-  c = cn;
+  s = f * rr;
+  c = g * rr;
   p = pn;
   g = gn;
   dnew = gg + pn;
@@ -643,11 +648,12 @@ void launchSyev(int n, double* A, int lda, long long strideA, double* W, int* in
                    " needs at least " + std::to_string(need));
   const long long S = (long long)(lwork / std::size_t(batch)) & ~1LL;
   const std::size_t shm1 = sizeof(double) * (std::size_t(n) * (n | 1) + 5 * std::size_t(n));
-  // The QL pass: one matrix per block while the batch fits the GPU at once.
+  // The QL pass: one matrix per block while the batch fits the GPU at once, else 32
+  // (a warp's lanes) per block (docs/benchmarks.md, Issue 12, fourth round).
   int dev = 0, sms = 0;
   SPEX_CUDA(cudaGetDevice(&dev));
   SPEX_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  const int lanes = qlLanes > 0 ? qlLanes : batch <= 32 * sms ? 1 : 8;
+  const int lanes = qlLanes > 0 ? qlLanes : batch <= 32 * sms ? 1 : 32;
   if (lanes != 1 && lanes != 2 && lanes != 4 && lanes != 8 && lanes != 16 && lanes != 32)
     throw GpuError("syevBatched: QL lanes " + std::to_string(lanes) + " (1, 2, 4, 8, 16 or 32)");
   const std::size_t shm2 = sizeof(double) * 2 * std::size_t(n) * lanes;

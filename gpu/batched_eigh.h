@@ -53,7 +53,8 @@ void syevBatched(int n, double* A, int lda, long long strideA, double* W, int* i
 // pass; means per matrix), the mean QL sweeps and rotations, and how many matrices
 // fell back to the in-block QL: for the benchmark notes, not for production.
 // qlLanes: matrices per warp in the QL pass (1, 2, 4, 8, 16 or 32; 0: as syevBatched chooses,
-// 1 where the batch fits the GPU at once, else 8: docs/benchmarks.md, version 15).
+// 1 where the batch fits the GPU at once, else 32: docs/benchmarks.md, version 15 and
+// Issue 12, fourth round).
 // applyGroup: recorded sweeps applied together in pass 3 (1 or 4; 0: 4); every
 // grouping gives the same eigenvectors to the bit.
 struct SyevProfile {
