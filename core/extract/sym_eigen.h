@@ -2,8 +2,9 @@
 // 74 x 74 fiber blocks of the covariance, EXTRACTION.md §4.5), as LAPACK's dsyevr
 // computes them, without its per-call overhead at this size:
 //   1. Householder tridiagonalisation Q^T A Q = T (as dsytrd, lower), in one fused,
-//      cache-resident pass per column over a full square copy: the rank-2 update of
-//      step k and the matrix-vector product of step k + 1 read each column once;
+//      cache-resident pass per column over the lower triangle of a copy: the rank-2
+//      update of step k and the matrix-vector product of step k + 1 read each column
+//      once (an axpy down the column and a dot with its strictly lower part);
 //   2. the eigenpairs of T by LAPACK's MRRR (dstemr), the same routine dsyevr calls;
 //   3. the back-transformation V = Q Z (as dormtr), reflector by reflector on Z^T so
 //      every inner loop is a contiguous axpy (no reductions, vectorised).
@@ -26,7 +27,7 @@ public:
   static double fma(int n);
 
 private:
-  std::vector<double> m_a;    // n x n full symmetric working copy, column-major
+  std::vector<double> m_a;    // n x n working copy, column-major, lower triangle used
   std::vector<double> m_v;    // reflectors: column k holds v_k (rows k+1..n-1, v_k[k+1] = 1)
   std::vector<double> m_tau, m_d, m_e, m_p;
   std::vector<double> m_zt;   // Z^T of the tridiagonal eigenvectors, then V^T
