@@ -140,6 +140,88 @@ SPEX_CLONES void applyReflector(int n, int k, double tau, const double* __restri
   }
 }
 
+// Rows r >= k of Z (row-major, ld n): Z <- H0 H1 Z with H1 = I - tau1 v1 v1^T (rows
+// k+1.., reflector k) and H0 = I - tau0 v0 v0^T (rows k.., reflector k - 1), both in one
+// pair of passes: a = v1^T Z and b = v0^T Z in one read of Z, u0 = b - tau1 (v0 . v1) a
+// (= v0^T H1 Z), then Z -= tau1 v1 a^T + tau0 v0 u0^T in one read and write. u: 2 n.
+SPEX_CLONES void applyTwoReflectors(int n, int k, double tau1, const double* __restrict v1, double tau0,
+                                    const double* __restrict v0, double* __restrict zt,
+                                    double* __restrict u) {
+  double* a = u;
+  double* b = u + n;
+  {
+    const double* zk = zt + std::size_t(k) * n;
+    const double w0 = v0[k];
+    for (int c = 0; c < n; ++c) {
+      a[c] = 0.0;
+      b[c] = w0 * zk[c];
+    }
+  }
+  double v01 = 0;
+  int r = k + 1;
+  for (; r + 4 <= n; r += 4) {
+    const double *z0 = zt + std::size_t(r) * n, *z1 = z0 + n, *z2 = z1 + n, *z3 = z2 + n;
+    const double p0 = v1[r], p1 = v1[r + 1], p2 = v1[r + 2], p3 = v1[r + 3];
+    const double q0 = v0[r], q1 = v0[r + 1], q2 = v0[r + 2], q3 = v0[r + 3];
+    v01 += (q0 * p0 + q1 * p1) + (q2 * p2 + q3 * p3);
+    for (int c = 0; c < n; ++c) {
+      a[c] += (p0 * z0[c] + p1 * z1[c]) + (p2 * z2[c] + p3 * z3[c]);
+      b[c] += (q0 * z0[c] + q1 * z1[c]) + (q2 * z2[c] + q3 * z3[c]);
+    }
+  }
+  for (; r + 2 <= n; r += 2) {
+    const double *z0 = zt + std::size_t(r) * n, *z1 = z0 + n;
+    const double p0 = v1[r], p1 = v1[r + 1], q0 = v0[r], q1 = v0[r + 1];
+    v01 += q0 * p0 + q1 * p1;
+    for (int c = 0; c < n; ++c) {
+      a[c] += p0 * z0[c] + p1 * z1[c];
+      b[c] += q0 * z0[c] + q1 * z1[c];
+    }
+  }
+  for (; r < n; ++r) {
+    const double* zr = zt + std::size_t(r) * n;
+    const double p0 = v1[r], q0 = v0[r];
+    v01 += q0 * p0;
+    for (int c = 0; c < n; ++c) {
+      a[c] += p0 * zr[c];
+      b[c] += q0 * zr[c];
+    }
+  }
+  const double g = tau1 * v01;
+  for (int c = 0; c < n; ++c) b[c] = tau0 * (b[c] - g * a[c]); // tau0 u0
+  {
+    double* zk = zt + std::size_t(k) * n;
+    const double w0 = v0[k];
+    for (int c = 0; c < n; ++c) zk[c] -= w0 * b[c];
+  }
+  for (r = k + 1; r + 4 <= n; r += 4) {
+    double *z0 = zt + std::size_t(r) * n, *z1 = z0 + n, *z2 = z1 + n, *z3 = z2 + n;
+    const double s0 = tau1 * v1[r], s1 = tau1 * v1[r + 1], s2 = tau1 * v1[r + 2], s3 = tau1 * v1[r + 3];
+    const double q0 = v0[r], q1 = v0[r + 1], q2 = v0[r + 2], q3 = v0[r + 3];
+    for (int c = 0; c < n; ++c) {
+      const double ac = a[c], bc = b[c];
+      z0[c] -= s0 * ac + q0 * bc;
+      z1[c] -= s1 * ac + q1 * bc;
+      z2[c] -= s2 * ac + q2 * bc;
+      z3[c] -= s3 * ac + q3 * bc;
+    }
+  }
+  for (; r + 2 <= n; r += 2) {
+    double *z0 = zt + std::size_t(r) * n, *z1 = z0 + n;
+    const double s0 = tau1 * v1[r], s1 = tau1 * v1[r + 1], q0 = v0[r], q1 = v0[r + 1];
+    for (int c = 0; c < n; ++c) {
+      const double ac = a[c], bc = b[c];
+      z0[c] -= s0 * ac + q0 * bc;
+      z1[c] -= s1 * ac + q1 * bc;
+    }
+  }
+  for (; r < n; ++r) {
+    double* zr = zt + std::size_t(r) * n;
+    const double s0 = tau1 * v1[r], q0 = v0[r];
+    for (int c = 0; c < n; ++c) zr[c] -= s0 * a[c] + q0 * b[c];
+  }
+}
+
 } // namespace detail
 
 double SymEigen::fma(int n) {
@@ -246,8 +328,16 @@ int SymEigen::compute(int n, const double* a, int lda, double* w, double* z, int
   double* zt = m_zt.data();
   for (int c = 0; c < n; ++c)
     for (int r = 0; r < n; ++r) zt[std::size_t(r) * N + c] = z[r + std::size_t(c) * ldz];
-  for (int k = n - 3; k >= 0; --k)
-    if (m_tau[k] != 0) detail::applyReflector(n, k, m_tau[k], m_v.data() + N * k, zt, p);
+  // Two reflectors per pass where both are proper (k and k - 1), else one.
+  for (int k = n - 3; k >= 0;) {
+    if (k >= 1 && m_tau[k] != 0 && m_tau[k - 1] != 0) {
+      detail::applyTwoReflectors(n, k, m_tau[k], m_v.data() + N * k, m_tau[k - 1], m_v.data() + N * (k - 1), zt, p);
+      k -= 2;
+    } else {
+      if (m_tau[k] != 0) detail::applyReflector(n, k, m_tau[k], m_v.data() + N * k, zt, p);
+      k -= 1;
+    }
+  }
   for (int c = 0; c < n; ++c)
     for (int r = 0; r < n; ++r) z[r + std::size_t(c) * ldz] = zt[std::size_t(r) * N + c];
   return 0;
