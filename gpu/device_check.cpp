@@ -3,6 +3,7 @@
 #include "core/plan/patch_plan.h"
 
 #include "kernels.h"
+#include "psf_pack.h"
 
 #include "core/errors.h"
 #include "cuda_engine.h"
@@ -54,28 +55,10 @@ std::vector<double> deviceGaussHermiteBasis(int deg, int hsize, const std::vecto
 
 std::vector<Spot> deviceSpots(const GaussHermitePsf& psf, const std::vector<int>& fibers,
                               const std::vector<double>& waves) {
-  std::vector<double> pool;
-  std::vector<DevLegendre> sets;
-  auto add = [&](const LegendreSet& l) {
-    sets.push_back({int(pool.size()), l.coeff.cols, l.wavemin, l.wavemax});
-    pool.insert(pool.end(), l.coeff.data.begin(), l.coeff.data.end());
-  };
-  add(psf.xTrace);
-  add(psf.yTrace);
-  add(psf.ghSigX);
-  add(psf.ghSigY);
-  for (int i = 0; i <= psf.ghdegX; ++i)
-    for (int j = 0; j <= psf.ghdegY; ++j) add(psf.ghCoeff(i, j));
-  DevVec<double> dpool(pool);
-  DevVec<DevLegendre> dsets(sets);
-  DevPsf dp;
-  dp.pool = dpool.p;
-  dp.sets = dsets.p;
-  dp.nfiber = psf.nfiber;
-  dp.hsizeX = psf.hsizeX;
-  dp.hsizeY = psf.hsizeY;
-  dp.degX = psf.ghdegX;
-  dp.degY = psf.ghdegY;
+  const PackedPsf packed = packPsf(psf);
+  DevVec<double> dpool(packed.pool);
+  DevVec<DevLegendre> dsets(packed.sets);
+  const DevPsf dp = describePsf(psf, dpool.p, dsets.p);
   const int npix = psf.spotNx() * psf.spotNy();
   DevVec<int> df(fibers);
   DevVec<double> dw(waves), dv(fibers.size() * npix);
@@ -97,22 +80,10 @@ std::vector<Spot> deviceSpots(const GaussHermitePsf& psf, const std::vector<int>
 }
 
 void devicePlanCorners(const GaussHermitePsf& psf, double wmin, double dw, PlanCorners& c) {
-  std::vector<double> pool;
-  std::vector<DevLegendre> sets;
-  auto add = [&](const LegendreSet& l) {
-    sets.push_back({int(pool.size()), l.coeff.cols, l.wavemin, l.wavemax});
-    pool.insert(pool.end(), l.coeff.data.begin(), l.coeff.data.end());
-  };
-  add(psf.xTrace);
-  add(psf.yTrace);
-  DevVec<double> dpool(pool);
-  DevVec<DevLegendre> dsets(sets);
-  DevPsf dp;
-  dp.pool = dpool.p;
-  dp.sets = dsets.p;
-  dp.nfiber = psf.nfiber;
-  dp.hsizeX = psf.hsizeX;
-  dp.hsizeY = psf.hsizeY;
+  const PackedPsf packed = packPsf(psf, PsfPart::TracesOnly);
+  DevVec<double> dpool(packed.pool);
+  DevVec<DevLegendre> dsets(packed.sets);
+  const DevPsf dp = describePsf(psf, dpool.p, dsets.p);
   const int nf = c.f1 - c.f0, nk = c.k1 - c.k0;
   const std::size_t N = std::size_t(std::max(nf, 0)) * std::max(nk, 0);
   DevVec<int> dx(std::max<std::size_t>(N, 1)), dy(std::max<std::size_t>(N, 1));

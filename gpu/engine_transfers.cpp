@@ -2,6 +2,7 @@
 // image and ivar (H2D, through the pinned stager, staging.h) and the frame arrays and
 // model image (D2H, likewise).
 #include "engine_device.h"
+#include "psf_pack.h"
 
 #include <algorithm>
 #include <vector>
@@ -9,37 +10,15 @@
 namespace spex::gpu {
 
 void uploadPsf(const GaussHermitePsf& psf, CudaEngine::Device& dev, cudaStream_t s, DevPsf& out) {
-  std::vector<double> pool;
-  std::vector<DevLegendre> sets;
-  auto add = [&](const LegendreSet& l) {
-    DevLegendre d;
-    d.offset = int(pool.size());
-    d.ncoeff = l.coeff.cols;
-    d.wmin = l.wavemin;
-    d.wmax = l.wavemax;
-    pool.insert(pool.end(), l.coeff.data.begin(), l.coeff.data.end());
-    sets.push_back(d);
-  };
-  add(psf.xTrace);
-  add(psf.yTrace);
-  add(psf.ghSigX);
-  add(psf.ghSigY);
-  for (int i = 0; i <= psf.ghdegX; ++i)
-    for (int j = 0; j <= psf.ghdegY; ++j) add(psf.ghCoeff(i, j));
-  dev.pool.need(pool.size(), &dev.held, "PSF coefficients");
-  dev.sets.need(sets.size(), &dev.held, "PSF sets");
-  SPEX_CUDA(cudaMemcpyAsync(dev.pool.get(), pool.data(), pool.size() * sizeof(double),
+  const PackedPsf packed = packPsf(psf);
+  dev.pool.need(packed.pool.size(), &dev.held, "PSF coefficients");
+  dev.sets.need(packed.sets.size(), &dev.held, "PSF sets");
+  SPEX_CUDA(cudaMemcpyAsync(dev.pool.get(), packed.pool.data(), packed.pool.size() * sizeof(double),
                             cudaMemcpyHostToDevice, s));
-  SPEX_CUDA(cudaMemcpyAsync(dev.sets.get(), sets.data(), sets.size() * sizeof(DevLegendre),
-                            cudaMemcpyHostToDevice, s));
+  SPEX_CUDA(cudaMemcpyAsync(dev.sets.get(), packed.sets.data(),
+                            packed.sets.size() * sizeof(DevLegendre), cudaMemcpyHostToDevice, s));
   SPEX_CUDA(cudaStreamSynchronize(s)); // the host vectors go out of scope
-  out.pool = dev.pool.get();
-  out.sets = dev.sets.get();
-  out.nfiber = psf.nfiber;
-  out.hsizeX = psf.hsizeX;
-  out.hsizeY = psf.hsizeY;
-  out.degX = psf.ghdegX;
-  out.degY = psf.ghdegY;
+  out = describePsf(psf, dev.pool.get(), dev.sets.get());
 }
 
 void uploadImage(const Image& image, CudaEngine::Device& dev, std::size_t budget, int y0, int y1) {
