@@ -6,8 +6,9 @@
 //      update of step k and the matrix-vector product of step k + 1 read each column
 //      once (an axpy down the column and a dot with its strictly lower part);
 //   2. the eigenpairs of T by LAPACK's MRRR (dstemr), the same routine dsyevr calls;
-//   3. the back-transformation V = Q Z (as dormtr), reflector by reflector on Z^T so
-//      every inner loop is a contiguous axpy (no reductions, vectorised).
+//   3. the back-transformation V = Q Z (as dormtr) on Z^T, two reflectors per pass
+//      (both dots in one read of Z, both updates in one read and write), so every
+//      inner loop is a contiguous axpy (no reductions, vectorised).
 // Eigenvalues ascending; eigenvectors as the columns of z, each of unit length (signs
 // as they come). Where dstemr reports a failure the matrix goes to dsyevr instead.
 #pragma once
