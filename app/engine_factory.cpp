@@ -115,6 +115,11 @@ CudaEngineOptions cudaOptions(const EngineOptions& eo) {
       throw InputError("SPEXLAB_CUDA_SOLVER='" + e + "': expected auto or dense");
     o.bandedSolve = e == "auto";
   }
+  if (const std::string e = env("SPEXLAB_CUDA_INVERSE"); !e.empty()) {
+    if (e != "selected" && e != "full")
+      throw InputError("SPEXLAB_CUDA_INVERSE='" + e + "': expected selected or full");
+    o.selectedInverse = e == "selected";
+  }
   return o;
 }
 

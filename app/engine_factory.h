@@ -38,6 +38,7 @@ struct EngineChoice {
 //   SPEXLAB_CUDA_EIGH=tridiagonal|cusolver|jacobi  fiber-block eigensolver
 //   SPEXLAB_CUDA_CHOLESKY=blocked|potrf    batched Cholesky
 //   SPEXLAB_CUDA_SOLVER=auto|dense         blocked Cholesky and L^-1 on the block band, or dense
+//   SPEXLAB_CUDA_INVERSE=selected|full     fiber blocks of C by selected inversion on the band (no L^-1), or from L^-1
 //   SPEXLAB_CUDA_LOAD=parallel|serial      cuBLAS/cuSOLVER opened beside the driver's start
 //                                          (default) or before it (A/B timing)
 struct EngineOptions {

@@ -1,12 +1,15 @@
 // The decorrelation phase of a batch (batch_pipeline.h enqueueDecorrelate). Signal
-// mode (EXTRACTION.md §4.4): the fiber blocks C_s of iCov^-1 the batch keeps
-// (batched_fiber_blocks.h), their eigen-pairs (batched_eigh.h syevBatched, or
-// cusolverDnXsyevBatched), then C_s^-1/2 applied to flux, ivar and resolution. Noise
-// mode: iCov^1/2 of the whole patch from cuSOLVER's eigen-pairs.
+// mode (EXTRACTION.md §4.4): the fiber blocks C_s of iCov^-1 the batch keeps (the
+// selected inversion, batched_selected_inverse.h, or from X, batched_fiber_blocks.h),
+// their eigen-pairs (batched_eigh.h syevBatched, or cusolverDnXsyevBatched), then
+// C_s^-1/2 applied to flux, ivar and resolution. Noise mode: iCov^1/2 of the whole
+// patch from cuSOLVER's eigen-pairs.
 #include "batch_pipeline.h"
 
+#include "batched_cholesky.h"
 #include "batched_eigh.h"
 #include "batched_fiber_blocks.h"
+#include "batched_selected_inverse.h"
 
 namespace spex::gpu {
 
@@ -18,9 +21,16 @@ void enqueueDecorrelate(Workspace& w, BatchView v, const BatchShape& shape, Devi
   tl.phase(kPhaseDecorrelate, w.lane, batchId, s, [&] {
     const double one = 1.0, zero = 0.0;
     if (!v.noise) {
-      // C_s = X(s0:, s)^T X(s0:, s): the fiber blocks of iCov^-1 (X lower triangular),
-      // for the blocks some patch of the batch keeps.
+      // The fiber blocks of iCov^-1 some patch of the batch keeps: by the selected
+      // inversion, or C_s = X(s0:, s)^T X(s0:, s) (X = L^-1 lower triangular).
       tl.phase("fiber blocks", w.lane, batchId, s, [&] {
+        if (w.selected) {
+          // C_ss of the selected inversion on the factor's band (L_kk^-1 in C already);
+          // blocks left of the first kept one are not formed.
+          potriSelectedBlockBandedBatched(w.cublas, F, nb, w.potrf ? F - 1 : shape.w, shape.keptLo, v.A, v.C,
+                                          (long long)F * nb * nb, v.T, blockBandedScratch(F, nb), count, s);
+          return;
+        }
         fiberBlocksBatched(w.cublas, F, nb, shape.keptLo, shape.keptHi, v.X, v.C, (long long)F * nb * nb,
                            count, s);
       }, 1);

@@ -34,7 +34,9 @@ void enqueueBatch(Workspace& w, BatchView v, const DevPatch* table, int first, i
                   double regularize, const BatchShape& shape, DeviceTimeline& tl, int batchId);
 
 // Its phases, on v pointed at w's buffers (enqueueBatch does that):
-// iCov = L L^T on the batch's band (or cuSOLVER's dense potrf), X = L^-1, f = X^T X y.
+// iCov = L L^T on the batch's band (or cuSOLVER's dense potrf), then f = (L L^T)^-1 y by
+// block substitution on the band (selected inversion: L_kk^-1 into C) or X = L^-1,
+// f = X^T X y.
 void enqueueSolve(Workspace& w, const BatchView& v, const BatchShape& shape, DeviceTimeline& tl,
                   int batchId);
 // Signal mode: fiber blocks C_s of iCov^-1, their eigen-pairs, C_s^-1/2 applied (flux,

@@ -48,6 +48,19 @@ void potrfBlockBandedBatched(cublasHandle_t cublas, int nblk, int nb, int w, dou
                              double* T, long long strideT, int* info, int batch, cudaStream_t stream,
                              const BatchedStepHook& hook) {
   checkArgs("potrfBlockBandedBatched", nblk, nb, w, A, X, T, strideT, batch);
+  potrfBlockBandedBatched(cublas, nblk, nb, w, A, DiagInverses::inX(X, nblk, nb), T, strideT, info, batch,
+                          stream, hook);
+}
+
+void potrfBlockBandedBatched(cublasHandle_t cublas, int nblk, int nb, int w, double* A, const DiagInverses& inv,
+                             double* T, long long strideT, int* info, int batch, cudaStream_t stream,
+                             const BatchedStepHook& hook) {
+  checkArgs("potrfBlockBandedBatched", nblk, nb, w, A, inv.p, T, strideT, batch);
+  if (inv.ld < nb || inv.step < 0 || inv.stride < (long long)(nblk - 1) * inv.step + (long long)inv.ld * (nb - 1) + nb)
+    throw GpuError("potrfBlockBandedBatched: bad layout of the diagonal blocks' inverses (ld " +
+                   std::to_string(inv.ld) + ", step " + std::to_string(inv.step) + ", stride " +
+                   std::to_string(inv.stride) + " for " + std::to_string(nblk) + " blocks of " +
+                   std::to_string(nb) + ")");
   if (!info) throw GpuError("potrfBlockBandedBatched: info is null");
   if (batch == 0) return;
   checkCublasCall(cublasSetStream(cublas, stream), "cublasSetStream");
@@ -60,10 +73,10 @@ void potrfBlockBandedBatched(cublasHandle_t cublas, int nblk, int nb, int w, dou
   const int n = nblk * nb;
   const long long nn = (long long)n * n;
   const double one = 1.0, zero = 0.0, minus = -1.0;
-  const BatchView v = view(nblk, nb, A, X, T, info, batch);
+  const BatchView v = view(nblk, nb, A, nullptr, T, info, batch);
   SPEX_CUDA(cudaMemsetAsync(info, 0, sizeof(int) * batch, stream));
   for (int k = 0; k < nblk; ++k) {
-    step("diagonal block", [&] { launchCholeskyDiag(v, k, stream); });
+    step("diagonal block", [&] { launchCholeskyDiag(v, k, inv.p, inv.ld, inv.step, inv.stride, stream); });
     // The panel: the w blocks below diagonal block k (further down A and L are zero).
     const int M = std::min(n - (k + 1) * nb, w * nb);
     if (M <= 0) continue;
@@ -71,7 +84,8 @@ void potrfBlockBandedBatched(cublasHandle_t cublas, int nblk, int nb, int w, dou
     // L_ik = A_ik L_kk^-T = A_ik X_kk^T into T, then back into A.
     step("panel", [&] {
       checkCublasCall(cublasDgemmStridedBatched(cublas, CUBLAS_OP_N, CUBLAS_OP_T, M, nb, nb, &one, A + dk + nb,
-                                                n, nn, X + dk, n, nn, &zero, T, M, strideT, batch),
+                                                n, nn, inv.p + k * inv.step, inv.ld, inv.stride, &zero, T, M,
+                                                strideT, batch),
                       "cublasDgemmStridedBatched (panel)");
       launchCopyPanel(v, k, M, strideT, stream);
     });

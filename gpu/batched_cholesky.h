@@ -25,6 +25,25 @@ using BatchedStepHook = std::function<void(const char* step, const std::function
 // Scratch doubles per matrix that both routines need (T: nb x (nblk - 1) nb).
 long long blockBandedScratch(int nblk, int nb);
 
+// Where potrfBlockBandedBatched writes the inverses L_kk^-1 of L's diagonal blocks:
+// block k of matrix b at p + b * stride + k * step, leading dimension ld (lower
+// triangular, its upper triangle written as zeros). inX: the diagonal blocks of X =
+// L^-1 (same layout as A), where trtriBlockBandedBatched continues from; compact: nblk
+// blocks of nb x nb per matrix at D + b * stride (the selected inversion's layout,
+// batched_selected_inverse.h).
+struct DiagInverses {
+  double* p = nullptr;
+  int ld = 0;
+  long long step = 0, stride = 0;
+  static DiagInverses inX(double* X, int nblk, int nb) {
+    const long long n = (long long)nblk * nb;
+    return {X, int(n), nb * (n + 1), n * n};
+  }
+  static DiagInverses compact(double* D, int nb, long long stride) {
+    return {D, nb, (long long)nb * nb, stride};
+  }
+};
+
 // A = L L^T. Reads the lower triangle of A (blocks below the band must be zero; the
 // upper triangle is never read, it may hold anything) and writes L over it; the
 // diagonal blocks of X (same layout as A) receive L_kk^-1 with zero upper triangles.
@@ -34,6 +53,11 @@ long long blockBandedScratch(int nblk, int nb);
 // handle is set to `stream`. Asynchronous; throws GpuError for bad arguments and
 // failed launches.
 void potrfBlockBandedBatched(cublasHandle_t cublas, int nblk, int nb, int w, double* A, double* X,
+                             double* T, long long strideT, int* info, int batch, cudaStream_t stream,
+                             const BatchedStepHook& hook = {});
+// The same with L_kk^-1 written where `inv` says (X need not exist): for the selected
+// inversion and the banded solve (batched_selected_inverse.h), inv is compact.
+void potrfBlockBandedBatched(cublasHandle_t cublas, int nblk, int nb, int w, double* A, const DiagInverses& inv,
                              double* T, long long strideT, int* info, int batch, cudaStream_t stream,
                              const BatchedStepHook& hook = {});
 

@@ -12,8 +12,10 @@
 //   per batch of P patches (P from the memory budget), alternating between
 //   workspaces (streams 1..W): gpu::enqueueBatch
 //     normal equations  sparse A^T W A, y, fluxweight, pixmask_fraction, prior
-//     solve             Cholesky and L^-1 on the batch's block band, f = L^-T L^-1 y
-//     decorrelate       fiber blocks of iCov^-1, their eigen-pairs, C_s^-1/2, flux,
+//     solve             Cholesky on the batch's block band, f = L^-T L^-1 y by block
+//                       substitution (or through L^-1 whole: selectedInverse off)
+//     decorrelate       fiber blocks of iCov^-1 (selected inversion on the band),
+//                       their eigen-pairs, C_s^-1/2, flux,
 //                       ivar, resolution into the frame
 //     chi2pix           model over the box, chi2pix, pixmask, f, model image
 //   retry     patches whose Cholesky failed, once, with regularize = 1e-4
@@ -107,6 +109,7 @@ CudaEngine::CudaEngine(CudaEngineOptions options) : m_options(std::move(options)
       auto w = std::make_unique<Workspace>();
       w->potrf = !m_options.blockedCholesky;
       w->cusolverEigh = m_options.eigh == CudaEngineOptions::Eigh::Cusolver;
+      w->selected = m_options.selectedInverse;
       SPEX_CUDA(cudaStreamCreateWithFlags(&w->stream, cudaStreamNonBlocking));
       checkCublas(cublasCreate(&w->cublas), "cublasCreate");
       checkCublas(cublasSetStream(w->cublas, w->stream), "cublasSetStream");
@@ -399,7 +402,7 @@ void runDevice(CudaEngine::Device& dev, DeviceRun& run, const CudaEngineOptions&
   std::size_t wsHeld = 0;
   for (auto& w : dev.ws) wsHeld += w->bytes();
   const std::size_t fixed = dev.held - wsHeld;
-  std::size_t per = gpu::bytesPerPatch(n, F, nb, job.maxBoxArea, noise);
+  std::size_t per = gpu::bytesPerPatch(n, F, nb, job.maxBoxArea, noise, opt.selectedInverse);
   if (keptEigh)
     per += std::size_t(maxKept) * (std::size_t(nb) * nb + nb) * (dev.ws[0]->cusolverEigh ? 2 : 1) * sizeof(double);
   if (tiles) per += std::size_t(job.maxBoxArea) * sizeof(double); // Workspace::tile

@@ -71,6 +71,14 @@ struct CudaEngineOptions {
   // band of L; where w reaches the patch's width the batch is solved densely. false:
   // always dense. Same results to rounding. Factory switch: SPEXLAB_CUDA_SOLVER.
   bool bandedSolve = true;
+  // The covariance's fiber blocks by a selected inversion on the factor's block band
+  // (default; gpu/batched_selected_inverse.h): the flux by block substitution through
+  // the band and only the blocks of C = iCov^-1 inside the band, so L^-1 (n^2 doubles
+  // a patch) is never formed or held and a batch holds more patches within the budget.
+  // false: X = L^-1 whole, f = X^T X y and C_s = X(:, s)^T X(:, s), as before. Works
+  // with either Cholesky and either band (dense: w = F - 1). Same results to rounding.
+  // Factory switch: SPEXLAB_CUDA_INVERSE.
+  bool selectedInverse = true;
 };
 
 // How one device's memory was split in the engine's last extraction (for reports).

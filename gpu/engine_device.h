@@ -41,6 +41,9 @@ struct Workspace {
   bool syevLoop = false; // no batched syev of this size: syevd per patch
   bool potrf = false;    // Cholesky by cusolverDnDpotrfBatched instead of the blocked one
   bool cusolverEigh = false; // kept fiber blocks by cusolverDnXsyevBatched, not syevBatched
+  // CudaEngineOptions::selectedInverse: no X; C holds L_kk^-1 after the Cholesky, then
+  // the selected inversion's C_ss (batched_selected_inverse.h).
+  bool selected = false;
   DeviceArray<double> A, X, T, C, y, fw, pm, f, mbuf, cbuf, chi2, E, W, syevWork;
   DeviceArray<double> K, KW, kWork; // library eigensolver of the kept fiber blocks
   // Per-patch model tiles of the batch (BatchView::tiles), allocated only for requests
@@ -111,9 +114,9 @@ struct CudaEngine::Device {
 
 namespace gpu {
 
-// Bytes of batch workspace one patch needs (an estimate: the library workspaces are
-// known only once allocated).
-std::size_t bytesPerPatch(int n, int F, int nb, int maxBoxArea, bool noise);
+// Bytes of batch workspace one patch needs (an: the library workspaces are known only once allocated); without X = L^-1
+// where the selected inversion replaces it.
+std::size_t bytesPerPatch(int n, int F, int nb, int maxBoxArea, bool noise, bool selected);
 
 // Allocates w for `cap` patches of the layout (n = F nb, boxes of maxBoxArea pixels,
 // noise mode's extra arrays); false when the device ran out or the budget (dev.limit)

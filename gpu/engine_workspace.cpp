@@ -6,8 +6,8 @@
 
 namespace spex::gpu {
 
-std::size_t bytesPerPatch(int n, int F, int nb, int maxBoxArea, bool noise) {
-  std::size_t d = 2 * std::size_t(n) * n            // A, X
+std::size_t bytesPerPatch(int n, int F, int nb, int maxBoxArea, bool noise, bool selected) {
+  std::size_t d = (selected ? 1 : 2) * std::size_t(n) * n // A (, X)
                   + std::size_t(nb) * std::max(F - 1, 1) * nb // T
                   + std::size_t(F) * nb * nb         // C
                   + 4 * std::size_t(n)               // y, fw, pm, f
@@ -22,7 +22,8 @@ bool reserveWorkspace(Workspace& w, CudaEngine::Device& dev, int cap, int n, int
   const std::size_t L = dev.limit;
   const std::size_t P = std::size_t(cap);
   const bool layoutChanged = w.n != n || w.F != F || w.nb != nb;
-  bool ok = w.A.reserve(P * n * n, h, L) && w.X.reserve(P * n * n, h, L) &&
+  if (w.selected) w.X.release(h); // never used: the selected inversion needs no L^-1
+  bool ok = w.A.reserve(P * n * n, h, L) && (w.selected || w.X.reserve(P * n * n, h, L)) &&
             w.T.reserve(P * nb * std::max(F - 1, 1) * nb, h, L) && w.C.reserve(P * F * nb * nb, h, L) &&
             w.y.reserve(P * n, h, L) && w.fw.reserve(P * n, h, L) && w.pm.reserve(P * n, h, L) &&
             w.f.reserve(P * n, h, L) && w.mbuf.reserve(P * maxBoxArea, h, L) &&
@@ -34,7 +35,7 @@ bool reserveWorkspace(Workspace& w, CudaEngine::Device& dev, int cap, int n, int
   if (layoutChanged || cap > w.capacity) {
     // X's blocks above the diagonal are never written: they must stay zero for the
     // GEMMs that build L^-1.
-    SPEX_CUDA(cudaMemsetAsync(w.X.get(), 0, w.X.capacity() * sizeof(double), w.stream));
+    if (!w.selected) SPEX_CUDA(cudaMemsetAsync(w.X.get(), 0, w.X.capacity() * sizeof(double), w.stream));
     std::vector<double*> ptrs(P);
     for (std::size_t p = 0; p < P; ++p) ptrs[p] = w.A.get() + p * n * n;
     SPEX_CUDA(cudaMemcpyAsync(w.Aptr.get(), ptrs.data(), P * sizeof(double*),

@@ -77,9 +77,11 @@ struct BatchView {
   double regularize = 0;
   double psferr = 0.01;
   double* A = nullptr;      // [count][n][n] iCov, then its Cholesky factor L (lower)
-  double* X = nullptr;      // [count][n][n] L^-1 (lower; upper blocks stay zero)
+  double* X = nullptr;      // [count][n][n] L^-1 (lower; upper blocks stay zero); null with
+                            // the selected inversion (batched_selected_inverse.h)
   double* T = nullptr;      // [count][nb][(F-1) nb] GEMM scratch
-  double* C = nullptr;      // [count][F][nb][nb] fiber blocks of iCov^-1
+  double* C = nullptr;      // [count][F][nb][nb] fiber blocks of iCov^-1 (selected
+                            // inversion: L_kk^-1 between the Cholesky and the inversion)
   double* y = nullptr;      // [count][n] A^T W p
   double* fw = nullptr;     // [count][n] fluxweight
   double* pm = nullptr;     // [count][n] pixmask_fraction
@@ -125,11 +127,16 @@ void launchFiberCoupling(const DevPatch* patches, int count, const SpotTable& st
                          cudaStream_t stream);
 void launchNormalEquations(const BatchView& b, cudaStream_t stream);
 void launchPrior(const BatchView& b, cudaStream_t stream);
-void launchTriangularInverseDiag(const BatchView& b, cudaStream_t stream);
-// Blocked Cholesky step k: factor diagonal block k in place, X_kk = L_kk^-1, info on
-// failure; copy a panel T (M x nb, ld M, stride sT) back below diagonal block k (M
-// rows: the whole column below the block, or its band).
-void launchCholeskyDiag(const BatchView& b, int k, cudaStream_t stream);
+// L_kk^-1 of every diagonal block of the factors in b.A into D: block k of patch p at
+// D + p * strideD + k * stepD, leading dimension ldD (batched_cholesky.h DiagInverses;
+// the upper triangle written as zeros).
+void launchTriangularInverseDiag(const BatchView& b, double* D, int ldD, long long stepD, long long strideD,
+                                 cudaStream_t stream);
+// Blocked Cholesky step k: factor diagonal block k in place, L_kk^-1 into D (as above),
+// info on failure; copy a panel T (M x nb, ld M, stride sT) back below diagonal block k
+// (M rows: the whole column below the block, or its band).
+void launchCholeskyDiag(const BatchView& b, int k, double* D, int ldD, long long stepD, long long strideD,
+                        cudaStream_t stream);
 void launchCopyPanel(const BatchView& b, int k, int M, long long sT, cudaStream_t stream);
 void launchSolveFlux(const BatchView& b, cudaStream_t stream);
 void launchDecorrelateSignal(const BatchView& b, cudaStream_t stream);

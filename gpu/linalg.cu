@@ -12,6 +12,12 @@ namespace spex::gpu {
 
 namespace {
 
+// Where a diagonal block's inverse goes (batched_cholesky.h DiagInverses).
+struct DiagTarget {
+  double* p;
+  long long ld, step, stride;
+};
+
 // Xs = Ls^-1 for a lower-triangular nb x nb Ls, both row-major in shared memory.
 // Column j of the inverse is independent of the others: thread j runs forward
 // substitution for it (broadcast reads of Ls, consecutive banks in Xs). Only the
@@ -28,13 +34,13 @@ __device__ void invertLowerShared(const double* Ls, double* Xs, int nb) {
 }
 
 // X_kk = L_kk^-1 for every diagonal block k of every patch; one block per (k, patch).
-__global__ void triInvDiagKernel(BatchView b) {
+__global__ void triInvDiagKernel(BatchView b, DiagTarget d) {
   extern __shared__ double sh[];
   const int k = blockIdx.x, p = blockIdx.y, nb = b.nb, n = b.n;
   double* Ls = sh;
   double* Xs = sh + nb * nb;
   const double* A = b.A + (std::size_t)p * n * n + (std::size_t)k * nb * (n + 1);
-  double* X = b.X + (std::size_t)p * n * n + (std::size_t)k * nb * (n + 1);
+  double* X = d.p + p * d.stride + k * d.step;
   for (int t = threadIdx.x; t < nb * nb; t += blockDim.x) {
     const int c = t / nb, r = t % nb; // column-major walk: coalesced global reads
     Ls[r * nb + c] = r >= c ? A[r + (std::size_t)c * n] : 0.0;
@@ -44,7 +50,7 @@ __global__ void triInvDiagKernel(BatchView b) {
   __syncthreads();
   for (int t = threadIdx.x; t < nb * nb; t += blockDim.x) {
     const int c = t / nb, r = t % nb;
-    X[r + (std::size_t)c * n] = r >= c ? Xs[r * nb + c] : 0.0; // upper stays zero for GEMMs
+    X[r + (std::size_t)c * d.ld] = r >= c ? Xs[r * nb + c] : 0.0; // upper stays zero for GEMMs
   }
 }
 
@@ -54,14 +60,14 @@ __global__ void triInvDiagKernel(BatchView b) {
 // needs no separate pass), one thread block per patch. A pivot that is not positive
 // (or NaN) is a non-SPD patch: info = its global column + 1, like potrf, and the
 // factorisation goes on with a unit pivot so nothing turns NaN.
-__global__ void cholDiagKernel(BatchView b, int k) {
+__global__ void cholDiagKernel(BatchView b, int k, DiagTarget d) {
   extern __shared__ double sh[];
   __shared__ int bad;
   const int p = blockIdx.x, nb = b.nb, n = b.n;
   double* Ls = sh; // row-major
   double* Xs = sh + nb * nb;
   double* A = b.A + (std::size_t)p * n * n + (std::size_t)k * nb * (n + 1);
-  double* X = b.X + (std::size_t)p * n * n + (std::size_t)k * nb * (n + 1);
+  double* X = d.p + p * d.stride + k * d.step;
   if (threadIdx.x == 0) bad = 0;
   for (int t = threadIdx.x; t < nb * nb; t += blockDim.x) {
     const int c = t / nb, r = t % nb;
@@ -95,7 +101,7 @@ __global__ void cholDiagKernel(BatchView b, int k) {
   for (int t = threadIdx.x; t < nb * nb; t += blockDim.x) {
     const int c = t / nb, r = t % nb;
     if (r >= c) A[r + (std::size_t)c * n] = Ls[r * nb + c];
-    X[r + (std::size_t)c * n] = r >= c ? Xs[r * nb + c] : 0.0; // upper stays zero for GEMMs
+    X[r + (std::size_t)c * d.ld] = r >= c ? Xs[r * nb + c] : 0.0; // upper stays zero for GEMMs
   }
   if (threadIdx.x == 0 && bad && b.info[p] == 0) b.info[p] = k * nb + bad;
 }
@@ -488,19 +494,21 @@ __global__ void gatherKeptBlocksKernel(BatchView b) {
 
 } // namespace
 
-void launchTriangularInverseDiag(const BatchView& b, cudaStream_t stream) {
+void launchTriangularInverseDiag(const BatchView& b, double* D, int ldD, long long stepD, long long strideD,
+                                 cudaStream_t stream) {
   const std::size_t shm = sizeof(double) * 2 * b.nb * b.nb;
   SPEX_CUDA(cudaFuncSetAttribute(triInvDiagKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                  int(shm)));
-  triInvDiagKernel<<<dim3(b.F, b.count), 128, shm, stream>>>(b);
+  triInvDiagKernel<<<dim3(b.F, b.count), 128, shm, stream>>>(b, DiagTarget{D, ldD, stepD, strideD});
   SPEX_CUDA_LAUNCH("triInvDiagKernel");
 }
 
-void launchCholeskyDiag(const BatchView& b, int k, cudaStream_t stream) {
+void launchCholeskyDiag(const BatchView& b, int k, double* D, int ldD, long long stepD, long long strideD,
+                        cudaStream_t stream) {
   const std::size_t shm = sizeof(double) * 2 * b.nb * b.nb;
   if (shm > 48 * 1024)
     SPEX_CUDA(cudaFuncSetAttribute(cholDiagKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shm)));
-  cholDiagKernel<<<b.count, 256, shm, stream>>>(b, k);
+  cholDiagKernel<<<b.count, 256, shm, stream>>>(b, k, DiagTarget{D, ldD, stepD, strideD});
   SPEX_CUDA_LAUNCH("cholDiagKernel");
 }
 

@@ -5,6 +5,10 @@
 #   eigh    test_batched_eigh (syevBatched against LAPACK dsyevd)
 #   chol    test_batched_cholesky (block-banded Cholesky and L^-1 against LAPACK dpotrf/dtrtri)
 #   fiber   test_batched_fiber_blocks (fiber blocks of X^T X against a host product)
+#   selinv  test_batched_selected_inverse (selected inversion and banded solve against LAPACK
+#           dpotrf/dpotrs and the CPU's BandedCholesky::selectedInverse)
+#   invab   warm medians with SPEXLAB_CUDA_INVERSE=selected|full (selected inversion or L^-1
+#           whole), alternating, then one stream each (phase times)
 #   staging test_staging (pinned-ring uploads/downloads; frame-sized copy times)
 #   eighab  warm median with each fiber-block eigensolver (SPEXLAB_CUDA_EIGH), same process order
 #   engine  test_cuda_engine (CUDA vs CPU, pulls, non-SPD, subsets)
@@ -64,6 +68,11 @@ for step in "$@"; do
     psf) timeout 120 $B/test_device_psf 2>&1 | tee $OUT/test_device_psf.log | grep -E "PASS|FAIL|SKIP|QINFO|Totals|Loc" ;;
     chol) timeout 120 $B/test_batched_cholesky 2>&1 | tee $OUT/test_batched_cholesky.log | grep -E "PASS|FAIL|SKIP|QINFO|Totals|Loc" ;;
     eigh) timeout 120 $B/test_batched_eigh 2>&1 | tee $OUT/test_batched_eigh.log | grep -E "PASS|FAIL|SKIP|QINFO|Totals|Loc" ;;
+    selinv) timeout 120 $B/test_batched_selected_inverse 2>&1 | tee $OUT/test_batched_selected_inverse.log | grep -E "PASS|FAIL|SKIP|QINFO|Totals|Loc" ;;
+    invab) for k in selected full selected full; do echo "inverse $k:"; SPEXLAB_CUDA_INVERSE=$k timeout 100 $B/spexlab-cli bench --engine cuda --psf $PSF --repeat 5 2>&1 \
+               | tee $OUT/bench_inverse_$k.txt | grep -E "^wall|^cholesky|^inverse|^banded solve|^fiber blocks|^solve|^eigh|^decorrelate|memory:|batch"; done
+           echo "one stream:"; for k in selected full; do echo "inverse $k, 1 stream:"; SPEXLAB_CUDA_STREAMS=1 SPEXLAB_CUDA_INVERSE=$k timeout 100 $B/spexlab-cli bench --engine cuda --psf $PSF --repeat 5 2>&1 \
+               | tee $OUT/bench_inverse1_$k.txt | grep -E "^wall|^cholesky|^inverse|^banded solve|^fiber blocks|^solve|^eigh|^decorrelate|^normal|^chi2|^diagonal|^panel|^trailing"; done ;;
     fiber) timeout 120 $B/test_batched_fiber_blocks 2>&1 | tee $OUT/test_batched_fiber_blocks.log | grep -E "PASS|FAIL|SKIP|QINFO|Totals|Loc" ;;
     staging) timeout 120 $B/test_staging 2>&1 | tee $OUT/test_staging.log | grep -E "PASS|FAIL|SKIP|QINFO|Totals|Loc" ;;
     eighab) for k in tridiagonal cusolver tridiagonal cusolver; do echo "eigh $k:"; SPEXLAB_CUDA_EIGH=$k timeout 100 $B/spexlab-cli bench --engine cuda --psf $PSF --repeat 5 2>&1 \
@@ -144,6 +153,8 @@ PYEOF
                 | tee $OUT/memcheck_eigh.log | grep -E "ERROR SUMMARY|PASS|FAIL|Totals"; echo "memcheck eigh rc ${PIPESTATUS[0]}"
               timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 $B/test_batched_cholesky 2>&1 \
                 | tee $OUT/memcheck_chol.log | grep -E "ERROR SUMMARY|PASS|FAIL|Totals"; echo "memcheck cholesky rc ${PIPESTATUS[0]}"
+              timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 $B/test_batched_selected_inverse 2>&1 \
+                | tee $OUT/memcheck_selinv.log | grep -E "ERROR SUMMARY|PASS|FAIL|Totals"; echo "memcheck selected inverse rc ${PIPESTATUS[0]}"
               timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 $B/test_batched_fiber_blocks 2>&1 \
                 | tee $OUT/memcheck_fiber.log | grep -E "ERROR SUMMARY|PASS|FAIL|Totals"; echo "memcheck fiber blocks rc ${PIPESTATUS[0]}"
               timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 $B/test_staging roundTripsEveryByte 2>&1 \

@@ -251,6 +251,55 @@ private slots:
     }
   }
 
+  void selectedInverseMatchesFull() {
+    // CudaEngineOptions::selectedInverse (every other test here runs it): the flux by
+    // block substitution through the factor's band and the fiber blocks by the selected
+    // inversion, against L^-1 formed whole (f = X^T X y, C_s = X_s^T X_s), on the real
+    // PSF across a bundle edge, signal and noise mode, on the band and dense, with the
+    // blocked Cholesky and cuSOLVER's potrf. Different sums of the same products: agreement
+    // to rounding (relative 1e-16 times the patches' condition, ~1e6 at most), far
+    // below any misplaced block (O(1)).
+    SimulationOptions so;
+    so.wave = WaveGrid::fromRange(6000, 6800, 0.8);
+    so.fiberMin = 15;
+    so.nFiber = 20;
+    const Simulation sim = simulate(realPsf, so);
+    CudaEngineOptions fo;
+    fo.selectedInverse = false;
+    CudaEngine full(fo);
+    for (auto mode : {Decorrelation::Signal, Decorrelation::Noise}) {
+      PatchParams pp;
+      pp.mode = mode;
+      const ExtractionRequest req = request(realPsf, sim.image, so.wave, 15, 20, pp);
+      const ExtractionResult f = runCuda(req, &full);
+      struct Variant { const char* name; bool banded, blocked; };
+      for (const Variant var : {Variant{"band", true, true}, Variant{"dense", false, true},
+                                Variant{"potrf", true, false}}) {
+        CudaEngineOptions o;
+        o.bandedSolve = var.banded;
+        o.blockedCholesky = var.blocked;
+        CudaEngine sel(o);
+        const ExtractionResult g = runCuda(req, &sel);
+        const Diff diff = compare(f, g);
+        qInfo("%s, %s: selected vs full inverse: %s", mode == Decorrelation::Signal ? "signal" : "noise",
+              var.name, qPrintable(diff.text()));
+        requireAgreement(diff);
+        QVERIFY2(diff.flux < 1e-9 && diff.ivar < 1e-9 && diff.res < 1e-11 && diff.deconv < 1e-9,
+                 qPrintable(diff.text()));
+        for (std::size_t i = 0; i < f.patches.size(); ++i) {
+          QCOMPARE(g.patches[i].regularized, f.patches[i].regularized);
+          QCOMPARE(g.patches[i].failed, f.patches[i].failed);
+        }
+        // No L^-1: a patch's batch workspace is an n x n matrix smaller (n = F nb, at
+        // least 6 fibers of 74 bins here).
+        const CudaMemoryPlan pf = full.memoryPlans().at(0), pg = sel.memoryPlans().at(0);
+        const std::size_t nn = std::size_t(6 * 74) * (6 * 74) * sizeof(double);
+        QVERIFY2(pf.perPatchBytes >= pg.perPatchBytes + nn,
+                 qPrintable(QString("per patch %1 vs %2").arg(pg.perPatchBytes).arg(pf.perPatchBytes)));
+      }
+    }
+  }
+
   void noiseDecorrelationMatchesCpu() {
     SimulationOptions so;
     so.wave = WaveGrid::fromRange(6200, 6500, 0.8);
