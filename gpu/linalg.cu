@@ -126,83 +126,42 @@ __global__ void __launch_bounds__(kFusedThreads) cholColumnFusedKernel(BatchView
   double* Xs = sh + nb * ld; // Y, then L_kk^-1 (upper triangle zero)
   double* A = b.A + (std::size_t)p * n * n + (std::size_t)k * nb * (n + 1);
   double* X = d.p + p * d.stride + k * d.step;
-  const int tx = tid & 15, ty = tid >> 4; // the 80 x 80 register tile: rows tx + 16a, columns ty + 16q
   for (int t = tid; t < nb * nb; t += nt) {
     const int c = t / nb, r = t % nb; // column-major walk: coalesced global reads
-    if (r >= c) Ls[r * ld + c] = A[r + (std::size_t)c * n];
+    Ls[r * ld + c] = r >= c ? A[r + (std::size_t)c * n] : 0.0;
+    Xs[r * ld + c] = r == c ? 1.0 : 0.0;
   }
   __syncthreads();
-  // A_kk (symmetric, both halves) and Y = I in registers; padding beyond nb is zero.
-  double a_[5][5], y_[5][5];
-#pragma unroll
-  for (int a = 0; a < 5; ++a)
-#pragma unroll
-    for (int q = 0; q < 5; ++q) {
-      const int r = tx + 16 * a, c = ty + 16 * q;
-      a_[a][q] = (r < nb && c < nb) ? (r >= c ? Ls[r * ld + c] : Ls[c * ld + r]) : 0.0;
-      y_[a][q] = r == c ? 1.0 : 0.0;
-    }
-  // Step j publishes column j of A and row j of Y (double-buffered: one barrier a step).
-  __shared__ double colA[2][kFusedMaxNb], rowY[2][kFusedMaxNb];
   int bad = 0; // thread 0's record of the first non-positive pivot
+  const int lane = tid & 31, warp = tid >> 5, nw = nt >> 5;
   for (int j = 0; j < nb; ++j) {
-    const int bf = j & 1;
-#pragma unroll
-    for (int q = 0; q < 5; ++q)
-      if (ty + 16 * q == j)
-#pragma unroll
-        for (int a = 0; a < 5; ++a) colA[bf][tx + 16 * a] = a_[a][q];
-#pragma unroll
-    for (int a = 0; a < 5; ++a)
-      if (tx + 16 * a == j)
-#pragma unroll
-        for (int q = 0; q < 5; ++q) rowY[bf][ty + 16 * q] = y_[a][q];
-    __syncthreads();
-    double dj = colA[bf][j];
+    double dj = Ls[j * ld + j];
     if (!(dj > 0.0)) {
       if (!bad) bad = j + 1;
       dj = 1.0;
     }
     const double sj = sqrt(dj), rj = 1.0 / sj;
-    double lc[5], xc[5];
-#pragma unroll
-    for (int q = 0; q < 5; ++q) {
-      const int c = ty + 16 * q;
-      lc[q] = c < kFusedMaxNb ? colA[bf][c] * rj : 0.0; // L(c, j) for c > j
-      xc[q] = rowY[bf][c] * rj;                         // X(j, c) for c <= j
+    // Column j of L below the pivot, and row j of the inverse.
+    for (int t = tid; t < nb; t += nt) {
+      if (t < nb - j - 1)
+        Ls[(j + 1 + t) * ld + j] *= rj;
+      else
+        Xs[j * ld + (t - (nb - j - 1))] *= rj;
     }
-#pragma unroll
-    for (int a = 0; a < 5; ++a) {
-      const int r = tx + 16 * a;
-      const double lr = colA[bf][r] * rj; // L(r, j)
-#pragma unroll
-      for (int q = 0; q < 5; ++q) {
-        const int c = ty + 16 * q;
-        if (r > j) {
-          if (c > j)
-            a_[a][q] -= lr * lc[q]; // trailing update
-          else if (c == j)
-            a_[a][q] = lr; // column j of L (left of it: L, final)
-          if (c <= j) y_[a][q] -= lr * xc[q];
-        } else if (r == j) {
-          if (c == j) a_[a][q] = sj;
-          if (c <= j) y_[a][q] = xc[q];
-        }
+    __syncthreads();
+    if (tid == 0) Ls[j * ld + j] = sj; // nobody reads the pivot in this phase
+    // Rows below j, a row per warp: columns j+1..r of A_kk, columns 0..j of Y.
+    for (int r = j + 1 + warp; r < nb; r += nw) {
+      const double lrj = Ls[r * ld + j];
+      for (int c = lane; c <= r; c += 32) {
+        if (c > j)
+          Ls[r * ld + c] -= lrj * Ls[c * ld + j];
+        else
+          Xs[r * ld + c] -= lrj * Xs[j * ld + c];
       }
     }
+    __syncthreads();
   }
-  __syncthreads(); // the last step's reads of colA/rowY are done; Ls is free
-#pragma unroll
-  for (int a = 0; a < 5; ++a)
-#pragma unroll
-    for (int q = 0; q < 5; ++q) {
-      const int r = tx + 16 * a, c = ty + 16 * q;
-      if (r < nb && c < nb) {
-        Ls[r * ld + c] = r >= c ? a_[a][q] : 0.0;
-        Xs[r * ld + c] = r >= c ? y_[a][q] : 0.0;
-      }
-    }
-  __syncthreads();
   for (int t = tid; t < nb * nb; t += nt) {
     const int c = t / nb, r = t % nb;
     if (r >= c) A[r + (std::size_t)c * n] = Ls[r * ld + c];
@@ -210,7 +169,7 @@ __global__ void __launch_bounds__(kFusedThreads) cholColumnFusedKernel(BatchView
   }
   if (tid == 0 && bad && b.info[p] == 0) b.info[p] = k * nb + bad;
   // The panel: L_ik = A_ik X_kk^T, out(r, c) = sum_m P(r, m) X(c, m) (X's upper zero).
-  // Panel tile as the factor's: lanes along rows, coalesced global writes.
+  const int tx = tid & 15, ty = tid >> 4; // lanes along rows: coalesced global writes
   for (int r0 = 0; r0 < M; r0 += nb) {
     const int R = min(nb, M - r0);
     double* P = A + nb + r0; // rows (k+1) nb + r0 .., columns of block k
