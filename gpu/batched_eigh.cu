@@ -16,17 +16,19 @@ namespace spex::gpu {
 
 namespace {
 
-constexpr int kReduceThreads = 128;
-constexpr int kChunk = 512; // record entries staged in shared memory at a time (apply pass)
+constexpr int kReduceThreads = 192; // two threads a row (or column) of the matrix-vector steps
+constexpr int kApplyGroup = 4; // recorded sweeps applied together (pass 3)
 constexpr int kApplyMaxThreads = ((kSyevMaxN + 31) / 32) * 32;
 constexpr int kMaxQlIterations = 60; // per eigenvalue (LAPACK dsteqr allows 30 n in all)
 constexpr double kEps = 2.220446049250313e-16;
 
-// Workspace of one matrix (stride S doubles, even): [0] record entries used, or -1
-// when the record overflowed; [1] QL failure (0 or l + 1); [2, 2 + n) d and
-// [2 + n, 2 + 2n) e of the tridiagonal (pass 1); [2 + 2n, 2 + 3n) the eigenvalues
-// (pass 2, unsorted); from recordStart(n) the record: per sweep a header (hi, lo)
-// then its rotations (c, s) for i = hi down to lo, each acting on columns i, i + 1.
+// Workspace of one matrix (stride S doubles, even): [0] sweeps recorded, or -1 when
+// the record overflowed; [1] QL failure (0 or l + 1); [2, 2 + n) d and [2 + n, 2 + 2n)
+// e of the tridiagonal (pass 1); [2 + 2n, 2 + 3n) the eigenvalues (pass 2, unsorted);
+// from recordStart(n) the record, n entries (double2) a sweep: entry i in [lo, hi] the
+// rotation (c, s) acting on columns i, i + 1 (applied for i = hi down to lo), entry
+// n - 1 the header (hi, lo); entries outside [lo, hi] are not written. The fixed
+// stride lets pass 3 fetch a group of sweeps without parsing the ones before it.
 __host__ __device__ constexpr long long recordStart(int n) { return (2 + 3LL * n + 1) & ~1LL; }
 
 __device__ __forceinline__ double warpSum(double x) {
@@ -42,27 +44,40 @@ __device__ __forceinline__ double warpSum(double x) {
 // e(i + 1), 0 where the block splits (then nothing else changes), else updates the
 // state and sets dnew = the new d(i + 1). r and 1/r come from one rsqrt (the entries
 // of a decorrelation block are far from overflow, and this is the serial chain of the
-// whole solver).
+// whole solver). The textbook step t = (d(i) - gg) s + 2 c bb, g' = c t - bb needs
+// four dependent operations after 1/r; with s = f/r, c = g/r it is t = u/r with
+// u = (d(i) - gg) f + 2 g bb, known before 1/r, so g' = (g u)(1/r)^2 - bb and
+// p' = s t = (f u)(1/r)^2: from one rsqrt to the next the chain is (1/r)^2, g', f^2 + g^2.
+// Nothing is branched on before the split test. (Issue 12, fourth round: the branch-free
+// form took the QL of a 995-block batch from 1.38 to 1.19 ms on an H100; the shorter
+// chain then gained nothing measurable, so the FP64 arithmetic is not what a rotation
+// waits for. Agreement with LAPACK is unchanged.)
 __device__ __forceinline__ double qlRotation(double ei, double di, double di1, double& s, double& c,
                                              double& p, double& g, double& dnew) {
   const double f = s * ei, bb = c * ei;
-  const double q = f * f + g * g;
-  const double rr = q > 0.0 ? rsqrt(q) : 0.0;
-  const double r = q * rr;
+  const double q = fma(g, g, f * f);
+  const double gg = di1 - p;
+  const double u = fma(di - gg, f, g * (bb + bb));
+  const double rr = rsqrt(q);
+  const double r = q > 0.0 ? q * rr : 0.0;
+  const double rr2 = rr * rr;
+  const double gn = fma(g * u, rr2, -bb);
+  const double pn = (f * u) * rr2;
   if (r == 0.0) return 0.0;
   s = f * rr;
   c = g * rr;
-  const double gg = di1 - p;
-  const double t = (di - gg) * s + 2.0 * c * bb;
-  p = s * t;
-  dnew = gg + p;
-  g = c * t - bb;
+  p = pn;
+  g = gn;
+  dnew = gg + pn;
   return r;
 }
 
 // Pass 1: Householder tridiagonalisation and Q, one block per matrix. Column-major in
 // shared memory with an odd leading dimension, so that a thread per row and a thread
-// per column both walk without bank conflicts.
+// per column both walk without bank conflicts. Each row (or column) of a step is taken
+// by a pair of lanes (j, j + 16 of a warp), each over half of the columns (rows), their
+// partial dot products added by one shuffle: a step's serial loops are half as long (issue 12,
+// fourth round).
 __global__ void __launch_bounds__(kReduceThreads, 4)
     syevReduceKernel(int n, double* Ag, int lda, long long strideA, double* work, long long S,
                      unsigned long long* prof) {
@@ -75,6 +90,10 @@ __global__ void __launch_bounds__(kReduceThreads, 4)
   double* v = tau + n;
   double* p = v + n;
   const int tid = threadIdx.x, nt = blockDim.x, lane = tid & 31;
+  // Lanes j and j + 16 of a warp share a row (column): each half-warp then reads 16
+  // consecutive rows of one column, free of bank conflicts.
+  const int half = lane >> 4, hr = ((tid >> 5) << 4) + (lane & 15), nh = nt >> 1;
+  const unsigned pair = (1u << lane) | (1u << (lane ^ 16));
   double* A = Ag + (long long)blockIdx.x * strideA;
   long long clk0 = 0, clk1 = 0;
   if (prof && tid == 0) clk0 = clock64();
@@ -106,18 +125,22 @@ __global__ void __launch_bounds__(kReduceThreads, 4)
       tau[i] = t;
     }
     __syncthreads();
-    // p = tau A22 v, a thread per row, four independent partial sums.
-    for (int r = i + 1 + tid; r < n; r += nt) {
+    // p = tau A22 v, a lane pair per row (columns [cb, ce) each), four independent
+    // partial sums.
+    const int cm = (i + 2 + n) >> 1, cb = half ? cm : i + 1, ce = half ? n : cm;
+    for (int r = i + 1 + hr; r < n; r += nh) {
       double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
-      int c = i + 1;
-      for (; c + 3 < n; c += 4) {
+      int c = cb;
+      for (; c + 3 < ce; c += 4) {
         s0 += a[c * ld + r] * v[c];
         s1 += a[(c + 1) * ld + r] * v[c + 1];
         s2 += a[(c + 2) * ld + r] * v[c + 2];
         s3 += a[(c + 3) * ld + r] * v[c + 3];
       }
-      for (; c < n; ++c) s0 += a[c * ld + r] * v[c];
-      p[r] = t * ((s0 + s1) + (s2 + s3));
+      for (; c < ce; ++c) s0 += a[c * ld + r] * v[c];
+      double sum = (s0 + s1) + (s2 + s3);
+      sum += __shfl_xor_sync(pair, sum, 16);
+      if (!half) p[r] = t * sum;
     }
     __syncthreads();
     // A22 -= v w^T + w v^T with w = p - (tau/2)(p^T v) v; the reflector into column i.
@@ -127,10 +150,10 @@ __global__ void __launch_bounds__(kReduceThreads, 4)
     for (int r = i + 1 + lane; r < n; r += 32) k += p[r] * v[r];
     k = 0.5 * t * warpSum(k);
     if (t != 0.0)
-      for (int r = i + 1 + tid; r < n; r += nt) {
+      for (int r = i + 1 + hr; r < n; r += nh) {
         const double vr = v[r], wr = p[r] - k * vr;
-        int c = i + 1;
-        for (; c + 3 < n; c += 4) {
+        int c = cb;
+        for (; c + 3 < ce; c += 4) {
           double x[4], vc[4], wc[4];
 #pragma unroll
           for (int q = 0; q < 4; ++q) {
@@ -141,11 +164,11 @@ __global__ void __launch_bounds__(kReduceThreads, 4)
 #pragma unroll
           for (int q = 0; q < 4; ++q) a[(c + q) * ld + r] = x[q] - (vr * wc[q] + wr * vc[q]);
         }
-        for (; c < n; ++c) {
+        for (; c < ce; ++c) {
           const double vc = v[c], wc = p[c] - k * vc;
           a[c * ld + r] -= vr * wc + wr * vc;
         }
-        if (r >= i + 2) a[i * ld + r] = vr;
+        if (!half && r >= i + 2) a[i * ld + r] = vr;
       }
     else
       for (int r = i + 2 + tid; r < n; r += nt) a[i * ld + r] = v[r];
@@ -168,30 +191,35 @@ __global__ void __launch_bounds__(kReduceThreads, 4)
   for (int r = 1 + tid; r < n; r += nt) a[(n - 1) * ld + r] = r == n - 1 ? 1.0 : 0.0;
   __syncthreads();
   for (int i = n - 3; i >= 0; --i) {
-    // p_c = v^T Q'(:, c), a thread per column, four independent partial sums.
+    // p_c = v^T Q'(:, c), a lane pair per column (rows [rb, re) each), four
+    // independent partial sums.
     const double* vi = a + i * ld;
-    for (int c = i + 2 + tid; c < n; c += nt) {
+    const int rm = (i + 2 + n) >> 1, rb = half ? rm : i + 2, re = half ? n : rm;
+    for (int c = i + 2 + hr; c < n; c += nh) {
       const double* col = a + c * ld;
-      double s0 = col[i + 1], s1 = 0.0, s2 = 0.0, s3 = 0.0;
-      int r = i + 2;
-      for (; r + 3 < n; r += 4) {
+      double s0 = half ? 0.0 : col[i + 1], s1 = 0.0, s2 = 0.0, s3 = 0.0;
+      int r = rb;
+      for (; r + 3 < re; r += 4) {
         s0 += vi[r] * col[r];
         s1 += vi[r + 1] * col[r + 1];
         s2 += vi[r + 2] * col[r + 2];
         s3 += vi[r + 3] * col[r + 3];
       }
-      for (; r < n; ++r) s0 += vi[r] * col[r];
-      p[c] = (s0 + s1) + (s2 + s3);
+      for (; r < re; ++r) s0 += vi[r] * col[r];
+      double sum = (s0 + s1) + (s2 + s3);
+      sum += __shfl_xor_sync(pair, sum, 16);
+      if (!half) p[c] = sum;
     }
     __syncthreads();
-    // Q'(i+1:, i+2:) -= tau v p^T, a thread per row, four columns in flight; then
-    // column i + 1 from v alone.
+    // Q'(i+1:, i+2:) -= tau v p^T, a lane pair per row (columns [qb, qe) each), four
+    // columns in flight; then column i + 1 from v alone.
     const double t = tau[i];
-    for (int r = 1 + tid; r < n; r += nt) {
+    const int qb = half ? rm : i + 2, qe = half ? n : rm;
+    for (int r = 1 + hr; r < n; r += nh) {
       if (r >= i + 1) {
         const double vr = r == i + 1 ? 1.0 : vi[r];
-        int c = i + 2;
-        for (; c + 3 < n; c += 4) {
+        int c = qb;
+        for (; c + 3 < qe; c += 4) {
           double x[4], pc[4];
 #pragma unroll
           for (int q = 0; q < 4; ++q) {
@@ -201,9 +229,9 @@ __global__ void __launch_bounds__(kReduceThreads, 4)
 #pragma unroll
           for (int q = 0; q < 4; ++q) a[(c + q) * ld + r] = x[q] - pc[q] * vr;
         }
-        for (; c < n; ++c) a[c * ld + r] -= t * p[c] * vr;
+        for (; c < qe; ++c) a[c * ld + r] -= t * p[c] * vr;
       }
-      a[(i + 1) * ld + r] = r < i + 1 ? 0.0 : (r == i + 1 ? 1.0 - t : -t * vi[r]);
+      if (!half) a[(i + 1) * ld + r] = r < i + 1 ? 0.0 : (r == i + 1 ? 1.0 - t : -t * vi[r]);
     }
     __syncthreads();
   }
@@ -252,8 +280,8 @@ __global__ void __launch_bounds__(kQlLanes) syevQlKernel(int n, int batch, doubl
   }
   const long long R0 = recordStart(n);
   double2* rec = reinterpret_cast<double2*>(wk + R0);
-  const long long cap = (S - R0) / 2;
-  long long used = 0, sweeps = 0, rotations = 0;
+  const long long cap = (S - R0) / 2 / n; // sweeps the record holds
+  long long sweeps = 0, rotations = 0;
   int fail = 0, l = 0, iter = 0;
   bool overflow = false;
   while (l < n) {
@@ -285,17 +313,17 @@ __global__ void __launch_bounds__(kQlLanes) syevQlKernel(int n, int batch, doubl
       fail = l + 1;
       break;
     }
-    if (used + 1 + (m - l) > cap) {
+    if (sweeps + 1 > cap) {
       overflow = true;
       break;
     }
+    double2* row = rec + sweeps * n;
     double g = (D_(l + 1) - D_(l)) / (2.0 * E_(l));
     double r = hypot(g, 1.0);
     g = D_(m) - D_(l) + E_(l) / (g + copysign(r, g));
     double s = 1.0, c = 1.0, p = 0.0;
     int i = m - 1;
     bool split = false;
-    long long k = used + 1;
     // e(i), d(i), d(i + 1) of the next rotation are loaded one rotation ahead (a
     // rotation writes only e(i + 1) and d(i + 1)).
     double ei = E_(i), di = D_(i), di1 = D_(i + 1);
@@ -311,7 +339,7 @@ __global__ void __launch_bounds__(kQlLanes) syevQlKernel(int n, int batch, doubl
         break;
       }
       D_(i + 1) = dnew;
-      rec[k++] = make_double2(c, s);
+      row[i] = make_double2(c, s);
       ei = en;
       di1 = di;
       di = dn;
@@ -323,13 +351,12 @@ __global__ void __launch_bounds__(kQlLanes) syevQlKernel(int n, int batch, doubl
       E_(m) = 0.0;
     }
     if (hi >= lo) {
-      rec[used] = make_double2(double(hi), double(lo));
-      used = k;
+      row[n - 1] = make_double2(double(hi), double(lo));
       ++sweeps;
       rotations += hi - lo + 1;
     }
   }
-  wk[0] = overflow ? -1.0 : double(used);
+  wk[0] = overflow ? -1.0 : double(sweeps);
   wk[1] = double(fail);
   for (int i = 0; i < n; ++i) wk[2 + 2 * n + i] = D_(i);
 #undef D_
@@ -391,12 +418,125 @@ __device__ int qlSweep(int n, double* d, double* e, double* C, double* S, int& l
   return 0;
 }
 
+// Pass 3's record path for one row of Q per thread: the recorded sweeps applied kG at
+// a time (docs/benchmarks.md, Issue 12, fourth round). Sweep w's rotation at column i
+// acts on columns i, i + 1; sweep w + 1's rotation at i + 1 only needs columns i + 1
+// and i + 2 as sweep w leaves them, so stage k of a group (sweep w0 + k) runs one
+// column behind stage k - 1 and takes its output straight from a register: a column
+// of Q is read from shared memory once and written once per group instead of once per
+// sweep, and the group runs as one stream of independent rotations per row. Every
+// sweep of a group spans the group's range [L, B] with identity rotations (c, s) =
+// (1, 0) outside its own [lo, hi] (an identity passes the carried column on exactly),
+// so all stages step together; a stage of a sweep past the last is all identity.
+// The group's rotations sit in shared memory as tab[(p + kG) * kG + k] for positions
+// p in [-kG, n - 2 + kG] (the border positions are identities), loaded into registers
+// by all threads while the group before runs, so the record's latency is hidden.
+// The arithmetic per rotation and column is the scalar sweep's (explicit roundings),
+// so every kG gives the same Q to the bit.
+template <int kG>
+__device__ __forceinline__ void applyRecordedSweeps(int n, double* a, int ld, const double2* __restrict__ rec,
+                                                    int W, double2* tab, int tid, int nt) {
+  const int row = tid;
+  for (int t = tid; t < (n - 1 + 2 * kG) * kG; t += nt) tab[t] = make_double2(1.0, 0.0);
+  // This thread's entries of a group's kG x n block of the record: (sweep k, column i).
+  int fk[kG], fi[kG];
+#pragma unroll
+  for (int q = 0; q < kG; ++q) {
+    const int f = tid + q * nt;
+    fk[q] = f < kG * n ? f / n : kG;
+    fi[q] = f < kG * n ? f - fk[q] * n : n;
+  }
+  double2 pv[kG], ph[kG]; // the entries and their sweeps' headers
+  int hiK[kG], loK[kG];
+  auto fetch = [&](int w0) {
+#pragma unroll
+    for (int k = 0; k < kG; ++k) {
+      hiK[k] = -1;
+      loK[k] = n;
+      if (w0 + k < W) {
+        const double2 h = rec[(long long)(w0 + k) * n + n - 1];
+        hiK[k] = int(h.x);
+        loK[k] = int(h.y);
+      }
+    }
+#pragma unroll
+    for (int q = 0; q < kG; ++q) {
+      pv[q] = make_double2(1.0, 0.0);
+      ph[q] = make_double2(-1.0, double(n));
+      if (fk[q] < kG && fi[q] < n - 1 && w0 + fk[q] < W) {
+        pv[q] = rec[(long long)(w0 + fk[q]) * n + fi[q]];
+        ph[q] = rec[(long long)(w0 + fk[q]) * n + n - 1];
+      }
+    }
+  };
+  fetch(0);
+  for (int w0 = 0; w0 < W; w0 += kG) {
+    __syncthreads(); // the group before has read tab (and the borders are written)
+    int L = n, B = -1;
+#pragma unroll
+    for (int k = 0; k < kG; ++k) {
+      L = min(L, loK[k]);
+      B = max(B, hiK[k]);
+    }
+#pragma unroll
+    for (int q = 0; q < kG; ++q)
+      if (fk[q] < kG && fi[q] < n - 1) {
+        const bool in = fi[q] >= int(ph[q].y) && fi[q] <= int(ph[q].x);
+        tab[(fi[q] + kG) * kG + fk[q]] = in ? pv[q] : make_double2(1.0, 0.0);
+      }
+    __syncthreads();
+    if (w0 + kG < W) fetch(w0 + kG); // in flight while this group runs
+    if (row >= n) continue;
+    double carry[kG];
+#pragma unroll
+    for (int k = 0; k < kG; ++k) carry[k] = 0.0;
+    // Stage 0 at column p0 (its first step only loads column B + 1 into its carry),
+    // stage k at p0 + k; the last stage's output is column p0 + kG, final. Four steps
+    // at a time, their columns read before any is written (a column is written kG
+    // steps after it is read, so the values are the same): the 4 x kG rotations form
+    // a wavefront whose critical path is 3 + kG rotations, not 4 kG (a step alone is
+    // bound by the latency of its kG dependent FMAs).
+    int p0 = B + 1;
+    for (; p0 - 3 >= L - kG; p0 -= 4) {
+      double in[4];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) in[u] = p0 - u >= L ? a[(p0 - u) * ld + row] : 0.0;
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const double2* t = tab + (p0 - u + kG) * kG;
+#pragma unroll
+        for (int k = 0; k < kG; ++k) {
+          const double2 g = t[k * (kG + 1)];
+          const double out = __fma_rn(g.y, in[u], __dmul_rn(g.x, carry[k]));
+          carry[k] = __fma_rn(g.x, in[u], -__dmul_rn(g.y, carry[k]));
+          in[u] = out;
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < 4; ++u)
+        if (p0 - u <= B - kG + 1) a[(p0 - u + kG) * ld + row] = in[u];
+    }
+    for (; p0 >= L - kG; --p0) {
+      double in = p0 >= L ? a[p0 * ld + row] : 0.0;
+      const double2* t = tab + (p0 + kG) * kG;
+#pragma unroll
+      for (int k = 0; k < kG; ++k) {
+        const double2 g = t[k * (kG + 1)];
+        const double out = __fma_rn(g.y, in, __dmul_rn(g.x, carry[k]));
+        carry[k] = __fma_rn(g.x, in, -__dmul_rn(g.y, carry[k]));
+        in = out;
+      }
+      if (p0 <= B - kG + 1) a[(p0 + kG) * ld + row] = in;
+    }
+  }
+}
+
 // Pass 3: Q from pass 1 (in A), the recorded rotations applied to its rows (a thread
-// per row; the record goes through shared memory kChunk entries at a time, loaded by
-// all threads at once, and each thread takes four rotations and the four columns they
-// need at a time), then the eigenvalues sorted ascending with their vectors. A matrix whose record overflowed runs the QL here: thread 0
-// computes sweep s + 1 while warps 1.. apply sweep s.
-__global__ void __launch_bounds__(kApplyMaxThreads)
+// per row, applyRecordedSweeps), then the eigenvalues sorted ascending with their
+// vectors. A matrix whose record overflowed runs the QL here: thread 0 computes sweep
+// s + 1 while warps 1.. apply sweep s.
+template <int kG>
+__global__ void __launch_bounds__(kApplyMaxThreads, 2)
     syevApplyKernel(int n, double* Ag, int lda, long long strideA, double* Wg, int* info,
                     const double* __restrict__ work, long long S, unsigned long long* prof) {
   extern __shared__ double sh[];
@@ -407,7 +547,7 @@ __global__ void __launch_bounds__(kApplyMaxThreads)
   double* cs = e + n; // [2][n] rotation buffers (fallback)
   double* sn = cs + 2 * n;
   int* rank = reinterpret_cast<int*>(sn + 2 * n);
-  double2* buf = reinterpret_cast<double2*>(sh + ((std::size_t(n) * n + 7 * n + 1) & ~std::size_t(1)));
+  double2* tab = reinterpret_cast<double2*>(sh + ((std::size_t(n) * n + 7 * n + 1) & ~std::size_t(1)));
   __shared__ int sCount[2], sHi[2], sLo[2], sFail;
   const int tid = threadIdx.x, nt = blockDim.x, warp = tid >> 5;
   double* A = Ag + (long long)blockIdx.x * strideA;
@@ -422,56 +562,8 @@ __global__ void __launch_bounds__(kApplyMaxThreads)
   if (total >= 0) {
     for (int k = tid; k < n; k += nt) d[k] = wk[2 + 2 * n + k];
     if (tid == 0) sFail = int(wk[1]);
-    __syncthreads();
-    const double2* rec = reinterpret_cast<const double2*>(wk + recordStart(n));
-    const int row = tid;
-    int i = 0, lo = 0;
-    bool in = false; // inside a sweep: i is the next rotation's column
-    double z1 = 0.0;
-    for (long long base = 0; base < total; base += kChunk) {
-      const int cnt = int(min((long long)kChunk, total - base));
-      __syncthreads(); // the last chunk consumed
-      for (int t = tid; t < cnt; t += nt) buf[t] = rec[base + t];
-      __syncthreads();
-      if (row >= n) continue;
-      for (int j = 0; j < cnt;) {
-        if (!in) {
-          const double2 h = buf[j++];
-          i = int(h.x);
-          lo = int(h.y);
-          z1 = a[(i + 1) * ld + row];
-          in = true;
-          continue;
-        }
-        int avail = min(i - lo + 1, cnt - j);
-        // Columns i .. i-3 are read before i+1 .. i-2 are written: in the sweep's own
-        // order each column is read before it is written, so the values are the same.
-        for (; avail >= 4; avail -= 4, j += 4, i -= 4) {
-          double2 g[4];
-          double z[4];
-#pragma unroll
-          for (int q = 0; q < 4; ++q) {
-            g[q] = buf[j + q];
-            z[q] = a[(i - q) * ld + row];
-          }
-#pragma unroll
-          for (int q = 0; q < 4; ++q) {
-            a[(i - q + 1) * ld + row] = g[q].y * z[q] + g[q].x * z1;
-            z1 = g[q].x * z[q] - g[q].y * z1;
-          }
-        }
-        for (; avail > 0; --avail, ++j, --i) {
-          const double2 g = buf[j];
-          const double z0 = a[i * ld + row];
-          a[(i + 1) * ld + row] = g.y * z0 + g.x * z1;
-          z1 = g.x * z0 - g.y * z1;
-        }
-        if (i < lo) {
-          a[lo * ld + row] = z1;
-          in = false;
-        }
-      }
-    }
+    applyRecordedSweeps<kG>(n, a, ld, reinterpret_cast<const double2*>(wk + recordStart(n)), int(total), tab,
+                            tid, nt);
     __syncthreads();
   } else {
     for (int k = tid; k < n; k += nt) {
@@ -544,7 +636,7 @@ std::string shape(int n, int lda, long long strideA, int batch) {
 // ev (optional): 4 events recorded around the three passes.
 void launchSyev(int n, double* A, int lda, long long strideA, double* W, int* info, int batch, double* work,
                 std::size_t lwork, cudaStream_t stream, unsigned long long* prof, cudaEvent_t* ev,
-                int qlLanes = 0) {
+                int qlLanes = 0, int applyGroup = 0) {
   if (n < 1 || n > kSyevMaxN || lda < n || strideA < (long long)lda * n || batch < 0)
     throw GpuError("syevBatched: bad arguments (" + shape(n, lda, strideA, batch) + "; n must be 1.." +
                    std::to_string(kSyevMaxN) + ")");
@@ -556,18 +648,24 @@ void launchSyev(int n, double* A, int lda, long long strideA, double* W, int* in
                    " needs at least " + std::to_string(need));
   const long long S = (long long)(lwork / std::size_t(batch)) & ~1LL;
   const std::size_t shm1 = sizeof(double) * (std::size_t(n) * (n | 1) + 5 * std::size_t(n));
-  // The QL pass: one matrix per block while the batch fits the GPU at once.
+  // The QL pass: one matrix per block while the batch fits the GPU at once, else 32
+  // (a warp's lanes) per block (docs/benchmarks.md, Issue 12, fourth round).
   int dev = 0, sms = 0;
   SPEX_CUDA(cudaGetDevice(&dev));
   SPEX_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  const int lanes = qlLanes > 0 ? qlLanes : batch <= 32 * sms ? 1 : 8;
-  if (lanes != 1 && lanes != 2 && lanes != 4 && lanes != 8)
-    throw GpuError("syevBatched: QL lanes " + std::to_string(lanes) + " (1, 2, 4 or 8)");
+  const int lanes = qlLanes > 0 ? qlLanes : batch <= 32 * sms ? 1 : 32;
+  if (lanes != 1 && lanes != 2 && lanes != 4 && lanes != 8 && lanes != 16 && lanes != 32)
+    throw GpuError("syevBatched: QL lanes " + std::to_string(lanes) + " (1, 2, 4, 8, 16 or 32)");
   const std::size_t shm2 = sizeof(double) * 2 * std::size_t(n) * lanes;
-  const std::size_t shm3 = sizeof(double) * (((std::size_t(n) * n + 7 * n + 1) & ~std::size_t(1)) + 2 * kChunk);
+  const int group = applyGroup > 0 ? applyGroup : kApplyGroup;
+  if (group != 1 && group != 4)
+    throw GpuError("syevBatched: sweeps per group " + std::to_string(group) + " (1 or 4)");
+  const std::size_t shm3 = sizeof(double) * (((std::size_t(n) * n + 7 * n + 1) & ~std::size_t(1)) +
+                                             2 * std::size_t(n - 1 + 2 * group) * group);
   const int threads3 = std::max(64, (n + 31) / 32 * 32);
+  auto applyKernel = group == 1 ? syevApplyKernel<1> : syevApplyKernel<4>;
   SPEX_CUDA(cudaFuncSetAttribute(syevReduceKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shm1)));
-  SPEX_CUDA(cudaFuncSetAttribute(syevApplyKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shm3)));
+  SPEX_CUDA(cudaFuncSetAttribute(applyKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shm3)));
   if (ev) SPEX_CUDA(cudaEventRecord(ev[0], stream));
   syevReduceKernel<<<batch, kReduceThreads, shm1, stream>>>(n, A, lda, strideA, work, S, prof);
   SPEX_CUDA_LAUNCH("syevReduceKernel");
@@ -576,11 +674,13 @@ void launchSyev(int n, double* A, int lda, long long strideA, double* W, int* in
   case 1: syevQlKernel<1><<<batch, 1, shm2, stream>>>(n, batch, work, S, prof); break;
   case 2: syevQlKernel<2><<<(batch + 1) / 2, 2, shm2, stream>>>(n, batch, work, S, prof); break;
   case 4: syevQlKernel<4><<<(batch + 3) / 4, 4, shm2, stream>>>(n, batch, work, S, prof); break;
-  default: syevQlKernel<8><<<(batch + 7) / 8, 8, shm2, stream>>>(n, batch, work, S, prof); break;
+  case 8: syevQlKernel<8><<<(batch + 7) / 8, 8, shm2, stream>>>(n, batch, work, S, prof); break;
+  case 16: syevQlKernel<16><<<(batch + 15) / 16, 16, shm2, stream>>>(n, batch, work, S, prof); break;
+  default: syevQlKernel<32><<<(batch + 31) / 32, 32, shm2, stream>>>(n, batch, work, S, prof); break;
   }
   SPEX_CUDA_LAUNCH("syevQlKernel");
   if (ev) SPEX_CUDA(cudaEventRecord(ev[2], stream));
-  syevApplyKernel<<<batch, threads3, shm3, stream>>>(n, A, lda, strideA, W, info, work, S, prof);
+  applyKernel<<<batch, threads3, shm3, stream>>>(n, A, lda, strideA, W, info, work, S, prof);
   SPEX_CUDA_LAUNCH("syevApplyKernel");
   if (ev) SPEX_CUDA(cudaEventRecord(ev[3], stream));
 }
@@ -592,11 +692,12 @@ std::size_t syevBatchedMinWorkspace(int n, int batch) {
   return std::size_t(batch) * std::size_t(recordStart(n));
 }
 
-std::size_t syevBatchedWorkspace(int n, int batch, long long rotationsPerMatrix) {
+std::size_t syevBatchedWorkspace(int n, int batch, long long sweepsPerMatrix) {
   if (n < 1 || batch < 1) return 0;
-  if (rotationsPerMatrix <= 0) rotationsPerMatrix = 2LL * n * n;
-  // Entries: the rotations and a header per sweep (fewer sweeps than 4 n in practice).
-  return std::size_t(batch) * std::size_t(recordStart(n) + 2 * (rotationsPerMatrix + 4LL * n));
+  if (sweepsPerMatrix <= 0) sweepsPerMatrix = 3LL * n;
+  // n entries of two doubles a sweep (docs/benchmarks.md: 2.03 n sweeps on average for
+  // random SPD matrices of n = 74).
+  return std::size_t(batch) * std::size_t(recordStart(n) + 2 * sweepsPerMatrix * n);
 }
 
 void syevBatched(int n, double* A, int lda, long long strideA, double* W, int* info, int batch, double* work,
@@ -605,7 +706,7 @@ void syevBatched(int n, double* A, int lda, long long strideA, double* W, int* i
 }
 
 SyevProfile syevBatchedProfile(int n, double* A, int lda, long long strideA, double* W, int* info, int batch,
-                               double* work, std::size_t lwork, int qlLanes) {
+                               double* work, std::size_t lwork, int qlLanes, int applyGroup) {
   unsigned long long* prof = nullptr;
   SPEX_CUDA(cudaMalloc(&prof, 8 * sizeof(unsigned long long)));
   cudaEvent_t ev[4] = {};
@@ -613,7 +714,7 @@ SyevProfile syevBatchedProfile(int n, double* A, int lda, long long strideA, dou
   try {
     SPEX_CUDA(cudaMemset(prof, 0, 8 * sizeof(unsigned long long)));
     for (cudaEvent_t& e : ev) SPEX_CUDA(cudaEventCreate(&e));
-    launchSyev(n, A, lda, strideA, W, info, batch, work, lwork, nullptr, prof, ev, qlLanes);
+    launchSyev(n, A, lda, strideA, W, info, batch, work, lwork, nullptr, prof, ev, qlLanes, applyGroup);
     SPEX_CUDA(cudaEventSynchronize(ev[3]));
     float ms[3] = {};
     for (int k = 0; k < 3; ++k) SPEX_CUDA(cudaEventElapsedTime(&ms[k], ev[k], ev[k + 1]));

@@ -9,8 +9,9 @@
 //              vectors; every sweep's Givens rotations are recorded in the workspace.
 //              Thousands of these serial chains run at once instead of one per block;
 //   3. apply   one thread block per matrix: the recorded rotations applied to the
-//              rows of Q (a thread per row, no barrier), eigenvalues
-//              sorted ascending with their vectors.
+//              rows of Q (a thread per row), four sweeps at a time pipelined in
+//              registers (a column of Q read and written once per four sweeps),
+//              eigenvalues sorted ascending with their vectors.
 // A matrix whose rotations do not fit its share of the workspace runs the QL in pass
 // 3 instead (one thread computes the rotations while the others apply them): any
 // workspace from syevBatchedMinWorkspace up gives the same results, a larger one is
@@ -28,10 +29,10 @@ namespace spex::gpu {
 // shared memory beside a few vectors).
 constexpr int kSyevMaxN = 160;
 
-// Doubles of workspace for `batch` matrices of order n so that a matrix's recorded
-// rotations may number up to rotationsPerMatrix (0: 2 n^2; random SPD matrices of
-// n = 74 need ~1.05 n^2 on average).
-std::size_t syevBatchedWorkspace(int n, int batch, long long rotationsPerMatrix = 0);
+// Doubles of workspace for `batch` matrices of order n so that a matrix's record may
+// hold up to sweepsPerMatrix QL sweeps of n entries each (0: 3 n; random SPD matrices
+// of n = 74 need ~2.03 n on average).
+std::size_t syevBatchedWorkspace(int n, int batch, long long sweepsPerMatrix = 0);
 // The least workspace syevBatched accepts (no rotation record: every matrix then runs
 // its QL in the apply pass, as the one-kernel solver of version 9 did).
 std::size_t syevBatchedMinWorkspace(int n, int batch);
@@ -51,8 +52,11 @@ void syevBatched(int n, double* A, int lda, long long strideA, double* W, int* i
 // clock-cycle counts per stage (thread 0 of a block, or the matrix's thread in the QL
 // pass; means per matrix), the mean QL sweeps and rotations, and how many matrices
 // fell back to the in-block QL: for the benchmark notes, not for production.
-// qlLanes: matrices per warp in the QL pass (1, 2, 4 or 8; 0: as syevBatched chooses,
-// 1 where the batch fits the GPU at once, else 8: docs/benchmarks.md, version 15).
+// qlLanes: matrices per warp in the QL pass (1, 2, 4, 8, 16 or 32; 0: as syevBatched chooses,
+// 1 where the batch fits the GPU at once, else 32: docs/benchmarks.md, version 15 and
+// Issue 12, fourth round).
+// applyGroup: recorded sweeps applied together in pass 3 (1 or 4; 0: 4); every
+// grouping gives the same eigenvectors to the bit.
 struct SyevProfile {
   double seconds = 0, reduceSeconds = 0, qlSeconds = 0, applySeconds = 0;
   double tridiagonalCycles = 0, formQCycles = 0, qlCycles = 0, applyCycles = 0;
@@ -60,6 +64,7 @@ struct SyevProfile {
   long long fallbacks = 0;
 };
 SyevProfile syevBatchedProfile(int n, double* A, int lda, long long strideA, double* W, int* info,
-                               int batch, double* work, std::size_t lwork, int qlLanes = 0);
+                               int batch, double* work, std::size_t lwork, int qlLanes = 0,
+                               int applyGroup = 0);
 
 } // namespace spex::gpu

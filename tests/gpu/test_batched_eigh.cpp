@@ -65,14 +65,14 @@ struct Device {
   }
 };
 
-// Workspace sizes the tests use: the default record, none, and a quarter of the
-// rotations a matrix needs (most matrices overflow part-way).
+// Workspace sizes the tests use: the default record, none, and room for n / 2 sweeps
+// (a matrix needs ~2 n: most matrices overflow part-way).
 enum class Work { Full, Least, Short };
 std::size_t workDoubles(Work w, int n, int batch) {
   switch (w) {
   case Work::Full: return gpu::syevBatchedWorkspace(n, batch);
   case Work::Least: return gpu::syevBatchedMinWorkspace(n, batch);
-  case Work::Short: return gpu::syevBatchedWorkspace(n, batch, std::max(1LL, (long long)n * n / 4));
+  case Work::Short: return gpu::syevBatchedWorkspace(n, batch, std::max(1LL, (long long)n / 2));
   }
   return 0;
 }
@@ -281,7 +281,7 @@ private slots:
     // Matrices per warp in the QL pass (0: the solver's choice), on the engine's batch
     // and on the whole frame: the same eigenvalues to the bit whatever the grouping.
     std::vector<double> Wref, Wl(std::size_t(n) * batch);
-    for (int lanes : {0, 1, 2, 4, 8})
+    for (int lanes : {0, 1, 2, 4, 8, 16, 32})
       for (int small : {995, 1235, batch}) {
         check(cudaMemcpy(d.A, A.data(), std::size_t(n) * n * small * sizeof(double), cudaMemcpyHostToDevice),
               "H2D");
@@ -294,6 +294,29 @@ private slots:
         if (!Wref.empty())
           for (std::size_t k = 0; k < std::size_t(n) * small; ++k) QCOMPARE(Wl[k], Wref[k]);
       }
+    // Sweeps per group in the apply pass: one at a time, and four pipelined in registers
+    // (the default), timed on the whole frame; the engine's batch must give the same
+    // eigenvectors to the bit either way.
+    for (int group : {1, 4}) {
+      check(cudaMemcpy(d.A, A.data(), A.size() * sizeof(double), cudaMemcpyHostToDevice), "H2D");
+      const gpu::SyevProfile q = gpu::syevBatchedProfile(n, d.A, n, n * n, d.W, d.info, batch, d.work, lwork, 0, group);
+      qInfo("%d blocks of %d, %d sweeps a group: %.2f ms (reduce %.2f, QL %.2f, apply %.2f); apply %.0f cycles a block",
+            batch, n, group, q.seconds * 1e3, q.reduceSeconds * 1e3, q.qlSeconds * 1e3, q.applySeconds * 1e3,
+            q.applyCycles);
+    }
+    std::vector<double> V[2];
+    for (int k = 0; k < 2; ++k) {
+      const int small = 1235;
+      check(cudaMemcpy(d.A, A.data(), std::size_t(n) * n * small * sizeof(double), cudaMemcpyHostToDevice), "H2D");
+      gpu::syevBatchedProfile(n, d.A, n, n * n, d.W, d.info, small, d.work, gpu::syevBatchedWorkspace(n, small), 0,
+                              k == 0 ? 1 : 4);
+      V[k].resize(std::size_t(n) * n * small);
+      check(cudaMemcpy(V[k].data(), d.A, V[k].size() * sizeof(double), cudaMemcpyDeviceToHost), "D2H V");
+    }
+    std::size_t differ = 0;
+    for (std::size_t k = 0; k < V[0].size(); ++k) differ += V[0][k] != V[1][k];
+    qInfo("eigenvectors of 1235 blocks, 1 vs 4 sweeps a group: %zu of %zu entries differ", differ, V[0].size());
+    QCOMPARE(differ, std::size_t(0));
     check(cudaMemcpy(d.A, A.data(), A.size() * sizeof(double), cudaMemcpyHostToDevice), "H2D");
     p = gpu::syevBatchedProfile(n, d.A, n, n * n, d.W, d.info, batch, d.work, lwork);
     std::vector<double> W(std::size_t(n) * batch);
