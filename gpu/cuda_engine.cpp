@@ -30,11 +30,15 @@
 #include "core/errors.h"
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
 #include <cmath>
 #include <cstdio>
 #include <exception>
+#include <functional>
 #include <future>
+#include <mutex>
+#include <optional>
 #include <thread>
 
 namespace spex {
@@ -77,6 +81,52 @@ struct DeviceJob {
   bool into = false;
   long noData = 0, nonFinite = 0; // finalizeRegion counts of the patches (into)
 };
+
+int64_t steadyNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// CudaEngineOptions::warmUp on one device: the first batched DGEMMs of the process
+// (cuBLAS's first-use work: ~50 ms on an H100 in the first batch's Cholesky panel, cold
+// process, docs/benchmarks.md), in the two layouts the blocked Cholesky and L^-1 call,
+// on 74 x 74 blocks (a DESI patch's fiber block), on a handle and stream of its own.
+// Errors are ignored (the extraction meets the same ones and reports them).
+void warmUpDevice(int device) {
+  cudaStream_t s = nullptr;
+  cublasHandle_t h = nullptr;
+  double* buf = nullptr;
+  try {
+    SPEX_CUDA(cudaSetDevice(device));
+    SPEX_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    checkCublas(cublasCreate(&h), "cublasCreate");
+    checkCublas(cublasSetStream(h, s), "cublasSetStream");
+    constexpr int nb = 74, batch = 8;
+    const long long blk = 4LL * nb * nb; // the largest operand, 2 nb x 2 nb
+    SPEX_CUDA(cudaMalloc(&buf, std::size_t(3 * blk * batch) * sizeof(double)));
+    SPEX_CUDA(cudaMemsetAsync(buf, 0, std::size_t(3 * blk * batch) * sizeof(double), s));
+    double* A = buf;
+    double* B = buf + blk * batch;
+    double* C = buf + 2 * blk * batch;
+    const double one = 1.0, zero = 0.0, minus = -1.0;
+    // panel and trailing update (N, T), then L X (N, N)
+    checkCublas(cublasDgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_T, 2 * nb, nb, nb, &one, A, 2 * nb, blk,
+                                          B, nb, blk, &zero, C, 2 * nb, blk, batch),
+                "cublasDgemmStridedBatched (warm-up)");
+    checkCublas(cublasDgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_T, 2 * nb, 2 * nb, nb, &minus, A, 2 * nb,
+                                          blk, B, 2 * nb, blk, &one, C, 2 * nb, blk, batch),
+                "cublasDgemmStridedBatched (warm-up)");
+    checkCublas(cublasDgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, nb, 2 * nb, nb, &one, A, nb, blk, B,
+                                          nb, blk, &zero, C, nb, blk, batch),
+                "cublasDgemmStridedBatched (warm-up)");
+    SPEX_CUDA(cudaStreamSynchronize(s));
+  } catch (...) {
+  }
+  if (buf) cudaFree(buf);
+  if (h) cublasDestroy(h);
+  if (s) cudaStreamDestroy(s);
+  cudaGetLastError();
+}
 
 } // namespace
 
@@ -121,9 +171,21 @@ CudaEngine::CudaEngine(CudaEngineOptions options) : m_options(std::move(options)
     }
     m_devices.push_back(std::move(dev));
   }
+  if (m_options.warmUp) {
+    std::vector<int> devices = m_options.gpus;
+    m_warm = std::make_unique<std::thread>([this, devices] {
+      m_warmStartNs = steadyNs();
+      for (int d : devices) warmUpDevice(d);
+      m_warmEndNs = steadyNs();
+    });
+  }
 }
 
-CudaEngine::~CudaEngine() = default;
+CudaEngine::~CudaEngine() { joinWarmUp(); }
+
+void CudaEngine::joinWarmUp() {
+  if (m_warm && m_warm->joinable()) m_warm->join();
+}
 
 std::string CudaEngine::name() const {
   std::string s = "cuda:";
@@ -194,6 +256,8 @@ struct DeviceRun {
 void prefetchInputs(CudaEngine::Device& dev, DeviceRun& run, const ExtractionRequest& req,
                     std::size_t budget, ProfileRecorder& rec, gpu::KernelTracer* tracer) {
   SPEX_CUDA(cudaSetDevice(dev.index));
+  rec.setThreadLaneName("prefetch cuda:" + std::to_string(dev.index));
+  ScopedRange whole(&rec, "prefetch");
   const std::string prefix = "cuda:" + std::to_string(dev.index) + " stream ";
   run.mainLane = rec.lane(prefix + "0");
   for (std::size_t k = 0; k < dev.ws.size(); ++k)
@@ -209,13 +273,14 @@ void prefetchInputs(CudaEngine::Device& dev, DeviceRun& run, const ExtractionReq
   SPEX_CUDA(cudaEventSynchronize(run.t0));
   run.hostT0 = rec.nowNs();
   bool psfUploaded = false;
-  if (run.wantCorners) {
+  if (run.wantCorners || run.wantSpots) { // both evaluate the PSF on the device
     run.tl.phase(kPhaseH2D, run.mainLane, -1, dev.main,
                  [&] { gpu::uploadPsf(*req.psf, dev, dev.main, run.psf); });
     psfUploaded = true;
+  }
+  if (run.wantCorners)
     run.tl.phase(gpu::kPhasePlanCorners, run.mainLane, -1, dev.main,
                  [&] { run.cornersOk = gpu::computePlanCorners(dev, run.psf, req, budget, run.corners); });
-  }
   run.publishCorners();
   if (run.wantSpots && run.cornersOk && !dev.ws.empty()) {
     // Every stamp of the frame, while the host finishes the plan and the image uploads
@@ -269,7 +334,8 @@ void prefetch(CudaEngine::Device& dev, DeviceRun& run, const ExtractionRequest& 
 // another thread while the device works); nothing of result is touched before.
 void runDevice(CudaEngine::Device& dev, DeviceRun& run, const CudaEngineOptions& opt,
                DeviceJob& job, ExtractionResult& result, const std::shared_future<void>& allocated,
-               bool directModel, ProfileRecorder& rec, const CancelToken& cancel) {
+               bool directModel, ProfileRecorder& rec, const CancelToken& cancel,
+               const std::function<void()>& beforeBatches) {
   const ExtractionRequest& req = *job.req;
   const PatchPlan& plan = *job.plan;
   const GaussHermitePsf& psf = *req.psf;
@@ -433,6 +499,7 @@ void runDevice(CudaEngine::Device& dev, DeviceRun& run, const CudaEngineOptions&
     return b;
   };
   dev.limit = budget; // the workspaces' allocations check it (DeviceArray::reserve)
+  std::optional<ScopedRange> wsRange(std::in_place, &rec, "workspaces");
   for (;;) {
     bool ok = true, larger = false; // larger: workspaces kept from an earlier, larger batch
     for (auto& w : dev.ws) {
@@ -471,6 +538,7 @@ void runDevice(CudaEngine::Device& dev, DeviceRun& run, const CudaEngineOptions&
     w->tiles = tiles;
     if (tiles) w->tile.need(std::size_t(P) * job.maxBoxArea, &dev.held, "model tiles");
   }
+  wsRange.reset();
   dev.track();
   key.batch = P;
   dev.fit = key;
@@ -508,6 +576,7 @@ void runDevice(CudaEngine::Device& dev, DeviceRun& run, const CudaEngineOptions&
   // band it is solved on; F - 1, dense, without bandedSolve) and the blocks it keeps.
   const int* hCoupling = nullptr;
   if (opt.bandedSolve && ntodo > 0) {
+    ScopedRange r(&rec, "wait for the couplings");
     SPEX_CUDA(cudaStreamSynchronize(ms)); // the couplings, measured with the spot table
     hCoupling = dev.hCoupling.get(ntodo);
   }
@@ -529,6 +598,8 @@ void runDevice(CudaEngine::Device& dev, DeviceRun& run, const CudaEngineOptions&
   std::vector<int> batchOf(ntodo, -1);
   std::vector<int> laneOf(ntodo, 0);
   int launched = 0, batchId = 0;
+  beforeBatches();
+  std::optional<ScopedRange> enqueueRange(std::in_place, &rec, "enqueue batches");
   for (int first = 0; first < ntodo; first += P, ++batchId) {
     if (cancel.cancelled()) break;
     Workspace& w = *dev.ws[batchId % W];
@@ -548,7 +619,11 @@ void runDevice(CudaEngine::Device& dev, DeviceRun& run, const CudaEngineOptions&
     }
     launched = first + count;
   }
-  for (auto& w : dev.ws) SPEX_CUDA(cudaStreamSynchronize(w->stream));
+  enqueueRange.reset();
+  {
+    ScopedRange r(&rec, "wait for the batches");
+    for (auto& w : dev.ws) SPEX_CUDA(cudaStreamSynchronize(w->stream));
+  }
 
   // EXTRACTION.md §4.3: patches whose Cholesky failed, once more with regularize 1e-4.
   std::vector<int> retry;
@@ -712,8 +787,29 @@ void CudaEngine::run(const ExtractionRequest& req, ExtractionResult& result, boo
     // of the plan's host time) while the image uploads.
     const bool deviceCorners = !req.plan && !runs.empty();
     if (deviceCorners) runs[0]->wantCorners = true;
-    // A whole frame on one device: its spot table too, right after the corners.
-    if (deviceCorners && !req.patches && m_devices.size() == 1) runs[0]->wantSpots = true;
+    // A whole frame on one device: its spot table too, right after the corners, or
+    // over the range of the request's plan (the CLI makes it while the engine starts).
+    if (!req.patches && m_devices.size() == 1 && !runs.empty()) {
+      if (deviceCorners) {
+        runs[0]->wantSpots = true;
+      } else if (req.plan && !req.plan->patches.empty()) {
+        // The padded fibers and bins of every patch (runDevice's extent for the whole
+        // plan); the plan is checked only later, so fibers outside the PSF start none.
+        int f0 = INT32_MAX, f1 = INT32_MIN, k0 = INT32_MAX, k1 = INT32_MIN;
+        for (const Patch& p : req.plan->patches) {
+          f0 = std::min(f0, p.fiberPad0);
+          f1 = std::max(f1, p.fiberPad0 + p.nfiberPad);
+          k0 = std::min(k0, p.wavePad0);
+          k1 = std::max(k1, p.wavePad0 + p.nwavePad);
+        }
+        if (f0 >= 0 && f1 > f0 && f1 <= req.psf->nfiber && k1 > k0) {
+          DeviceRun& r0 = *runs[0];
+          r0.corners.f0 = f0, r0.corners.f1 = f1, r0.corners.k0 = k0, r0.corners.k1 = k1;
+          r0.cornersOk = true;
+          r0.wantSpots = true;
+        }
+      }
+    }
     // A patch list with its plan: only the rows of the patches' boxes are uploaded.
     if (req.patches && req.plan) {
       int y0 = INT32_MAX, y1 = INT32_MIN;
@@ -767,6 +863,22 @@ void CudaEngine::run(const ExtractionRequest& req, ExtractionResult& result, boo
     joinPrefetch();
     for (auto& e : prefetchErrors)
       if (e) std::rethrow_exception(e);
+    // The warm-up's first DGEMMs come before the first batch's (CudaEngineOptions::
+    // warmUp): each device's runDevice waits for it once its workspaces are allocated.
+    std::once_flag warmJoined;
+    const std::function<void()> beforeBatches = [&] {
+      std::call_once(warmJoined, [&] {
+        if (!m_warm) return;
+        ScopedRange r(&rec, "wait for the warm-up");
+        joinWarmUp();
+        if (!m_warmReported && m_warmEndNs > m_warmStartNs) {
+          m_warmReported = true;
+          const int64_t shift = rec.nowNs() - steadyNs(); // steady clock -> the recorder's
+          rec.add({"warm-up (first DGEMMs)", std::max<int64_t>(0, m_warmStartNs + shift),
+                   std::max<int64_t>(0, m_warmEndNs + shift), rec.lane("engine warm-up"), 0, -1});
+        }
+      });
+    };
     const GaussHermitePsf& psf = *req.psf;
     // The frame's host arrays (~150 MB, zeroed and paged in: tens of ms) are made on
     // their own thread while the devices work; runDevice waits for them before its D2H.
@@ -857,7 +969,8 @@ void CudaEngine::run(const ExtractionRequest& req, ExtractionResult& result, boo
       const bool directModel = active <= 1;
       auto work = [&](int d) {
         try {
-          runDevice(*m_devices[d], *runs[d], m_options, jobs[d], result, allocated, directModel, rec, cancel);
+          runDevice(*m_devices[d], *runs[d], m_options, jobs[d], result, allocated, directModel, rec, cancel,
+                    beforeBatches);
         } catch (...) {
           errors[d] = std::current_exception();
         }

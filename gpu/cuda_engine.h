@@ -13,7 +13,9 @@
 #include "core/extract/engine.h"
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -84,6 +86,12 @@ struct CudaEngineOptions {
   // with either Cholesky and either band (dense: w = F - 1). Same results to rounding.
   // Factory switch: SPEXLAB_CUDA_INVERSE.
   bool selectedInverse = true;
+  // Warm-up (docs/benchmarks.md, "Issue 12, fourth round"): right after the handles
+  // exist, a thread of the engine does the first-use work of cuBLAS's batched DGEMM
+  // (its first call in a process costs ~50 ms) on its own handle and stream, beside
+  // the host's work before the first extraction's batches; that extraction waits for
+  // it before its first batch. Factory switch: SPEXLAB_CUDA_WARMUP=0 turns it off.
+  bool warmUp = true;
 };
 
 // How one device's memory was split in the engine's last extraction (for reports).
@@ -133,8 +141,15 @@ private:
   void run(const ExtractionRequest& request, ExtractionResult& result, bool into, ProgressSink& progress,
            const CancelToken& cancel);
 
+  void joinWarmUp();
   CudaEngineOptions m_options;
   std::vector<std::unique_ptr<Device>> m_devices;
+  // The warm-up (CudaEngineOptions::warmUp): its thread and when it ran (steady
+  // clock, ns since its epoch), for the first extraction's profile. Its failures are
+  // ignored: the extraction meets and reports the same ones.
+  std::unique_ptr<std::thread> m_warm;
+  int64_t m_warmStartNs = 0, m_warmEndNs = 0;
+  bool m_warmReported = false;
 };
 
 // The card's ceilings, measured (docs/benchmarks.md): cuBLAS DGEMM of 8192^3 in FLOP/s

@@ -77,6 +77,13 @@ struct CudaEngine::Device {
   std::vector<std::unique_ptr<gpu::Workspace>> ws;
   gpu::DeviceArray<double> pix, ivar, pool, spotV, flux, ivarOut, res, chi2pix, pixmask, deconv, model;
   gpu::DeviceArray<gpu::DevLegendre> sets;
+  // What pool and sets hold (gpu::uploadPsf): the packed tables last uploaded and where
+  // to, so a request with the same PSF uploads nothing.
+  std::vector<double> psfPool;
+  std::vector<gpu::DevLegendre> psfSets;
+  const double* psfPoolAt = nullptr;
+  const gpu::DevLegendre* psfSetsAt = nullptr;
+  bool psfUploaded = false;
   gpu::DeviceArray<int2> corner;
   gpu::DeviceArray<gpu::DevPatch> patches, retryPatches;
   gpu::DeviceArray<int> planCorners; // the plan's corner table, x then y (computePlanCorners)

@@ -17,8 +17,12 @@
 #           extraction of the same files with all cores, then `compare`
 #   coldab  cold `extract --engine cuda` processes, this build against spexlab-cli-main (main's
 #           build, bundled as an extra binary) alternately, with `--help` and trace summaries
-#           (docs/benchmarks.md, "Cold process"); SPEXLAB_CUDA_LOAD=serial; CPU-engine
+#           (docs/benchmarks.md, "Cold process"); SPEXLAB_CUDA_WARMUP=0; CPU-engine
 #           processes; the driver's own start-up through python ctypes
+#   memcheck2 compute-sanitizer memcheck on test_cuda_engine wholeRequestWithItsPlan and
+#           accumulateFillsModelTilesLikeCpu
+#   onepatch  bench --one-patch 100 (one patch per request, warm engine): CUDA, CUDA with the
+#           model tiles, the CPU engine
 #   pack    everything under $OUT into one logs.tgz (the device tool brings back 8 files)
 #   bench   spexlab-cli bench --engine cuda --repeat 5 (warm median) and --json
 #   streams the warm median with 1, 3 and 4 streams, and with the Jacobi kernel
@@ -91,7 +95,7 @@ for step in "$@"; do
           tail -4 $OUT/cold-cpu.log
           $B/spexlab-cli compare $D/frame/frame-cpu.fits $D/frame/frame-cuda.fits 2>&1 | tee $OUT/compare-cpu-cuda.txt ;;
     coldab) # Cold processes, this build against spexlab-cli-main (main's build, bundled as an
-            # extra binary) alternately, 3 each, then SPEXLAB_CUDA_LOAD=serial twice: `--help`
+            # extra binary) alternately, 3 each, then the warm-up off twice: `--help`
             # (process start and exit alone) and a whole extract, its trace summed up
             # (trace-summary.py; "outside the trace" = process start + exit).
             mkdir -p $D/frame
@@ -109,9 +113,12 @@ for step in "$@"; do
               [ -x $B/spexlab-cli-main ] && cold1 main$k $B/spexlab-cli-main
               cold1 new$k $B/spexlab-cli
             done
-            cold1 serial1 $B/spexlab-cli SPEXLAB_CUDA_LOAD=serial
-            cold1 serial2 $B/spexlab-cli SPEXLAB_CUDA_LOAD=serial
+            # The warm-up off (SPEXLAB_CUDA_WARMUP=0) twice, between two more runs of this
+            # build (docs/benchmarks.md, "Issue 12, fourth round").
+            cold1 nowarm1 $B/spexlab-cli SPEXLAB_CUDA_WARMUP=0
             cold1 new4 $B/spexlab-cli
+            cold1 nowarm2 $B/spexlab-cli SPEXLAB_CUDA_WARMUP=0
+            cold1 new5 $B/spexlab-cli
             for k in 1 2; do s=$(date +%s%N); $B/spexlab-cli extract -i $D/frame/preproc.fits -p $D/frame/psf.fits -o $D/frame/frame-np.fits \
                 -w 5760,7620,0.8 --engine cuda > $OUT/cold-noprofile-$k.log 2>&1
               echo "--- new without --profile: process wall $(( ($(date +%s%N) - s) / 1000000 )) ms"; grep patches $OUT/cold-noprofile-$k.log; done
@@ -137,6 +144,16 @@ print("driver alone (%s): " % sys.argv[1] + ", ".join("%s %.1f ms" % (k, v) for 
 PYEOF
             done
             $B/spexlab-cli compare $D/frame/frame-main1.fits $D/frame/frame-new1.fits 2>&1 | tail -3 ;;
+    memcheck2) # compute-sanitizer memcheck on the engine tests of cold2's paths: a whole
+               # request with its plan (spot table over the plan's range, the PSF kept on a
+               # warm engine) and the accumulated selections
+               timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 $B/test_cuda_engine wholeRequestWithItsPlan accumulateFillsModelTilesLikeCpu 2>&1 \
+                 | tee $OUT/memcheck2.log | grep -E "ERROR SUMMARY|PASS|FAIL|Totals"; echo "memcheck2 rc ${PIPESTATUS[0]}" ;;
+    onepatch) # One patch per request on a warm engine (bench --one-patch): CUDA, with and
+              # without the model tiles, then the CPU engine on every core, on the full r frame.
+              timeout 150 $B/spexlab-cli bench --engine cuda --psf $PSF --one-patch 100 2>&1 | tee $OUT/onepatch-cuda.txt
+              timeout 150 $B/spexlab-cli bench --engine cuda --psf $PSF --one-patch 100 -m 2>&1 | tee $OUT/onepatch-cuda-model.txt | head -5
+              timeout 150 $B/spexlab-cli bench --engine cpu --psf $PSF --one-patch 100 2>&1 | tee $OUT/onepatch-cpu.txt ;;
     pack) # everything under $OUT into one archive (the device tool brings back 8 files)
           (cd $OUT && tar czf /tmp/logs.tgz . && rm -rf ./* && mv /tmp/logs.tgz ./) ;;
     bench) timeout 300 $B/spexlab-cli bench --engine cuda --psf $PSF --repeat 5 --ceilings 2>&1 | tee $OUT/bench.txt

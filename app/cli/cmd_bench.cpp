@@ -19,6 +19,7 @@
 #include <sys/resource.h>
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <sstream>
 #include <thread>
 
@@ -104,6 +105,93 @@ struct Inputs {
   std::string source; // for the summary
 };
 
+double cpuSeconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + 1e-6 * double(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
+// Quantile q of v (nearest rank on the sorted values; v not empty).
+double quantile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  const std::size_t i = std::size_t(std::ceil(q * double(v.size()))) - (q > 0 ? 1 : 0);
+  return v[std::min(i, v.size() - 1)];
+}
+
+// --one-patch N: N requests of one patch each on one warm engine, as the workbench
+// makes them (the plan attached, the result accumulated in place), after a first
+// request that is reported apart (it allocates the frame's arrays and, on a GPU, pays
+// the first use of every kernel). Patches spread evenly over the plan. Each request
+// is timed from the call to the result in memory (host clock), with the process's CPU
+// time (all threads) and the engine's phases.
+int onePatchBench(Engine& engine, ExtractionRequest req, int count, bool json, const std::string& source) {
+  attachPlan(req);
+  const int np = int(req.plan->patches.size());
+  if (np < 1) throw InputError("--one-patch: the plan has no patches");
+  req.accumulate = true;
+  ExtractionResult r;
+  ProgressSink progress; // no bar: one patch is over before it would draw
+  CancelToken cancel;
+  auto once = [&](int patch, double& wall, double& cpu) {
+    req.patches = std::vector<int>{patch};
+    const double c0 = cpuSeconds();
+    const auto t0 = std::chrono::steady_clock::now();
+    engine.extractInto(req, r, progress, cancel);
+    wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    cpu = cpuSeconds() - c0;
+    if (r.patches.empty()) throw SpexError("--one-patch: the engine returned no patch for plan patch " + std::to_string(patch));
+  };
+  double firstWall = 0, firstCpu = 0;
+  once(np / 2, firstWall, firstCpu);
+  std::vector<double> walls, cpus;
+  std::map<std::string, std::vector<double>> phases; // per request, 0 where absent
+  std::vector<std::string> order;
+  for (int k = 0; k < count; ++k) {
+    const int patch = int((long(k) * np) / count + np / (2 * count)) % np;
+    double w = 0, c = 0;
+    once(patch, w, c);
+    walls.push_back(w);
+    cpus.push_back(c);
+    for (const PhaseStats& st : r.profile.phaseStats()) {
+      auto& v = phases[st.name];
+      if (v.empty()) order.push_back(st.name);
+      v.resize(std::size_t(k), 0.0);
+      v.push_back(st.totalS);
+    }
+  }
+  for (auto& [name, v] : phases) v.resize(std::size_t(count), 0.0);
+  std::sort(order.begin(), order.end(), [&](const std::string& a, const std::string& b) {
+    return quantile(phases[a], 0.5) > quantile(phases[b], 0.5);
+  });
+  if (json) {
+    nlohmann::ordered_json ph = nlohmann::ordered_json::array();
+    for (const std::string& n : order)
+      ph.push_back({{"name", n}, {"median_s", quantile(phases[n], 0.5)}, {"p95_s", quantile(phases[n], 0.95)}});
+    const nlohmann::ordered_json out = {{"engine", engine.name()}, {"source", source},
+                                        {"plan_patches", np}, {"requests", count},
+                                        {"first_s", firstWall}, {"first_cpu_s", firstCpu},
+                                        {"walls_s", walls}, {"cpu_s", cpus},
+                                        {"median_s", quantile(walls, 0.5)}, {"p95_s", quantile(walls, 0.95)},
+                                        {"cpu_median_s", quantile(cpus, 0.5)}, {"cpu_p95_s", quantile(cpus, 0.95)},
+                                        {"phases", std::move(ph)}};
+    std::printf("%s\n", out.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());
+    return 0;
+  }
+  std::printf("one patch on a warm engine (%s): %d requests of one patch each, spread over the plan's %d "
+              "patches\ninput: %s\n\n", engine.name().c_str(), count, np, source.c_str());
+  std::printf("%-34s %10s %10s %10s %10s\n", "per request", "median ms", "p95 ms", "min ms", "max ms");
+  auto row = [](const std::string& name, const std::vector<double>& v) {
+    std::printf("%-34s %10.2f %10.2f %10.2f %10.2f\n", name.c_str(), 1e3 * quantile(v, 0.5), 1e3 * quantile(v, 0.95),
+                1e3 * quantile(v, 0), 1e3 * quantile(v, 1));
+  };
+  row("wall, request to result in memory", walls);
+  row("cpu time (user + system)", cpus);
+  std::printf("\nphases (summed over the request's ranges, every lane):\n");
+  for (const std::string& n : order) row("  " + n, phases[n]);
+  std::printf("\nfirst request (not counted): %.2f ms wall, %.2f ms cpu\n", 1e3 * firstWall, 1e3 * firstCpu);
+  return 0;
+}
+
 } // namespace
 
 int cmdBench(const std::vector<std::string>& args) {
@@ -136,6 +224,10 @@ int cmdBench(const std::vector<std::string>& args) {
   auto* repeatOpt = app.add_option("--repeat", repeat, "runs to time (>= 1); the median is reported")->capture_default_str();
   app.add_option("--seed", seed, "simulation seed")->capture_default_str();
   app.add_option("--patches", patches, "plan indices, e.g. 10,11,12: time a selection on a warm engine");
+  int onePatch = 0;
+  auto* onePatchOpt = app.add_option("--one-patch", onePatch,
+                                     "N: time N requests of one patch each on one warm engine (median, p95, "
+                                     "phases), as the workbench makes them");
   app.add_flag("-m,--model", model, "also build the CCD model image (nothing is written)");
   app.add_flag("--json", json, "print the result as JSON");
   app.add_flag("--profile-kernels", profileKernels,
@@ -146,6 +238,11 @@ int cmdBench(const std::vector<std::string>& args) {
   if (!parseArgs(app, args)) return 0;
   if (repeatOpt->count() && repeat < 1)
     throw InputError("--repeat must be >= 1, got " + std::to_string(repeat));
+  if (onePatchOpt->count()) {
+    if (onePatch < 1) throw InputError("--one-patch must be >= 1, got " + std::to_string(onePatch));
+    if (!patches.empty()) throw InputError("--one-patch picks its own patches; leave out --patches");
+    if (repeatOpt->count()) throw InputError("--one-patch N times N requests; leave out --repeat");
+  }
   if (psferrOpt->count()) params.psferr = psferr;
   if (decorrelate) params.mode = Decorrelation::Noise;
   params.validate();
@@ -190,18 +287,13 @@ int cmdBench(const std::vector<std::string>& args) {
   }
   EngineChoice choice = makeEngine(engine, engineOptionsFrom(gpus, gpuMemory, engine, MpiJob(false, "bench")));
   if (!choice.note.empty()) std::fprintf(stderr, "spexlab-cli bench: %s\n", choice.note.c_str());
+  if (onePatch > 0) return onePatchBench(*choice.engine, req, onePatch, json, in.source);
   std::vector<double> walls;
   ExtractionResult r;
   TerminalProgress progress(!json && !quiet);
   CancelToken cancel;
-  // Process CPU time (user + system) over the extractions: on a shared machine wall
-  // times swing with the load, CPU time much less (docs/benchmarks.md).
-  auto cpuSeconds = [] {
-    rusage u{};
-    getrusage(RUSAGE_SELF, &u);
-    return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
-           1e-6 * double(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
-  };
+  // Process CPU time (user + system) over the extractions (cpuSeconds): on a shared
+  // machine wall times swing with the load, CPU time much less (docs/benchmarks.md).
   std::vector<double> cpus;
   for (int i = 0; i < repeat; ++i) {
     const double c0 = cpuSeconds();

@@ -299,6 +299,12 @@ int runExtract(ExtractOptions& o, const std::string& prog) {
   meta.inputPsf = o.psf;
   meta.heliocor = heliocor;
   meta.scores = !o.noScores;
+  // The write's steps, for the trace (its lane "write steps").
+  ProfileRecorder writeRec;
+  if (!o.profile.empty()) {
+    writeRec.setThreadLaneName("write steps");
+    meta.profile = &writeRec;
+  }
   {
     // Frame and model together: both written under temporary names, then renamed,
     // the model first and the frame last; any failure leaves both targets as they were.
@@ -344,6 +350,7 @@ int runExtract(ExtractOptions& o, const std::string& prog) {
                                 st.ownLane ? 0 : 1, -1});
     shifted.append(p, extractStart);
     shifted.ranges.push_back({"write", writeStart, writeStart + writeNs, lane, 0, -1});
+    shifted.append(writeRec.finish(), writeStart);
     shifted.ranges.push_back({"engine release", writeStart, writeStart + int64_t(releaseS * 1e9),
                               shifted.laneIndex("engine release"), 0, -1});
     shifted.wallNs = writeStart + std::max(writeNs, int64_t(releaseS * 1e9));

@@ -1,5 +1,6 @@
 #include "banded_solver.h"
 
+#include "../clones.h"
 #include "lapack.h"
 
 #include <algorithm>
@@ -9,6 +10,20 @@ namespace spex {
 
 namespace {
 double cube(double x) { return x * x * x; }
+
+// 4 doubles as one value (two SSE2 or one AVX2 register), any alignment.
+typedef double Lanes4 __attribute__((vector_size(32), aligned(8), may_alias));
+
+// y[0..len) += a x[0..len): four at a time, then one at a time; each element gets one
+// multiply and one add (no FMA), so both clones of the caller give the same bits.
+inline __attribute__((always_inline)) void axpy(int len, double a, const double* __restrict x,
+                                                double* __restrict y) {
+  const Lanes4 av = {a, a, a, a};
+  int i = 0;
+  for (; i + 4 <= len; i += 4)
+    *reinterpret_cast<Lanes4*>(y + i) += *reinterpret_cast<const Lanes4*>(x + i) * av;
+  for (; i < len; ++i) y[i] += x[i] * a;
+}
 } // namespace
 
 double BlockBand::denseFma(int kept0, int kept1) const {
@@ -27,6 +42,24 @@ double BlockBand::bandedFma(int kept0) const {
     if (j >= kept0) f += b3 / 3 + m * nb * nb / 2 + m * m * nb + m * nb * nb; // trtri+lauum, trmm, symm, gemm
   }
   return f;
+}
+
+SPEX_CLONES void invertLower(int n, double* x, int ldx) {
+  const std::size_t ld = std::size_t(ldx);
+  for (int j = n - 1; j >= 0; --j) {
+    double* xj = x + std::size_t(j) * ld; // column j
+    xj[j] = 1.0 / xj[j];
+    const double ajj = -xj[j];
+    // x[j+1.., j] = X22 x[j+1.., j] (X22 = the inverse of the trailing block, lower),
+    // in place from the last column of X22 (each x_c is still the old one when read).
+    for (int c = n - 1; c > j; --c) {
+      const double* xc = x + std::size_t(c) * ld;
+      const double t = xj[c];
+      xj[c] = xc[c] * t;
+      axpy(n - c - 1, t, xc + c + 1, xj + c + 1);
+    }
+    for (int r = j + 1; r < n; ++r) xj[r] *= ajj;
+  }
 }
 
 int BandedCholesky::factor(const BlockBand& b, double* a, int lda) {
@@ -83,7 +116,7 @@ void BandedCholesky::selectedInverse(const BlockBand& b, const double* l, int ld
     double* li = m_linv.data();
     for (int col = 0; col < nb; ++col)
       std::copy(ljj + col * ld + col, ljj + col * ld + nb, li + std::size_t(col) * nb + col);
-    lapack::trtri(nb, li, nb);
+    invertLower(nb, li, nb);
     const int m = std::min(b.w, b.nblk - 1 - j) * nb;
     if (m) {
       double* g = m_g.data();
@@ -97,7 +130,19 @@ void BandedCholesky::selectedInverse(const BlockBand& b, const double* l, int ld
     for (int col = 0; col < nb; ++col)
       std::copy(li + std::size_t(col) * nb + col, li + std::size_t(col + 1) * nb,
                 cjj + col * ldcs + col);
-    if (m) lapack::gemm('T', 'N', nb, nb, m, -1.0, cjj + nb, ldc, m_g.data(), m, 1.0, cjj, ldc);
+    if (m) {
+      // C_jj -= C_(j+1..j+w, j)^T G, lower triangle only, in three products: the two
+      // diagonal squares (h x h, (nb - h) x (nb - h)) and the square below the first;
+      // 3/4 of the full product's multiply-adds (the strict upper triangle of the
+      // first square is written too: above the diagonal is unspecified).
+      const int h = nb / 2, h2 = nb - h;
+      const double* cs = cjj + nb; // C_(j+1..j+w, j), m x nb, ldc
+      const double* g = m_g.data();
+      const std::size_t gh = std::size_t(h) * m;
+      lapack::gemm('T', 'N', h, h, m, -1.0, cs, ldc, g, m, 1.0, cjj, ldc);
+      lapack::gemm('T', 'N', h2, h, m, -1.0, cs + h * ldcs, ldc, g, m, 1.0, cjj + h, ldc);
+      lapack::gemm('T', 'N', h2, h2, m, -1.0, cs + h * ldcs, ldc, g + gh, m, 1.0, cjj + h * (ldcs + 1), ldc);
+    }
   }
 }
 

@@ -35,20 +35,39 @@ double householder(int m, double* x) {
   return tau;
 }
 
-// p[lo..n) = A[lo..n, lo..n) v (A full square, column-major, ld n).
+// 4 doubles as one value (two SSE2 or one AVX2 register), any alignment.
+typedef double Lanes4 __attribute__((vector_size(32), aligned(8), may_alias));
+
+
+// sum of x[i] y[i], i < len, in four lanes and a scalar tail, added in a fixed order
+// (the same bits in both clones of the caller).
+inline __attribute__((always_inline)) double dot4(int len, const double* x, const double* y) {
+  Lanes4 acc = {0, 0, 0, 0};
+  int i = 0;
+  for (; i + 4 <= len; i += 4)
+    acc += *reinterpret_cast<const Lanes4*>(x + i) * *reinterpret_cast<const Lanes4*>(y + i);
+  double t = 0;
+  for (; i < len; ++i) t += x[i] * y[i];
+  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + t;
+}
+
+// p[lo..n) = A[lo..n, lo..n) v from the lower triangle of A (column-major, ld n): column
+// c adds A[c.., c] v[c] to p[c..] (an axpy) and its strictly lower part's dot with v to p[c].
 SPEX_CLONES void symv(int n, int lo, const double* __restrict a, const double* __restrict v,
                       double* __restrict p) {
   std::fill(p + lo, p + n, 0.0);
   for (int c = lo; c < n; ++c) {
     const double* col = a + std::size_t(c) * n;
     const double vc = v[c];
-    for (int r = lo; r < n; ++r) p[r] += col[r] * vc;
+    for (int r = c; r < n; ++r) p[r] += col[r] * vc;
+    p[c] += dot4(n - c - 1, col + c + 1, v + c + 1);
   }
 }
 
-// Columns c in [c0, c1) of the trailing block, rows [lo, n): A -= v w^T + w v^T, and
-// pn[lo..n) += A_new[:, c] vn[c] (the next step's matrix-vector product) when vn is set.
-SPEX_CLONES void rank2AndSymv(int n, int c0, int c1, int lo, double* __restrict a, const double* __restrict v,
+// Columns c in [c0, c1) of the trailing block, rows [c, n) (the lower triangle):
+// A -= v w^T + w v^T, and pn[c..n) += A_new[c.., c] vn[c] plus pn[c] += A_new[c+1.., c]
+// . vn[c+1..] (the next step's matrix-vector product from the lower triangle) when vn is set.
+SPEX_CLONES void rank2AndSymv(int n, int c0, int c1, double* __restrict a, const double* __restrict v,
                               const double* __restrict w, const double* __restrict vn,
                               double* __restrict pn) {
   for (int c = c0; c < c1; ++c) {
@@ -56,13 +75,32 @@ SPEX_CLONES void rank2AndSymv(int n, int c0, int c1, int lo, double* __restrict 
     const double vc = v[c], wc = w[c];
     if (vn) {
       const double vnc = vn[c];
-      for (int r = lo; r < n; ++r) {
+      const double x0 = col[c] - (v[c] * wc + w[c] * vc);
+      col[c] = x0;
+      pn[c] += x0 * vnc;
+      // Rows below the diagonal in one pass: update, axpy into pn, and the dot with vn
+      // in four lanes (scalar tail, lanes added in a fixed order: same bits in both clones).
+      const Lanes4 wcv = {wc, wc, wc, wc}, vcv = {vc, vc, vc, vc}, vncv = {vnc, vnc, vnc, vnc};
+      Lanes4 acc = {0, 0, 0, 0};
+      int r = c + 1;
+      for (; r + 4 <= n; r += 4) {
+        Lanes4& cr = *reinterpret_cast<Lanes4*>(col + r);
+        const Lanes4 x = cr - (*reinterpret_cast<const Lanes4*>(v + r) * wcv +
+                               *reinterpret_cast<const Lanes4*>(w + r) * vcv);
+        cr = x;
+        *reinterpret_cast<Lanes4*>(pn + r) += x * vncv;
+        acc += x * *reinterpret_cast<const Lanes4*>(vn + r);
+      }
+      double t = 0;
+      for (; r < n; ++r) {
         const double x = col[r] - (v[r] * wc + w[r] * vc);
         col[r] = x;
         pn[r] += x * vnc;
+        t += x * vn[r];
       }
+      pn[c] += ((acc[0] + acc[1]) + (acc[2] + acc[3])) + t;
     } else {
-      for (int r = lo; r < n; ++r) col[r] -= v[r] * wc + w[r] * vc;
+      for (int r = c; r < n; ++r) col[r] -= v[r] * wc + w[r] * vc;
     }
   }
 }
@@ -102,6 +140,88 @@ SPEX_CLONES void applyReflector(int n, int k, double tau, const double* __restri
   }
 }
 
+// Rows r >= k of Z (row-major, ld n): Z <- H0 H1 Z with H1 = I - tau1 v1 v1^T (rows
+// k+1.., reflector k) and H0 = I - tau0 v0 v0^T (rows k.., reflector k - 1), both in one
+// pair of passes: a = v1^T Z and b = v0^T Z in one read of Z, u0 = b - tau1 (v0 . v1) a
+// (= v0^T H1 Z), then Z -= tau1 v1 a^T + tau0 v0 u0^T in one read and write. u: 2 n.
+SPEX_CLONES void applyTwoReflectors(int n, int k, double tau1, const double* __restrict v1, double tau0,
+                                    const double* __restrict v0, double* __restrict zt,
+                                    double* __restrict u) {
+  double* a = u;
+  double* b = u + n;
+  {
+    const double* zk = zt + std::size_t(k) * n;
+    const double w0 = v0[k];
+    for (int c = 0; c < n; ++c) {
+      a[c] = 0.0;
+      b[c] = w0 * zk[c];
+    }
+  }
+  double v01 = 0;
+  int r = k + 1;
+  for (; r + 4 <= n; r += 4) {
+    const double *z0 = zt + std::size_t(r) * n, *z1 = z0 + n, *z2 = z1 + n, *z3 = z2 + n;
+    const double p0 = v1[r], p1 = v1[r + 1], p2 = v1[r + 2], p3 = v1[r + 3];
+    const double q0 = v0[r], q1 = v0[r + 1], q2 = v0[r + 2], q3 = v0[r + 3];
+    v01 += (q0 * p0 + q1 * p1) + (q2 * p2 + q3 * p3);
+    for (int c = 0; c < n; ++c) {
+      a[c] += (p0 * z0[c] + p1 * z1[c]) + (p2 * z2[c] + p3 * z3[c]);
+      b[c] += (q0 * z0[c] + q1 * z1[c]) + (q2 * z2[c] + q3 * z3[c]);
+    }
+  }
+  for (; r + 2 <= n; r += 2) {
+    const double *z0 = zt + std::size_t(r) * n, *z1 = z0 + n;
+    const double p0 = v1[r], p1 = v1[r + 1], q0 = v0[r], q1 = v0[r + 1];
+    v01 += q0 * p0 + q1 * p1;
+    for (int c = 0; c < n; ++c) {
+      a[c] += p0 * z0[c] + p1 * z1[c];
+      b[c] += q0 * z0[c] + q1 * z1[c];
+    }
+  }
+  for (; r < n; ++r) {
+    const double* zr = zt + std::size_t(r) * n;
+    const double p0 = v1[r], q0 = v0[r];
+    v01 += q0 * p0;
+    for (int c = 0; c < n; ++c) {
+      a[c] += p0 * zr[c];
+      b[c] += q0 * zr[c];
+    }
+  }
+  const double g = tau1 * v01;
+  for (int c = 0; c < n; ++c) b[c] = tau0 * (b[c] - g * a[c]); // tau0 u0
+  {
+    double* zk = zt + std::size_t(k) * n;
+    const double w0 = v0[k];
+    for (int c = 0; c < n; ++c) zk[c] -= w0 * b[c];
+  }
+  for (r = k + 1; r + 4 <= n; r += 4) {
+    double *z0 = zt + std::size_t(r) * n, *z1 = z0 + n, *z2 = z1 + n, *z3 = z2 + n;
+    const double s0 = tau1 * v1[r], s1 = tau1 * v1[r + 1], s2 = tau1 * v1[r + 2], s3 = tau1 * v1[r + 3];
+    const double q0 = v0[r], q1 = v0[r + 1], q2 = v0[r + 2], q3 = v0[r + 3];
+    for (int c = 0; c < n; ++c) {
+      const double ac = a[c], bc = b[c];
+      z0[c] -= s0 * ac + q0 * bc;
+      z1[c] -= s1 * ac + q1 * bc;
+      z2[c] -= s2 * ac + q2 * bc;
+      z3[c] -= s3 * ac + q3 * bc;
+    }
+  }
+  for (; r + 2 <= n; r += 2) {
+    double *z0 = zt + std::size_t(r) * n, *z1 = z0 + n;
+    const double s0 = tau1 * v1[r], s1 = tau1 * v1[r + 1], q0 = v0[r], q1 = v0[r + 1];
+    for (int c = 0; c < n; ++c) {
+      const double ac = a[c], bc = b[c];
+      z0[c] -= s0 * ac + q0 * bc;
+      z1[c] -= s1 * ac + q1 * bc;
+    }
+  }
+  for (; r < n; ++r) {
+    double* zr = zt + std::size_t(r) * n;
+    const double s0 = tau1 * v1[r], q0 = v0[r];
+    for (int c = 0; c < n; ++c) zr[c] -= s0 * a[c] + q0 * b[c];
+  }
+}
+
 } // namespace detail
 
 double SymEigen::fma(int n) {
@@ -119,7 +239,7 @@ int SymEigen::compute(int n, const double* a, int lda, double* w, double* z, int
   m_e.assign(N, 0.0);
   m_p.resize(2 * N);
   double* A = m_a.data();
-  // Full square copy from the lower triangle, scaled into dsyevr's safe range.
+  // Copy of the lower triangle (all the reduction reads), scaled into dsyevr's safe range.
   double anrm = 0;
   for (int c = 0; c < n; ++c)
     for (int r = c; r < n; ++r) anrm = std::max(anrm, std::abs(a[r + std::size_t(c) * lda]));
@@ -131,11 +251,7 @@ int SymEigen::compute(int n, const double* a, int lda, double* w, double* z, int
   else if (anrm > rmax) sigma = rmax / anrm;
   if (!std::isfinite(anrm)) sigma = 1.0; // dstemr reports it; the fallback decides
   for (int c = 0; c < n; ++c)
-    for (int r = c; r < n; ++r) {
-      const double x = a[r + std::size_t(c) * lda] * sigma;
-      A[r + N * c] = x;
-      A[c + N * r] = x;
-    }
+    for (int r = c; r < n; ++r) A[r + N * c] = a[r + std::size_t(c) * lda] * sigma;
 
   // 1. Tridiagonalisation: H_i annihilates A[i+2.., i]; A <- H_i A H_i on the trailing
   // block via p = tau A v, w = p - (tau/2)(p.v) v, A -= v w^T + w v^T.
@@ -175,7 +291,7 @@ int SymEigen::compute(int n, const double* a, int lda, double* w, double* z, int
     for (int r = i + 1; r < n; ++r) wv[r] = p[r] + alpha * v[r];
     // Column i + 1 first: it gives the next reflector, whose product the remaining
     // columns then accumulate as they are updated.
-    detail::rank2AndSymv(n, i + 1, i + 2, i + 1, A, v, wv, nullptr, nullptr);
+    detail::rank2AndSymv(n, i + 1, i + 2, A, v, wv, nullptr, nullptr);
     if (more) {
       std::copy(A + N * (i + 1) + i + 2, A + N * (i + 2), vn + i + 2);
       m_tau[i + 1] = detail::householder(n - i - 2, vn + i + 2);
@@ -184,7 +300,7 @@ int SymEigen::compute(int n, const double* a, int lda, double* w, double* z, int
     }
     const bool fuse = more && m_tau[i + 1] != 0;
     if (fuse) std::fill(p + i + 2, p + n, 0.0);
-    detail::rank2AndSymv(n, i + 2, n, i + 2, A, v, wv, fuse ? vn : nullptr, fuse ? p : nullptr);
+    detail::rank2AndSymv(n, i + 2, n, A, v, wv, fuse ? vn : nullptr, fuse ? p : nullptr);
   }
   if (n >= 2) {
     m_d[n - 2] = A[(n - 2) + N * (n - 2)];
@@ -212,8 +328,16 @@ int SymEigen::compute(int n, const double* a, int lda, double* w, double* z, int
   double* zt = m_zt.data();
   for (int c = 0; c < n; ++c)
     for (int r = 0; r < n; ++r) zt[std::size_t(r) * N + c] = z[r + std::size_t(c) * ldz];
-  for (int k = n - 3; k >= 0; --k)
-    if (m_tau[k] != 0) detail::applyReflector(n, k, m_tau[k], m_v.data() + N * k, zt, p);
+  // Two reflectors per pass where both are proper (k and k - 1), else one.
+  for (int k = n - 3; k >= 0;) {
+    if (k >= 1 && m_tau[k] != 0 && m_tau[k - 1] != 0) {
+      detail::applyTwoReflectors(n, k, m_tau[k], m_v.data() + N * k, m_tau[k - 1], m_v.data() + N * (k - 1), zt, p);
+      k -= 2;
+    } else {
+      if (m_tau[k] != 0) detail::applyReflector(n, k, m_tau[k], m_v.data() + N * k, zt, p);
+      k -= 1;
+    }
+  }
   for (int c = 0; c < n; ++c)
     for (int r = 0; r < n; ++r) z[r + std::size_t(c) * ldz] = zt[std::size_t(r) * N + c];
   return 0;

@@ -2,11 +2,13 @@
 // 74 x 74 fiber blocks of the covariance, EXTRACTION.md §4.5), as LAPACK's dsyevr
 // computes them, without its per-call overhead at this size:
 //   1. Householder tridiagonalisation Q^T A Q = T (as dsytrd, lower), in one fused,
-//      cache-resident pass per column over a full square copy: the rank-2 update of
-//      step k and the matrix-vector product of step k + 1 read each column once;
+//      cache-resident pass per column over the lower triangle of a copy: the rank-2
+//      update of step k and the matrix-vector product of step k + 1 read each column
+//      once (an axpy down the column and a dot with its strictly lower part);
 //   2. the eigenpairs of T by LAPACK's MRRR (dstemr), the same routine dsyevr calls;
-//   3. the back-transformation V = Q Z (as dormtr), reflector by reflector on Z^T so
-//      every inner loop is a contiguous axpy (no reductions, vectorised).
+//   3. the back-transformation V = Q Z (as dormtr) on Z^T, two reflectors per pass
+//      (both dots in one read of Z, both updates in one read and write), so every
+//      inner loop is a contiguous axpy (no reductions, vectorised).
 // Eigenvalues ascending; eigenvectors as the columns of z, each of unit length (signs
 // as they come). Where dstemr reports a failure the matrix goes to dsyevr instead.
 #pragma once
@@ -26,7 +28,7 @@ public:
   static double fma(int n);
 
 private:
-  std::vector<double> m_a;    // n x n full symmetric working copy, column-major
+  std::vector<double> m_a;    // n x n working copy, column-major, lower triangle used
   std::vector<double> m_v;    // reflectors: column k holds v_k (rows k+1..n-1, v_k[k+1] = 1)
   std::vector<double> m_tau, m_d, m_e, m_p;
   std::vector<double> m_zt;   // Z^T of the tridiagonal eigenvectors, then V^T

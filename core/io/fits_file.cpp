@@ -816,6 +816,66 @@ void FitsFile::writeImage(const std::string& extname, FitsPixel pixel,
   if (const auto sum = dataSumAs(pixel, data, n)) m_dataSums[currentIndex()] = *sum;
 }
 
+void FitsDataSum::addFloats(const float* v, long long n) {
+  for (long long i = 0; i < n; ++i) {
+    uint32_t w;
+    std::memcpy(&w, &v[i], 4);
+    hi += w >> 16;
+    lo += w & 0xFFFFu;
+  }
+}
+
+uint32_t FitsDataSum::value() const {
+  uint64_t h = hi, l = lo;
+  while ((h >> 16) || (l >> 16)) { // the same folding as dataSumAs
+    const uint64_t hc = h >> 16, lc = l >> 16;
+    h = (h & 0xFFFFu) + lc;
+    l = (l & 0xFFFFu) + hc;
+  }
+  return uint32_t((h << 16) | l);
+}
+
+void FitsFile::beginFloatImage(const std::string& extname, const std::vector<long>& shape) {
+  std::vector<LONGLONG> naxes(shape.rbegin(), shape.rend()); // FITS order: fastest first
+  LONGLONG n = 1;
+  for (LONGLONG a : naxes) n *= a;
+  int status = 0;
+  const std::string where = extname.empty() ? std::string("new image") : extname;
+  fits_create_imgll(F(m_fptr), FLOAT_IMG, int(naxes.size()), naxes.data(), &status);
+  if (status)
+    throw FitsError(m_display, where, "", "cannot create image: " + cfitsioMessage(status));
+  refreshHduName();
+  if (!extname.empty()) {
+    writeString("EXTNAME", extname);
+    m_hdu = extname;
+  }
+  m_partDone = 0;
+  m_partTotal = n;
+  m_partHi = m_partLo = 0;
+}
+
+void FitsFile::writeImagePart(const float* data, long long n, const FitsDataSum& sum) {
+  if (m_partTotal < 0) fail("", "writeImagePart without beginFloatImage");
+  if (n < 0 || m_partDone + n > m_partTotal)
+    fail("", "image part of " + std::to_string(n) + " values past the image's " + std::to_string(m_partTotal));
+  int status = 0;
+  if (n > 0)
+    fits_write_img(F(m_fptr), TFLOAT, LONGLONG(m_partDone) + 1, LONGLONG(n), const_cast<float*>(data), &status);
+  check(status, "", "cannot write image data");
+  m_partDone += n;
+  m_partHi += sum.hi;
+  m_partLo += sum.lo;
+}
+
+void FitsFile::endImage() {
+  if (m_partTotal < 0) fail("", "endImage without beginFloatImage");
+  if (m_partDone != m_partTotal)
+    fail("", "image written in parts has " + std::to_string(m_partDone) + " of its " +
+                 std::to_string(m_partTotal) + " values");
+  m_dataSums[currentIndex()] = FitsDataSum{m_partHi, m_partLo}.value();
+  m_partTotal = -1;
+}
+
 // ---- tables --------------------------------------------------------------------------
 
 long FitsFile::numRows() {

@@ -45,6 +45,15 @@ std::optional<double> parseFitsDouble(const std::string& text);
 
 class FitsBytes;
 
+// The FITS data checksum (DATASUM) of float32 values, summed in pieces: the 32-bit
+// ones'-complement sum of the stored big-endian words, kept as the sums of their 16-bit
+// halves (folded only in value(), so pieces add exactly in any order).
+struct FitsDataSum {
+  uint64_t hi = 0, lo = 0;
+  void addFloats(const float* v, long long n);
+  uint32_t value() const;
+};
+
 class FitsFile {
 public:
   // Opens an existing file (plain or gzip-compressed) read-only. Checks first that it
@@ -154,6 +163,14 @@ public:
   void writeImage(const std::string& extname, FitsPixel pixel, const std::vector<T>& v) {
     writeImage(extname, pixel, {long(v.size())}, v.data());
   }
+  // A float32 image written in pieces, in order (writeFrame's RESOLUTION: each piece
+  // converted on another thread while the one before is written, no image-sized copy):
+  // beginFloatImage appends the HDU as writeImage does, writeImagePart writes the next
+  // n values with `sum`, their FitsDataSum (summed where they were made), and
+  // endImage checks that every value was written and keeps the sum for writeChecksums.
+  void beginFloatImage(const std::string& extname, const std::vector<long>& shape);
+  void writeImagePart(const float* data, long long n, const struct FitsDataSum& sum);
+  void endImage();
 
   // ---- binary tables ---------------------------------------------------------------
   long numRows();
@@ -223,6 +240,10 @@ private:
   // of while the file is open (so they live on the heap, beside the bytes).
   std::shared_ptr<struct FitsMemory> m_mem;
   std::map<int, uint32_t> m_dataSums; // DATASUM of images written here, by HDU index
+  // The image being written in pieces (beginFloatImage): values written, values in
+  // all, and the sums of the written ones (hi and lo 16-bit halves, folded at the end).
+  long long m_partDone = 0, m_partTotal = -1;
+  uint64_t m_partHi = 0, m_partLo = 0;
   std::string m_path;     // as opened by CFITSIO
   std::string m_display;  // as named in messages
   std::string m_hdu;      // current HDU's EXTNAME, or "primary" / "HDU n"

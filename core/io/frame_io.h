@@ -13,6 +13,8 @@ namespace spex {
 class FitsFile;
 
 // What the frame header says about where the frame came from (docs/desi.md).
+class ProfileRecorder;
+
 struct FrameMeta {
   std::string inputImage; // IN_IMG, shortened as desispec does (shortenFilename)
   std::string inputPsf;   // IN_PSF, shortened; its PSF HDU's IN_PSF becomes ORIG_PSF
@@ -23,6 +25,9 @@ struct FrameMeta {
   // extraction grid x heliocor (as desispec's --barycentric-correction).
   double heliocor = 1.0;
   bool scores = true;     // SCORES HDU (desispec's RAW scores); false: --no-scores
+  // Where writeFrame records its steps (converting and writing the HDUs, the checksums,
+  // the sync), on the calling thread's lane; none when null.
+  ProfileRecorder* profile = nullptr;
 };
 
 // Writes FLUX (primary, BUNIT electron/Angstrom, the image header plus desispec's

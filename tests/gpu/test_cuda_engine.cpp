@@ -312,6 +312,39 @@ private slots:
     requireAgreement(compare(runCpu(req), runCuda(req)));
   }
 
+  // A whole request that carries its plan (spexlab-cli extract makes it while the
+  // engine starts; the workbench always does): the spot table is prefetched over the
+  // plan's range instead of the device's corner table. Same result as without the plan,
+  // and as the CPU engine; then, on the same warm engine, a PSF whose traces moved by
+  // 0.5 pixel (the PSF upload must not be kept from the first request) gives the CPU
+  // engine's result for that PSF, not the first one.
+  void wholeRequestWithItsPlan() {
+    SimulationOptions so;
+    so.wave = WaveGrid::fromRange(6000, 6800, 0.8);
+    so.fiberMin = 25;
+    so.nFiber = 25;
+    const Simulation sim = simulate(realPsf, so);
+    ExtractionRequest plain = request(realPsf, sim.image, so.wave, 25, 25);
+    ExtractionRequest planned = plain;
+    attachPlan(planned);
+    CudaEngine engine;
+    const ExtractionResult a = runCuda(plain, &engine), b = runCuda(planned, &engine);
+    const Diff same = compare(a, b);
+    qInfo("with the plan vs without: %s", qPrintable(same.text()));
+    requireAgreement(same);
+    QVERIFY2(same.flux < 1e-12 && same.ivar < 1e-12 && same.res < 1e-12, qPrintable(same.text()));
+    requireAgreement(compare(runCpu(planned), b));
+
+    GaussHermitePsf moved = realPsf;
+    for (int f = 0; f < moved.nfiber; ++f) moved.xTrace.coeff(f, 0) += 0.5; // c0: a shift in x
+    ExtractionRequest other = request(moved, sim.image, so.wave, 25, 25);
+    attachPlan(other);
+    const ExtractionResult c = runCuda(other, &engine);
+    requireAgreement(compare(runCpu(other), c));
+    const Diff differs = compare(b, c);
+    QVERIFY2(differs.flux > 1e-3, qPrintable(differs.text()));
+  }
+
   void subsetAndSmallBatchesMatch() {
     SimulationOptions so;
     so.wave = WaveGrid::fromRange(6000, 6800, 0.8);

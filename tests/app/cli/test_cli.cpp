@@ -207,13 +207,20 @@ private slots:
     std::ifstream in(trace.toStdString());
     const std::string json((std::istreambuf_iterator<char>(in)), {});
     const Profile p = Profile::fromChromeTrace(json);
-    bool read = false, write = false, solve = false;
+    bool read = false, write = false, solve = false, resolution = false;
     for (const auto& pr : p.ranges) {
       read |= pr.name == "read";
       write |= pr.name == "write";
       solve |= pr.name == "solve";
+      // The write's own steps, on their lane, inside the write.
+      if (pr.name == "WAVELENGTH, RESOLUTION") {
+        resolution = p.lanes.at(std::size_t(pr.lane)) == "write steps";
+        for (const auto& w : p.ranges)
+          if (w.name == "write") QVERIFY(pr.startNs >= w.startNs && pr.endNs <= w.endNs + 1000000);
+      }
     }
-    QVERIFY(read && write && solve);
+    QVERIFY(read && write && solve && resolution);
+    QCOMPARE(QString::fromStdString(checkNesting(p)), QString());
 
     const Run same = cli({"compare", out, out});
     QVERIFY2(same.code == 0, qPrintable(same.err));

@@ -135,6 +135,9 @@ private slots:
     QTest::newRow("-f missing file") << "desi" << small(out, {"-f", t("no-such-fibermap.fits")}) << "no-such-fibermap.fits";
     QTest::newRow("bench --repeat 0") << "bench" << QStringList{"--repeat", "0"} << "--repeat";
     QTest::newRow("bench --repeat -1") << "bench" << QStringList{"--repeat", "-1"} << "--repeat";
+    QTest::newRow("bench --one-patch 0") << "bench" << QStringList{"--one-patch", "0"} << "--one-patch must be >= 1";
+    QTest::newRow("bench --one-patch with --patches") << "bench" << QStringList{"--one-patch", "3", "--patches", "1,2"} << "leave out --patches";
+    QTest::newRow("bench --one-patch with --repeat") << "bench" << QStringList{"--one-patch", "3", "--repeat", "2"} << "leave out --repeat";
     QTest::newRow("compare --max-sigma -1") << "compare" << QStringList{"a.fits", "b.fits", "--max-sigma", "-1"} << "--max-sigma";
     QTest::newRow("compare --max-sigma nan") << "compare" << QStringList{"a.fits", "b.fits", "--max-sigma", "nan"} << "--max-sigma";
   }
@@ -321,6 +324,46 @@ private slots:
     QCOMPARE(doc.object().value("source").toString(), "simulated through " + odd);
     QCOMPARE(doc.object().value("nfiber").toInt(), 2);
     QCOMPARE(doc.object().value("nwave").toInt(), 38);
+  }
+
+  // bench --one-patch N: N single-patch requests on one warm engine (the workbench's
+  // way: plan attached, result accumulated), each timed; the JSON has one wall and one
+  // CPU time per request, their median and p95, and the phases of the requests; the
+  // table says the same in milliseconds.
+  void benchOnePatchTimesEachRequest() {
+    const QStringList args{"bench", "-p", P, "-s", "25", "-n", "25", "-w", "6000,6200,0.8", "--engine", "cpu",
+                           "--threads", "2", "--one-patch", "5"};
+    const Run r = cli(args + QStringList{"--json"});
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    QJsonParseError perr{};
+    const QJsonObject o = QJsonDocument::fromJson(r.out.toUtf8(), &perr).object();
+    QVERIFY2(perr.error == QJsonParseError::NoError, qPrintable(perr.errorString() + ": " + r.out));
+    QCOMPARE(o.value("engine").toString(), QString("cpu"));
+    QCOMPARE(o.value("requests").toInt(), 5);
+    const int np = o.value("plan_patches").toInt();
+    QVERIFY2(np >= 5 * 5, qPrintable(r.out)); // 5 sub-bundles x at least 5 wavelength steps
+    const QJsonArray walls = o.value("walls_s").toArray(), cpus = o.value("cpu_s").toArray();
+    QCOMPARE(walls.size(), 5);
+    QCOMPARE(cpus.size(), 5);
+    double mx = 0;
+    for (const QJsonValue& w : walls) {
+      QVERIFY(w.toDouble() > 0);
+      mx = std::max(mx, w.toDouble());
+    }
+    const double median = o.value("median_s").toDouble(), p95 = o.value("p95_s").toDouble();
+    QVERIFY(median > 0 && median <= p95 && p95 <= mx);
+    QVERIFY(o.value("first_s").toDouble() > 0);
+    // Every request solved its one patch: the CPU engine's per-patch phases are there.
+    QStringList names;
+    for (const QJsonValue& ph : o.value("phases").toArray()) names << ph.toObject().value("name").toString();
+    QVERIFY2(names.contains("patch") && names.contains("solve") && names.contains("decorrelate"),
+             qPrintable(names.join(", ")));
+
+    const Run table = cli(args);
+    QVERIFY2(table.code == 0, qPrintable(table.err));
+    QVERIFY2(table.out.contains("5 requests of one patch each") &&
+                 table.out.contains("wall, request to result in memory") && table.out.contains("p95 ms"),
+             qPrintable(table.out));
   }
 };
 

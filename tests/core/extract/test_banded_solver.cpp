@@ -186,6 +186,79 @@ private slots:
     qInfo("n %d: banded %.3g vs dense %.3g multiply-adds", n, b.bandedFma(0), b.denseFma(0, nblk));
   }
 
+  // invertLower (the diagonal blocks' inverse in the selected inversion) against
+  // LAPACK's dtrtri on Cholesky factors of random SPD matrices, well conditioned and
+  // up to condition ~1e10 (a geometric spread of the diagonal): agreement within
+  // n eps cond(L) of the largest entry, L X = I as closely as dtrtri's X gives it,
+  // and nothing above the diagonal or outside the n x n corner written.
+  void invertLowerMatchesLapack_data() {
+    QTest::addColumn<int>("n");
+    QTest::addColumn<double>("spread"); // ratio of the largest to the smallest diagonal scale
+    for (int n : {1, 2, 3, 4, 5, 7, 17, 73, 74, 75, 148})
+      for (double spread : {1.0, 1e5}) QTest::addRow("n%d_spread%g", n, spread) << n << spread;
+  }
+  void invertLowerMatchesLapack() {
+    QFETCH(int, n);
+    QFETCH(double, spread);
+    std::mt19937 rng(1000 + n);
+    std::normal_distribution<double> g;
+    const int ld = n + 3; // a leading dimension larger than n
+    std::vector<double> a(std::size_t(ld) * n, 0.0);
+    for (int c = 0; c < n; ++c)
+      for (int r = c; r < n; ++r) a[r + std::size_t(c) * ld] = g(rng);
+    // SPD: M M^T + n I, then scaled by D M D with D a geometric spread.
+    std::vector<double> m(std::size_t(n) * n, 0.0);
+    for (int c = 0; c < n; ++c)
+      for (int r = c; r < n; ++r) {
+        double s = r == c ? n : 0.0;
+        for (int k = 0; k <= c; ++k) s += a[r + std::size_t(k) * ld] * a[c + std::size_t(k) * ld];
+        const double dr = std::pow(spread, double(r) / std::max(1, n - 1) - 0.5);
+        const double dc = std::pow(spread, double(c) / std::max(1, n - 1) - 0.5);
+        m[r + std::size_t(c) * n] = s * dr * dc;
+      }
+    QCOMPARE(lapack::potrf(n, m.data(), n), 0);
+    const double sentinel = -12345.0;
+    std::vector<double> x(std::size_t(ld) * n, sentinel), ref(std::size_t(n) * n, 0.0);
+    for (int c = 0; c < n; ++c)
+      for (int r = c; r < n; ++r) {
+        x[r + std::size_t(c) * ld] = m[r + std::size_t(c) * n];
+        ref[r + std::size_t(c) * n] = m[r + std::size_t(c) * n];
+      }
+    QCOMPARE(lapack::trtri(n, ref.data(), n), 0);
+    invertLower(n, x.data(), ld);
+    double xmax = 0, dmax = 0, res = 0, resRef = 0;
+    for (int c = 0; c < n; ++c)
+      for (int r = 0; r < ld; ++r) {
+        const double xv = x[r + std::size_t(c) * ld];
+        if (r < c || r >= n) {
+          QCOMPARE(xv, sentinel);
+          continue;
+        }
+        xmax = std::max(xmax, std::abs(ref[r + std::size_t(c) * n]));
+        dmax = std::max(dmax, std::abs(xv - ref[r + std::size_t(c) * n]));
+      }
+    // Residual of each column: |L x_c - e_c| relative to |L| |x_c| (backward error).
+    for (int c = 0; c < n; ++c)
+      for (int r = c; r < n; ++r) {
+        double s = 0, sr = 0, mag = 0, magr = 0;
+        for (int k = c; k <= r; ++k) {
+          const double l = m[r + std::size_t(k) * n];
+          s += l * x[k + std::size_t(c) * ld];
+          sr += l * ref[k + std::size_t(c) * n];
+          mag += std::abs(l * x[k + std::size_t(c) * ld]);
+          magr += std::abs(l * ref[k + std::size_t(c) * n]);
+        }
+        const double e = r == c ? 1.0 : 0.0;
+        res = std::max(res, std::abs(s - e) / mag);
+        resRef = std::max(resRef, std::abs(sr - e) / magr);
+      }
+    const double eps = std::numeric_limits<double>::epsilon();
+    // cond(L) = sqrt(cond(M)) <= ~spread * sqrt(4): the forward error bound n eps cond.
+    const double tol = n * eps * std::max(2.0, 2.0 * spread);
+    QVERIFY2(dmax <= tol * xmax, qPrintable(QString("rel diff %1, bound %2").arg(dmax / xmax).arg(tol)));
+    QVERIFY2(res <= std::max(4 * n * eps, 4 * resRef), qPrintable(QString("residual %1 (dtrtri %2)").arg(res).arg(resRef)));
+  }
+
   void notPositiveDefiniteIsReported() {
     // Negating one diagonal entry deep in the band: both factorisations must fail, at
     // the same leading minor.
