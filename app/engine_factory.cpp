@@ -106,9 +106,10 @@ CudaEngineOptions cudaOptions(const EngineOptions& eo) {
                              : CudaEngineOptions::Eigh::Tridiagonal;
   }
   if (const std::string e = env("SPEXLAB_CUDA_CHOLESKY"); !e.empty()) {
-    if (e != "blocked" && e != "potrf")
-      throw InputError("SPEXLAB_CUDA_CHOLESKY='" + e + "': expected blocked or potrf");
-    o.blockedCholesky = e == "blocked";
+    if (e != "fused" && e != "blocked" && e != "potrf")
+      throw InputError("SPEXLAB_CUDA_CHOLESKY='" + e + "': expected fused, blocked or potrf");
+    o.blockedCholesky = e != "potrf";
+    o.fusedCholesky = e == "fused";
   }
   if (const std::string e = env("SPEXLAB_CUDA_SOLVER"); !e.empty()) {
     if (e != "auto" && e != "dense")

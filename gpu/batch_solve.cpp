@@ -37,7 +37,8 @@ void enqueueSolve(Workspace& w, const BatchView& v, const BatchShape& shape, Dev
       potrfBlockBandedBatched(w.cublas, F, nb, shape.w, v.A, inv, v.T, sT, v.info, count, s,
                               [&](const char* step, const std::function<void()>& work) {
                                 tl.phase(step, w.lane, batchId, s, work, 2);
-                              });
+                              },
+                              w.fusedCholesky ? CholeskyKernel::fused : CholeskyKernel::steps);
     }, 1);
     if (w.selected) {
       tl.phase("banded solve", w.lane, batchId, s,

@@ -46,15 +46,15 @@ long long blockBandedScratch(int nblk, int nb) { return (long long)nb * std::max
 
 void potrfBlockBandedBatched(cublasHandle_t cublas, int nblk, int nb, int w, double* A, double* X,
                              double* T, long long strideT, int* info, int batch, cudaStream_t stream,
-                             const BatchedStepHook& hook) {
+                             const BatchedStepHook& hook, CholeskyKernel kernel) {
   checkArgs("potrfBlockBandedBatched", nblk, nb, w, A, X, T, strideT, batch);
   potrfBlockBandedBatched(cublas, nblk, nb, w, A, DiagInverses::inX(X, nblk, nb), T, strideT, info, batch,
-                          stream, hook);
+                          stream, hook, kernel);
 }
 
 void potrfBlockBandedBatched(cublasHandle_t cublas, int nblk, int nb, int w, double* A, const DiagInverses& inv,
                              double* T, long long strideT, int* info, int batch, cudaStream_t stream,
-                             const BatchedStepHook& hook) {
+                             const BatchedStepHook& hook, CholeskyKernel kernel) {
   checkArgs("potrfBlockBandedBatched", nblk, nb, w, A, inv.p, T, strideT, batch);
   if (inv.ld < nb || inv.step < 0 || inv.stride < (long long)(nblk - 1) * inv.step + (long long)inv.ld * (nb - 1) + nb)
     throw GpuError("potrfBlockBandedBatched: bad layout of the diagonal blocks' inverses (ld " +
@@ -75,6 +75,24 @@ void potrfBlockBandedBatched(cublasHandle_t cublas, int nblk, int nb, int w, dou
   const double one = 1.0, zero = 0.0, minus = -1.0;
   const BatchView v = view(nblk, nb, A, nullptr, T, info, batch);
   SPEX_CUDA(cudaMemsetAsync(info, 0, sizeof(int) * batch, stream));
+  if (kernel == CholeskyKernel::fused && choleskyColumnFusedFits(nb)) {
+    for (int k = 0; k < nblk; ++k) {
+      // Diagonal block, L_kk^-1 and the panel's w blocks in one launch.
+      const int M = std::max(0, std::min(n - (k + 1) * nb, w * nb));
+      step("block column",
+           [&] { launchCholeskyColumnFused(v, k, M, inv.p, inv.ld, inv.step, inv.stride, stream); });
+      if (M <= 0) continue;
+      const long long dk = (long long)k * nb * (n + 1);
+      // A -= L_panel L_panel^T over the M x M window, the panel read from A itself.
+      step("trailing update", [&] {
+        checkCublasCall(cublasDgemmStridedBatched(cublas, CUBLAS_OP_N, CUBLAS_OP_T, M, M, nb, &minus, A + dk + nb,
+                                                  n, nn, A + dk + nb, n, nn, &one,
+                                                  A + dk + (long long)nb * (n + 1), n, nn, batch),
+                        "cublasDgemmStridedBatched (trailing)");
+      });
+    }
+    return;
+  }
   for (int k = 0; k < nblk; ++k) {
     step("diagonal block", [&] { launchCholeskyDiag(v, k, inv.p, inv.ld, inv.step, inv.stride, stream); });
     // The panel: the w blocks below diagonal block k (further down A and L are zero).

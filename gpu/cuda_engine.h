@@ -66,6 +66,11 @@ struct CudaEngineOptions {
   // Cholesky: true (default), blocked by fiber with batched GEMMs (docs/benchmarks.md,
   // version 6); false, cusolverDnDpotrfBatched. Factory switch: SPEXLAB_CUDA_CHOLESKY.
   bool blockedCholesky = true;
+  // The blocked Cholesky's block columns: true (default), one fused kernel each
+  // (diagonal block, L_kk^-1 and the panel's triangular solve) plus the trailing
+  // update; false, the older four launches (gpu/batched_cholesky.h CholeskyKernel).
+  // Factory switch: SPEXLAB_CUDA_CHOLESKY=fused|blocked.
+  bool fusedCholesky = true;
   // Normal equations on their block band (default): each patch's fiber coupling width
   // w is measured on the device from its stamps (fibers further apart than w share no
   // pixel, so those blocks of iCov are exactly zero); a batch's blocked Cholesky then

@@ -106,6 +106,115 @@ __global__ void cholDiagKernel(BatchView b, int k, DiagTarget d) {
   if (threadIdx.x == 0 && bad && b.info[p] == 0) b.info[p] = k * nb + bad;
 }
 
+// Block column k of the blocked Cholesky in one launch (batched_cholesky.h
+// CholeskyKernel::fused), one thread block per patch: factor A_kk = L_kk L_kk^T in
+// shared memory, forming L_kk^-1 in the same right-looking sweep (at step j, row j of
+// the inverse is finished, X(j, 0:j) = Y(j, 0:j) / L_jj, and the rows below take
+// Y(i, 0:j) -= L_ij X(j, 0:j) beside the trailing update of A_kk, so no separate
+// triangular inversion), then L_ik = A_ik L_kk^-T for the M rows of the panel below,
+// nb rows at a time staged through the factor's buffer, written back into A (no
+// scratch, no copy). Two barriers a step: every thread takes the pivot itself. Shared
+// buffers row-major with an odd leading dimension (no bank conflicts down a column).
+// Info and the unit pivot of a non-positive one as cholDiagKernel. nb <= kFusedMaxNb.
+constexpr int kFusedMaxNb = 80; // the panel's register tile: 16 x 16 threads, 5 x 5 each
+constexpr int kFusedThreads = 256;
+
+__global__ void __launch_bounds__(kFusedThreads) cholColumnFusedKernel(BatchView b, int k, int M, DiagTarget d) {
+  extern __shared__ double sh[];
+  const int p = blockIdx.x, nb = b.nb, n = b.n, ld = nb | 1, tid = threadIdx.x, nt = blockDim.x;
+  double* Ls = sh;           // A_kk, then L_kk (lower), then panel chunks
+  double* Xs = sh + nb * ld; // Y, then L_kk^-1 (upper triangle zero)
+  double* A = b.A + (std::size_t)p * n * n + (std::size_t)k * nb * (n + 1);
+  double* X = d.p + p * d.stride + k * d.step;
+  for (int t = tid; t < nb * nb; t += nt) {
+    const int c = t / nb, r = t % nb; // column-major walk: coalesced global reads
+    Ls[r * ld + c] = r >= c ? A[r + (std::size_t)c * n] : 0.0;
+    Xs[r * ld + c] = r == c ? 1.0 : 0.0;
+  }
+  __syncthreads();
+  int bad = 0; // thread 0's record of the first non-positive pivot
+  const int lane = tid & 31, warp = tid >> 5, nw = nt >> 5;
+  for (int j = 0; j < nb; ++j) {
+    double dj = Ls[j * ld + j];
+    if (!(dj > 0.0)) {
+      if (!bad) bad = j + 1;
+      dj = 1.0;
+    }
+    const double sj = sqrt(dj), rj = 1.0 / sj;
+    // Column j of L below the pivot, and row j of the inverse.
+    for (int t = tid; t < nb; t += nt) {
+      if (t < nb - j - 1)
+        Ls[(j + 1 + t) * ld + j] *= rj;
+      else
+        Xs[j * ld + (t - (nb - j - 1))] *= rj;
+    }
+    __syncthreads();
+    if (tid == 0) Ls[j * ld + j] = sj; // nobody reads the pivot in this phase
+    // Rows below j, a row per warp: columns j+1..r of A_kk, columns 0..j of Y.
+    for (int r = j + 1 + warp; r < nb; r += nw) {
+      const double lrj = Ls[r * ld + j];
+      for (int c = lane; c <= r; c += 32) {
+        if (c > j)
+          Ls[r * ld + c] -= lrj * Ls[c * ld + j];
+        else
+          Xs[r * ld + c] -= lrj * Xs[j * ld + c];
+      }
+    }
+    __syncthreads();
+  }
+  for (int t = tid; t < nb * nb; t += nt) {
+    const int c = t / nb, r = t % nb;
+    if (r >= c) A[r + (std::size_t)c * n] = Ls[r * ld + c];
+    X[r + (std::size_t)c * d.ld] = r >= c ? Xs[r * ld + c] : 0.0; // upper stays zero for GEMMs
+  }
+  if (tid == 0 && bad && b.info[p] == 0) b.info[p] = k * nb + bad;
+  // The panel: L_ik = A_ik X_kk^T, out(r, c) = sum_m P(r, m) X(c, m) (X's upper zero).
+  const int tx = tid & 15, ty = tid >> 4; // lanes along rows: coalesced global writes
+  for (int r0 = 0; r0 < M; r0 += nb) {
+    const int R = min(nb, M - r0);
+    double* P = A + nb + r0; // rows (k+1) nb + r0 .., columns of block k
+    __syncthreads();          // Ls free (written out / previous chunk done)
+    for (int t = tid; t < R * nb; t += nt) {
+      const int c = t / R, r = t % R;
+      Ls[r * ld + c] = P[r + (std::size_t)c * n];
+    }
+    __syncthreads();
+    double acc[5][5];
+#pragma unroll
+    for (int a = 0; a < 5; ++a)
+#pragma unroll
+      for (int q = 0; q < 5; ++q) acc[a][q] = 0.0;
+    int ra[5], cq[5];
+#pragma unroll
+    for (int a = 0; a < 5; ++a) {
+      ra[a] = min(tx + 16 * a, R - 1) * ld;
+      cq[a] = min(ty + 16 * a, nb - 1) * ld;
+    }
+    for (int m = 0; m < nb; ++m) {
+      double pv[5], xv[5];
+#pragma unroll
+      for (int a = 0; a < 5; ++a) {
+        pv[a] = Ls[ra[a] + m];
+        xv[a] = Xs[cq[a] + m];
+      }
+#pragma unroll
+      for (int a = 0; a < 5; ++a)
+#pragma unroll
+        for (int q = 0; q < 5; ++q) acc[a][q] = fma(pv[a], xv[q], acc[a][q]);
+    }
+#pragma unroll
+    for (int a = 0; a < 5; ++a) {
+      const int r = tx + 16 * a;
+      if (r >= R) continue;
+#pragma unroll
+      for (int q = 0; q < 5; ++q) {
+        const int c = ty + 16 * q;
+        if (c < nb) P[r + (std::size_t)c * n] = acc[a][q];
+      }
+    }
+  }
+}
+
 // A's panel below diagonal block k (rows (k+1) nb .. (k+1) nb + M, columns of block
 // k) <- T, where T (M x nb, leading dimension M, stride sT per patch) holds
 // A_panel L_kk^-T.
@@ -510,6 +619,17 @@ void launchCholeskyDiag(const BatchView& b, int k, double* D, int ldD, long long
     SPEX_CUDA(cudaFuncSetAttribute(cholDiagKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shm)));
   cholDiagKernel<<<b.count, 256, shm, stream>>>(b, k, DiagTarget{D, ldD, stepD, strideD});
   SPEX_CUDA_LAUNCH("cholDiagKernel");
+}
+
+bool choleskyColumnFusedFits(int nb) { return nb >= 1 && nb <= kFusedMaxNb; }
+
+void launchCholeskyColumnFused(const BatchView& b, int k, int M, double* D, int ldD, long long stepD,
+                               long long strideD, cudaStream_t stream) {
+  const std::size_t shm = sizeof(double) * 2 * b.nb * (b.nb | 1);
+  if (shm > 48 * 1024)
+    SPEX_CUDA(cudaFuncSetAttribute(cholColumnFusedKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shm)));
+  cholColumnFusedKernel<<<b.count, kFusedThreads, shm, stream>>>(b, k, M, DiagTarget{D, ldD, stepD, strideD});
+  SPEX_CUDA_LAUNCH("cholColumnFusedKernel");
 }
 
 void launchCopyPanel(const BatchView& b, int k, int M, long long sT, cudaStream_t stream) {

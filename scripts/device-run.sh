@@ -30,6 +30,9 @@
 #           (SPEXLAB_CUDA_MEMORY, SPEXLAB_CUDA_BATCH; the default is 4 GiB)
 #   bench1  bench on GPU 0 only (--gpus 0); bench2 over GPUs 0 and 1 (--gpus 0,1)
 #   memcheck / racecheck   compute-sanitizer on the small engine tests
+#   cholab  warm medians with SPEXLAB_CUDA_CHOLESKY=fused|blocked (block columns by one fused kernel
+#           or by four launches), alternating, then one stream each (phase times), and racecheck
+#           of test_batched_cholesky notPositiveDefiniteFusedAndSteps
 #   raceeigh  compute-sanitizer racecheck on syevBatched (three workspace sizes)
 #   solverab  warm medians with SPEXLAB_CUDA_SOLVER=auto|dense (block band or dense), two
 #             streams alternating, then one stream each (phase times)
@@ -180,6 +183,14 @@ PYEOF
                | tee $OUT/bench_solver_$k.txt | grep -E "^wall|^cholesky|^inverse|^fiber blocks|^solve|^eigh|memory:"; done
               echo "one stream:"; for k in auto dense; do echo "solver $k, 1 stream:"; SPEXLAB_CUDA_STREAMS=1 SPEXLAB_CUDA_SOLVER=$k timeout 100 $B/spexlab-cli bench --engine cuda --psf $PSF --repeat 5 2>&1 \
                | tee $OUT/bench_solver1_$k.txt | grep -E "^wall|^cholesky|^inverse|^fiber blocks|^eigh|^panel|^trailing|^diagonal"; done ;;
+    cholab) # the blocked Cholesky's block columns fused (default) or by four launches, alternating,
+            # then one stream each (phase times), then racecheck of the fused kernel
+            for k in fused blocked fused blocked; do echo "cholesky $k:"; SPEXLAB_CUDA_CHOLESKY=$k timeout 100 $B/spexlab-cli bench --engine cuda --psf $PSF --repeat 5 2>&1 \
+               | tee $OUT/bench_chol_$k.txt | grep -E "^wall|^cholesky|^solve|memory:"; done
+            echo "one stream:"; for k in fused blocked; do echo "cholesky $k, 1 stream:"; SPEXLAB_CUDA_STREAMS=1 SPEXLAB_CUDA_CHOLESKY=$k timeout 100 $B/spexlab-cli bench --engine cuda --psf $PSF --repeat 5 2>&1 \
+               | tee $OUT/bench_chol1_$k.txt | grep -E "^wall|^cholesky|^solve|^block column|^panel|^trailing|^diagonal|^banded"; done
+            timeout 200 compute-sanitizer --tool racecheck --error-exitcode 9 $B/test_batched_cholesky notPositiveDefiniteFusedAndSteps 2>&1 \
+                | tee $OUT/racecheck_chol.log | grep -E "ERROR SUMMARY|RACE|PASS|FAIL|Totals"; echo "racecheck cholesky rc ${PIPESTATUS[0]}" ;;
     raceeigh) timeout 300 compute-sanitizer --tool racecheck --error-exitcode 9 $B/test_batched_eigh workspaceSizesAgree 2>&1 \
                 | tee $OUT/racecheck_eigh.log | grep -E "ERROR SUMMARY|RACE|PASS|FAIL|Totals"; echo "racecheck eigh rc ${PIPESTATUS[0]}" ;;
     racecheck) timeout 300 compute-sanitizer --tool racecheck --error-exitcode 9 $B/test_cuda_engine subsetAndSmallBatchesMatch 2>&1 \
