@@ -127,6 +127,12 @@ AnalysisDocks::AnalysisDocks(const WorkbenchContext& context) : QObject(context.
           [this](const QString& engine) {
             if (!m_ctx.job->client().isEmpty()) return; // a comparison: its runs come below
             const auto r = m_ctx.document->runSummary(engine);
+            // The run's own numbers, copied by the job's worker (the Document's copy on
+            // this thread stalled the event loop ~140 ms after a whole frame).
+            auto runValues = [this](const QString& e) {
+              auto v = m_ctx.job->runValues(e);
+              return v ? v : m_ctx.document->runValues(e);
+            };
             if (!r) return;
             auto profile = std::make_shared<const Profile>(r->profile);
             addRun(tr("%1 #%2 (%3 patches%4)")
@@ -134,7 +140,7 @@ AnalysisDocks::AnalysisDocks(const WorkbenchContext& context) : QObject(context.
                        .arg(m_runCounter + 1)
                        .arg(r->patches.size())
                        .arg(r->cancelled ? tr(", cancelled") : QString()),
-                   profile, r, true, m_ctx.document->runValues(engine));
+                   profile, r, true, runValues(engine));
           });
   // Every run with a result can be compared with any other result.
   auto pushRuns = [this] {

@@ -296,49 +296,22 @@ std::shared_ptr<const ExtractionResult> Document::runSummary(const QString& engi
   s->profile = r->profile;
   s->cancelled = r->cancelled;
   s->lastPatches = r->lastPatches;
+  // This run's patches (a flag per plan index: a whole frame's 5 700 x 5 700 finds took
+  // tens of ms on the GUI thread).
+  int top = 0;
+  for (int i : r->lastPatches) top = std::max(top, i + 1);
+  std::vector<char> mine(std::size_t(top), 0);
+  for (int i : r->lastPatches)
+    if (i >= 0) mine[std::size_t(i)] = 1;
   for (const PatchDiagnostics& d : r->patches)
-    if (std::find(r->lastPatches.begin(), r->lastPatches.end(), d.patch) != r->lastPatches.end())
-      s->patches.push_back(d);
+    if (d.patch >= 0 && d.patch < top && mine[std::size_t(d.patch)]) s->patches.push_back(d);
   return s;
 }
 
 std::shared_ptr<const ExtractionResult> Document::runValues(const QString& engine) const {
   const auto r = m_results.value(engine);
-  if (!r || !m_plan || r->lastPatches.empty() || r->flux.empty()) return nullptr;
-  if (r->fiberMin != m_plan->fiberMin || r->nfiber != m_plan->nFiber || r->nwave != m_plan->wave.n) return nullptr;
-  FrameRegion box{r->nfiber, 0, r->nwave, 0}; // ends exclusive, as keptRegion's
-  std::vector<FrameRegion> regions;
-  for (int i : r->lastPatches) {
-    if (i < 0 || i >= int(m_plan->patches.size())) continue;
-    const FrameRegion k = keptRegion(*m_plan, i);
-    if (k.f1 <= k.f0 || k.w1 <= k.w0) continue;
-    regions.push_back(k);
-    box.f0 = std::min(box.f0, k.f0);
-    box.f1 = std::max(box.f1, k.f1);
-    box.w0 = std::min(box.w0, k.w0);
-    box.w1 = std::max(box.w1, k.w1);
-  }
-  if (regions.empty()) return nullptr;
-  FrameOverlap o;
-  o.fiberMin = r->fiberMin + box.f0;
-  o.nfiber = box.f1 - box.f0;
-  o.firstBinA = o.firstBinB = box.w0;
-  o.nwave = box.w1 - box.w0;
-  o.whole = false;
-  auto c = std::make_shared<ExtractionResult>(cropToOverlap(*r, o, true));
-  // Only this run's bins: the others in the box belong to earlier runs.
-  Array2D<uint8_t> mine(c->nfiber, c->nwave);
-  for (const FrameRegion& k : regions)
-    for (int s = k.f0; s < k.f1; ++s)
-      for (int j = k.w0; j < k.w1; ++j) mine(s - box.f0, j - box.w0) = 1;
-  for (int s = 0; s < c->nfiber; ++s)
-    for (int j = 0; j < c->nwave; ++j)
-      if (!mine(s, j)) {
-        if (!c->covered.empty()) c->covered(s, j) = 0;
-        c->ivar(s, j) = 0;
-      }
-  c->lastPatches = r->lastPatches;
-  return c;
+  if (!r || !m_plan) return nullptr;
+  return runOwnBins(*r, *m_plan);
 }
 
 } // namespace spex

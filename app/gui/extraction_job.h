@@ -46,6 +46,10 @@ struct JobSpec {
     std::shared_ptr<ExtractionResult> result;
   };
   std::vector<Target> targets;
+  // Keep each target's own numbers (runOwnBins: the bins this run extracted, a copy)
+  // for the run history: made on the worker once the engine is done, so the GUI thread
+  // never copies a frame (ExtractionJob::runValues).
+  bool keepRunValues = false;
   // Who asked: empty for the Document's own extraction (its results, its live views);
   // another name (the CPU-vs-CUDA comparison's "compare") for a client that owns its
   // targets' results. Every listener of the job's signals checks ExtractionJob::client().
@@ -73,6 +77,9 @@ public:
   // The client of the running job, or of the last one once it finished (JobSpec::client):
   // the signals of a job are handled before the next job can start.
   QString client() const { return m_client; }
+  // The own numbers of the engine's last finished run of a job with keepRunValues
+  // (null otherwise): valid from its engineFinished on.
+  std::shared_ptr<const ExtractionResult> runValues(const QString& engine) const;
   // For tests and shutdown: blocks until the worker is done (events still need
   // processing for the results to arrive).
   void waitForWorker();
@@ -105,6 +112,7 @@ private:
   QVector<int> m_queue;      // its finished patches not yet handed over
   int m_done = 0, m_total = 0;
   std::atomic<bool> m_posted{false};
+  std::map<QString, std::shared_ptr<const ExtractionResult>> m_runValues; // GUI thread
 };
 
 } // namespace spex

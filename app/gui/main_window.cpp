@@ -810,6 +810,7 @@ bool MainWindow::runExtraction(bool wholeFrame) {
   spec.threads = rs.threads;
   spec.profileKernels = rs.profileKernels;
   spec.model = true;
+  spec.keepRunValues = true; // the run history's own numbers (AnalysisDocks)
   for (const QString& e : engines) spec.targets.push_back({e, m_doc->beginRun(e)});
   if (!m_job->start(std::move(spec))) return false;
   // Range, value and text before the bar shows: set on a visible bar, each would

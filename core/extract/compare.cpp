@@ -1,6 +1,7 @@
 // Agreement statistics between two extractions (EXTRACTION.md §7, last item), in the
 // style of gpu_specter's compare-frame.
 #include "compare.h"
+#include "../plan/patch_plan.h"
 
 #include "../errors.h"
 
@@ -296,6 +297,44 @@ std::string FrameComparison::toJson() const {
                                {"maxResolution", n(maxResolution)},
                                {"maskDifferences", maskDifferences}};
   return root.dump();
+}
+
+std::shared_ptr<ExtractionResult> runOwnBins(const ExtractionResult& r, const PatchPlan& plan) {
+  if (r.lastPatches.empty() || r.flux.empty()) return nullptr;
+  if (r.fiberMin != plan.fiberMin || r.nfiber != plan.nFiber || r.nwave != plan.wave.n) return nullptr;
+  FrameRegion box{r.nfiber, 0, r.nwave, 0}; // ends exclusive, as keptRegion's
+  std::vector<FrameRegion> regions;
+  for (int i : r.lastPatches) {
+    if (i < 0 || i >= int(plan.patches.size())) continue;
+    const FrameRegion k = keptRegion(plan, i);
+    if (k.f1 <= k.f0 || k.w1 <= k.w0) continue;
+    regions.push_back(k);
+    box.f0 = std::min(box.f0, k.f0);
+    box.f1 = std::max(box.f1, k.f1);
+    box.w0 = std::min(box.w0, k.w0);
+    box.w1 = std::max(box.w1, k.w1);
+  }
+  if (regions.empty()) return nullptr;
+  FrameOverlap o;
+  o.fiberMin = r.fiberMin + box.f0;
+  o.nfiber = box.f1 - box.f0;
+  o.firstBinA = o.firstBinB = box.w0;
+  o.nwave = box.w1 - box.w0;
+  o.whole = false;
+  auto c = std::make_shared<ExtractionResult>(cropToOverlap(r, o, true));
+  // Only this run's bins: the others in the box belong to earlier runs.
+  Array2D<uint8_t> mine(c->nfiber, c->nwave);
+  for (const FrameRegion& k : regions)
+    for (int s = k.f0; s < k.f1; ++s)
+      for (int j = k.w0; j < k.w1; ++j) mine(s - box.f0, j - box.w0) = 1;
+  for (int s = 0; s < c->nfiber; ++s)
+    for (int j = 0; j < c->nwave; ++j)
+      if (!mine(s, j)) {
+        if (!c->covered.empty()) c->covered(s, j) = 0;
+        c->ivar(s, j) = 0;
+      }
+  c->lastPatches = r.lastPatches;
+  return c;
 }
 
 } // namespace spex

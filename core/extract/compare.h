@@ -6,6 +6,7 @@
 #include "engine.h"
 
 #include <array>
+#include <memory>
 #include <string>
 
 namespace spex {
@@ -60,5 +61,13 @@ FrameOverlap findOverlap(const ExtractionResult& a, const ExtractionResult& b);
 // resolution, covered, FIBERs, grid); `sideA` says which of the overlap's first bins
 // is r's. Diagnostics, model and profile are left out.
 ExtractionResult cropToOverlap(const ExtractionResult& r, const FrameOverlap& o, bool sideA);
+
+// A run's own numbers: the bins of `r` inside the kept regions of the plan's patches in
+// r.lastPatches, cropped to their bounding box, with ivar (and covered) zeroed on the
+// box's other bins (they belong to earlier runs merged into the same result). Null when
+// r does not match the plan's shape or the run kept no bin. The workbench keeps one per
+// run (ExtractionJob computes it on its worker, beside the engine: a whole frame's copy
+// is ~150 MB).
+std::shared_ptr<ExtractionResult> runOwnBins(const ExtractionResult& r, const PatchPlan& plan);
 
 } // namespace spex

@@ -110,6 +110,19 @@ private slots:
     const auto& runs = AnalysisDocks::of(m_w.get())->runs();
     QCOMPARE(int(runs.size()), 1);
     QVERIFY(runs.back().values); // the run's own numbers (cropped to what it extracted)
+    // Copied by the job's worker (ExtractionJob::runValues), not on the GUI thread, and
+    // the same numbers as the Document's crop of its result made now.
+    QVERIFY(runs.back().values == m_w->job()->runValues(QStringLiteral("cpu")));
+    {
+      const auto here = m_w->document()->runValues(QStringLiteral("cpu"));
+      QVERIFY(here);
+      QCOMPARE(runs.back().values->fiberMin, here->fiberMin);
+      QCOMPARE(runs.back().values->nwave, here->nwave);
+      QVERIFY(runs.back().values->flux.data == here->flux.data);
+      QVERIFY(runs.back().values->ivar.data == here->ivar.data);
+      QVERIFY(runs.back().values->covered.data == here->covered.data);
+      QVERIFY(runs.back().values->resolution.data == here->resolution.data);
+    }
     const ExtractionResult first = *runs.back().values; // its numbers, now
 
     RunSettings s = m_w->document()->settings();
