@@ -128,11 +128,8 @@ std::string unquoteFits(const std::string& v) {
 // carries gives the same sum.
 template <class T>
 std::optional<uint32_t> dataSumAs(FitsPixel pixel, const T* data, long long n) {
-  uint64_t hi = 0, lo = 0;
-  auto add = [&](uint32_t w) {
-    hi += w >> 16;
-    lo += w & 0xFFFFu;
-  };
+  FitsDataSum sum;
+  auto add = [&](uint32_t w) { sum.add(w); };
   if (pixel == FitsPixel::Float32 && (std::is_same_v<T, float> || std::is_same_v<T, double>)) {
     for (long long i = 0; i < n; ++i) {
       const float v = static_cast<float>(data[i]); // CFITSIO's (float) conversion
@@ -154,12 +151,7 @@ std::optional<uint32_t> dataSumAs(FitsPixel pixel, const T* data, long long n) {
   } else {
     return std::nullopt;
   }
-  while ((hi >> 16) || (lo >> 16)) {
-    const uint64_t hc = hi >> 16, lc = lo >> 16;
-    hi = (hi & 0xFFFFu) + lc;
-    lo = (lo & 0xFFFFu) + hc;
-  }
-  return uint32_t((hi << 16) | lo);
+  return sum.value();
 }
 
 } // namespace
@@ -789,15 +781,13 @@ std::vector<double> FitsFile::readImage1D(long n) {
   return v;
 }
 
-template <class T>
-void FitsFile::writeImage(const std::string& extname, FitsPixel pixel,
-                          const std::vector<long>& shape, const T* data) {
+long long FitsFile::createImage(const std::string& extname, int bitpix, const std::vector<long>& shape) {
   std::vector<LONGLONG> naxes(shape.rbegin(), shape.rend()); // FITS order: fastest first
   LONGLONG n = 1;
   for (LONGLONG a : naxes) n *= a;
   int status = 0;
   const std::string where = extname.empty() ? std::string("new image") : extname;
-  fits_create_imgll(F(m_fptr), bitpixOf(pixel), int(naxes.size()), naxes.data(), &status);
+  fits_create_imgll(F(m_fptr), bitpix, int(naxes.size()), naxes.data(), &status);
   if (status)
     throw FitsError(m_display, where, "", "cannot create image: " + cfitsioMessage(status));
   refreshHduName();
@@ -805,6 +795,14 @@ void FitsFile::writeImage(const std::string& extname, FitsPixel pixel,
     writeString("EXTNAME", extname);
     m_hdu = extname;
   }
+  return n;
+}
+
+template <class T>
+void FitsFile::writeImage(const std::string& extname, FitsPixel pixel,
+                          const std::vector<long>& shape, const T* data) {
+  const LONGLONG n = createImage(extname, bitpixOf(pixel), shape);
+  int status = 0;
   if (n > 0) fits_write_img(F(m_fptr), fitsType<T>(), 1, n, const_cast<T*>(data), &status);
   if (status == NUM_OVERFLOW)
     fail("",
@@ -820,14 +818,13 @@ void FitsDataSum::addFloats(const float* v, long long n) {
   for (long long i = 0; i < n; ++i) {
     uint32_t w;
     std::memcpy(&w, &v[i], 4);
-    hi += w >> 16;
-    lo += w & 0xFFFFu;
+    add(w);
   }
 }
 
 uint32_t FitsDataSum::value() const {
   uint64_t h = hi, l = lo;
-  while ((h >> 16) || (l >> 16)) { // the same folding as dataSumAs
+  while ((h >> 16) || (l >> 16)) { // end-around carries, as the checksum's 1's complement sum
     const uint64_t hc = h >> 16, lc = l >> 16;
     h = (h & 0xFFFFu) + lc;
     l = (l & 0xFFFFu) + hc;
@@ -836,19 +833,7 @@ uint32_t FitsDataSum::value() const {
 }
 
 void FitsFile::beginFloatImage(const std::string& extname, const std::vector<long>& shape) {
-  std::vector<LONGLONG> naxes(shape.rbegin(), shape.rend()); // FITS order: fastest first
-  LONGLONG n = 1;
-  for (LONGLONG a : naxes) n *= a;
-  int status = 0;
-  const std::string where = extname.empty() ? std::string("new image") : extname;
-  fits_create_imgll(F(m_fptr), FLOAT_IMG, int(naxes.size()), naxes.data(), &status);
-  if (status)
-    throw FitsError(m_display, where, "", "cannot create image: " + cfitsioMessage(status));
-  refreshHduName();
-  if (!extname.empty()) {
-    writeString("EXTNAME", extname);
-    m_hdu = extname;
-  }
+  const LONGLONG n = createImage(extname, FLOAT_IMG, shape);
   m_partDone = 0;
   m_partTotal = n;
   m_partHi = m_partLo = 0;

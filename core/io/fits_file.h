@@ -50,6 +50,10 @@ class FitsBytes;
 // halves (folded only in value(), so pieces add exactly in any order).
 struct FitsDataSum {
   uint64_t hi = 0, lo = 0;
+  void add(uint32_t w) {
+    hi += w >> 16;
+    lo += w & 0xFFFFu;
+  }
   void addFloats(const float* v, long long n);
   uint32_t value() const;
 };
@@ -240,6 +244,9 @@ private:
   // of while the file is open (so they live on the heap, beside the bytes).
   std::shared_ptr<struct FitsMemory> m_mem;
   std::map<int, uint32_t> m_dataSums; // DATASUM of images written here, by HDU index
+  // Appends an image HDU of this type and shape (EXTNAME when given) and makes it
+  // current; the number of values it holds.
+  long long createImage(const std::string& extname, int bitpix, const std::vector<long>& shape);
   // The image being written in pieces (beginFloatImage): values written, values in
   // all, and the sums of the written ones (hi and lo 16-bit halves, folded at the end).
   long long m_partDone = 0, m_partTotal = -1;
