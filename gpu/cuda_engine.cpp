@@ -977,7 +977,7 @@ void CudaEngine::run(const ExtractionRequest& req, ExtractionResult& result, boo
       validateRequest(req, *planHeld);
       // A whole frame on one device: its arrays and workspaces allocated beside the
       // image's copy (reserveAhead).
-      if (!req.patches && m_devices.size() == 1)
+      if (m_options.reserveAhead && !req.patches && m_devices.size() == 1)
         reserver = std::thread([&] {
           runs[0]->allocsDone.wait();
           reserveAhead(*m_devices[0], m_options, req, *planHeld, rec);
