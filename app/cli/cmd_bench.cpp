@@ -330,6 +330,13 @@ int cmdBench(const std::vector<std::string>& args) {
                       {"total_s", s.totalS}, {"mean_s", s.meanS}, {"phase_total_s", s.phaseTotalS},
                       {"share", s.share}});
       out["kernels"] = std::move(ks);
+      nlohmann::ordered_json occ = nlohmann::ordered_json::array();
+      for (const DeviceOccupancy& o : r.profile.deviceOccupancy())
+        occ.push_back({{"device", o.device}, {"window_s", o.windowS}, {"busy_s", o.busyS},
+                       {"kernel_s", o.kernelS}, {"concurrent_s", o.concurrentS},
+                       {"copy_only_s", o.copyOnlyS}, {"lead_s", o.leadS}, {"tail_s", o.tailS},
+                       {"gap_s", o.gapS}, {"largest_gap_s", o.largestGapS}, {"gaps", o.gaps}});
+      out["occupancy"] = std::move(occ);
     }
     // A path need not be UTF-8: replace what is not, rather than fail after the run.
     std::printf("%s\n", out.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());
