@@ -101,7 +101,8 @@ void writeFloatInPieces(FitsFile& f, const std::string& extname, const std::vect
                         const double* data, std::size_t perRow) {
   std::size_t total = 1;
   for (long a : shape) total *= std::size_t(a);
-  const std::size_t rowsPerPiece = std::max<std::size_t>(1, (std::size_t(400) << 10) / std::max<std::size_t>(perRow, 1));
+  const std::size_t target = std::size_t(400) << 10; // values per piece, ~1.6 MB of float32
+  const std::size_t rowsPerPiece = std::max<std::size_t>(1, target / std::max<std::size_t>(perRow, 1));
   const std::size_t perPiece = rowsPerPiece * perRow;
   const std::size_t pieces = (total + perPiece - 1) / perPiece;
   struct Piece {
