@@ -329,7 +329,7 @@ __device__ void formQTileRows(int n, const double* a, int ld, const double* tau,
 // syevReduceKernel's shared-memory form (formQShared).
 __global__ void __launch_bounds__(kReduceThreads, 4)
     syevReduceFusedKernel(int n, double* Ag, int lda, long long strideA, double* work, long long S,
-                          unsigned long long* prof) {
+                          unsigned long long* prof, int separateQ) {
   extern __shared__ double2 sh2[];
   double* sh = reinterpret_cast<double*>(sh2);
   const int ld = n | 1, n2 = (n + 1) & ~1;
@@ -502,12 +502,15 @@ __global__ void __launch_bounds__(kReduceThreads, 4)
   }
   __syncthreads();
 
-  const bool tile = n <= kTileMaxN;
-  if (tile) {
+  // Q: here in registers (n <= kTileMaxN), or by syevFormQKernel after this kernel
+  // (separateQ: the reflectors go to A, tau to the eigenvalues' slot of the workspace),
+  // or in shared memory (larger n).
+  const bool tile = n <= kTileMaxN, inRegisters = tile && !separateQ;
+  if (inRegisters) {
     formQTileRows<0, 3>(n, a, ld, tau, tid, A, lda);
     formQTileRows<3, 2>(n, a, ld, tau, tid, A, lda);
     formQTileRows<5, 2>(n, a, ld, tau, tid, A, lda);
-  } else {
+  } else if (!tile) {
     formQShared(n, a, ld, tau, p, tid, nt, half, hr, nh, pair);
   }
   if (prof && tid == 0) {
@@ -515,15 +518,84 @@ __global__ void __launch_bounds__(kReduceThreads, 4)
     atomicAdd(prof + 0, (unsigned long long)(clk1 - clk0));
     atomicAdd(prof + 1, (unsigned long long)(clk2 - clk1));
   }
-  if (!tile)
+  if (!inRegisters)
     for (int t = tid; t < n * n; t += nt) {
       const int c = t / n, r = t - c * n;
       A[(long long)c * lda + r] = a[c * ld + r];
     }
   double* wk = work + (long long)blockIdx.x * S;
+  if (tile && separateQ)
+    for (int r = tid; r < n; r += nt) wk[2 + 2 * n + r] = tau[r];
   for (int r = tid; r < n; r += nt) {
     wk[2 + r] = d[r];
     wk[2 + n + r] = e[r];
+  }
+}
+
+
+// Q by its own kernel (the default where n <= 80; issue 12, fifth round): the
+// reflectors syevReduceFusedKernel left in A (column i below row i + 1) and tau in the
+// workspace; 256 threads as a 16 x 16 grid, thread (tr, tc) holding Q's entries
+// (tr + 16 k, tc + 16 l), k, l < kQCols, accumulated forwards as in formQTileRows in
+// one batch of rows: 100 registers a thread, two blocks a multiprocessor (at three, 80
+// registers, it spilled and took 12.66 ms instead of 11.86 for a frame's reduction).
+constexpr int kFormQThreads = 256;
+
+__global__ void __launch_bounds__(kFormQThreads, 2)
+    syevFormQKernel(int n, double* Ag, int lda, long long strideA, const double* __restrict__ work, long long S,
+                    unsigned long long* prof) {
+  extern __shared__ double2 sh2[];
+  double* st = reinterpret_cast<double*>(sh2);
+  const int ld = n | 1;
+  double* tau = st + n * ld;
+  const int tid = threadIdx.x, nt = blockDim.x, lane = tid & 31;
+  const int tc = lane & 15, tr = ((tid >> 5) << 1) | (lane >> 4);
+  double* A = Ag + (long long)blockIdx.x * strideA;
+  const double* wk = work + (long long)blockIdx.x * S;
+  long long clk0 = 0;
+  if (prof && tid == 0) clk0 = clock64();
+  for (int t = tid; t < n * n; t += nt) {
+    const int c = t / n, r = t - c * n;
+    if (r >= c + 2) st[c * ld + r] = A[(long long)c * lda + r];
+  }
+  for (int r = tid; r < n; r += nt) tau[r] = wk[2 + 2 * n + r];
+  __syncthreads();
+  double q[kQCols][kQCols];
+#pragma unroll
+  for (int k = 0; k < kQCols; ++k)
+#pragma unroll
+    for (int l = 0; l < kQCols; ++l) q[k][l] = tr + 16 * k == tc + 16 * l ? 1.0 : 0.0;
+  for (int i = 0; i + 2 < n; ++i) {
+    const double t = tau[i];
+    double vc[kQCols];
+#pragma unroll
+    for (int l = 0; l < kQCols; ++l) {
+      const int c = tc + 16 * l;
+      vc[l] = c == i + 1 ? 1.0 : (c > i + 1 && c < n ? st[i * ld + c] : 0.0);
+    }
+#pragma unroll
+    for (int k = 0; k < kQCols; ++k) {
+      double s = 0.0;
+#pragma unroll
+      for (int l = 0; l < kQCols; ++l) s = fma(q[k][l], vc[l], s);
+      s = t * halfWarpSum(s);
+#pragma unroll
+      for (int l = 0; l < kQCols; ++l) q[k][l] -= s * vc[l];
+    }
+  }
+  __syncthreads();
+#pragma unroll
+  for (int k = 0; k < kQCols; ++k)
+#pragma unroll
+    for (int l = 0; l < kQCols; ++l) {
+      const int r = tr + 16 * k, c = tc + 16 * l;
+      if (r < n && c < n) st[c * ld + r] = q[k][l];
+    }
+  __syncthreads();
+  if (prof && tid == 0) atomicAdd(prof + 1, (unsigned long long)(clock64() - clk0));
+  for (int t = tid; t < n * n; t += nt) {
+    const int c = t / n, r = t - c * n;
+    A[(long long)c * lda + r] = st[c * ld + r];
   }
 }
 
@@ -919,15 +991,17 @@ void launchSyev(int n, double* A, int lda, long long strideA, double* W, int* in
                    (work ? "" : " (null)") + " is too small or not 16-byte aligned; " + shape(n, lda, strideA, batch) +
                    " needs at least " + std::to_string(need));
   const long long S = (long long)(lwork / std::size_t(batch)) & ~1LL;
-  // Pass 1: 0 (the default) and 2 the fused kernel, 1 the three-pass kernel of the
-  // fourth round (docs/benchmarks.md, Issue 12, fifth round).
+  // Pass 1 (docs/benchmarks.md, Issue 12, fifth round): 0 (the default) the fused
+  // kernel, then Q by syevFormQKernel where n <= 80; 2 the fused kernel forming Q itself
+  // (in registers where n <= 80); 1 the three-pass kernel of the fourth round.
   if (reduce < 0 || reduce > 2)
     throw GpuError("syevBatched: reduce kernel " + std::to_string(reduce) + " (0, 1 or 2)");
   const bool fused = reduce != 1;
+  const bool separateQ = reduce == 0 && n <= kTileMaxN;
+  const std::size_t shmQ = sizeof(double) * (std::size_t(n) * (n | 1) + n);
   const std::size_t n2 = std::size_t(n + 1) & ~std::size_t(1);
   const std::size_t shm1 = fused ? sizeof(double) * (((std::size_t(n) * (n | 1) + 1) & ~std::size_t(1)) + 7 * n2)
                                  : sizeof(double) * (std::size_t(n) * (n | 1) + 5 * std::size_t(n));
-  auto reduceKernel = fused ? syevReduceFusedKernel : syevReduceKernel;
   // The QL pass: one matrix per block while the batch fits the GPU at once, else 32
   // (a warp's lanes) per block (docs/benchmarks.md, Issue 12, fourth round).
   int dev = 0, sms = 0;
@@ -944,11 +1018,26 @@ void launchSyev(int n, double* A, int lda, long long strideA, double* W, int* in
                                              2 * std::size_t(n - 1 + 2 * group) * group);
   const int threads3 = std::max(64, (n + 31) / 32 * 32);
   auto applyKernel = group == 1 ? syevApplyKernel<1> : syevApplyKernel<4>;
-  SPEX_CUDA(cudaFuncSetAttribute(reduceKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shm1)));
+  if (fused)
+    SPEX_CUDA(cudaFuncSetAttribute(syevReduceFusedKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shm1)));
+  else
+    SPEX_CUDA(cudaFuncSetAttribute(syevReduceKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shm1)));
+  if (separateQ)
+    SPEX_CUDA(cudaFuncSetAttribute(syevFormQKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shmQ)));
   SPEX_CUDA(cudaFuncSetAttribute(applyKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shm3)));
   if (ev) SPEX_CUDA(cudaEventRecord(ev[0], stream));
-  reduceKernel<<<batch, kReduceThreads, shm1, stream>>>(n, A, lda, strideA, work, S, prof);
-  SPEX_CUDA_LAUNCH(fused ? "syevReduceFusedKernel" : "syevReduceKernel");
+  if (fused) {
+    syevReduceFusedKernel<<<batch, kReduceThreads, shm1, stream>>>(n, A, lda, strideA, work, S, prof,
+                                                                   separateQ ? 1 : 0);
+    SPEX_CUDA_LAUNCH("syevReduceFusedKernel");
+  } else {
+    syevReduceKernel<<<batch, kReduceThreads, shm1, stream>>>(n, A, lda, strideA, work, S, prof);
+    SPEX_CUDA_LAUNCH("syevReduceKernel");
+  }
+  if (separateQ) {
+    syevFormQKernel<<<batch, kFormQThreads, shmQ, stream>>>(n, A, lda, strideA, work, S, prof);
+    SPEX_CUDA_LAUNCH("syevFormQKernel");
+  }
   if (ev) SPEX_CUDA(cudaEventRecord(ev[1], stream));
   switch (lanes) {
   case 1: syevQlKernel<1><<<batch, 1, shm2, stream>>>(n, batch, work, S, prof); break;

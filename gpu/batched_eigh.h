@@ -60,8 +60,9 @@ void syevBatched(int n, double* A, int lda, long long strideA, double* W, int* i
 // Issue 12, fourth round).
 // applyGroup: recorded sweeps applied together in pass 3 (1 or 4; 0: 4); every
 // grouping gives the same eigenvectors to the bit.
-// reduce: the pass-1 kernel (0 or 2: the fused one syevBatched uses; 1: the three-pass
-// reduction of the fourth round, kept for A/B).
+// reduce: the pass-1 kernels (0: as syevBatched, the fused tridiagonalisation and,
+// where n <= 80, Q by its own register-tile kernel; 1: the three-pass reduction of the
+// fourth round, kept for A/B; 2: the fused kernel forming Q itself).
 struct SyevProfile {
   double seconds = 0, reduceSeconds = 0, qlSeconds = 0, applySeconds = 0;
   double tridiagonalCycles = 0, formQCycles = 0, qlCycles = 0, applyCycles = 0;

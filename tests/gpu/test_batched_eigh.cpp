@@ -162,7 +162,7 @@ Errors compareWithLapack(int n, int lda, long long stride, int batch, double dec
   qInfo("n %d, lda %d, batch %d, %.0f decades, workspace %s, reduce %s: eigenvalues %.2e, residual %.2e, "
         "orthogonality %.2e, C^-1/2 %.2e", n, lda, batch, decades,
         wk == Work::Full ? "full" : wk == Work::Least ? "least" : "short",
-        reduce == 1 ? "three-pass" : "fused",
+        reduce == 1 ? "three-pass" : reduce == 2 ? "fused, Q in it" : "default",
         err.eig, err.residual, err.orth, err.invSqrt);
   if (Vout) *Vout = std::move(V);
   if (Wout) *Wout = std::move(W);
@@ -210,15 +210,17 @@ private slots:
       }
   }
 
-  void threePassReduceMatchesLapack() {
+  void otherReduceKernelsMatchLapack() {
     // The fourth round's three-pass reduction, kept for A/B (syevBatchedProfile's
-    // reduce = 1), on the engine's size, around the warp width and the largest.
-    for (int n : {74, 3, 33, 100, gpu::kSyevMaxN}) {
-      const Errors e = compareWithLapack(n, n, (long long)n * n, n > 100 ? 6 : 40, 4.0, 30 + n, Work::Full, nullptr,
-                                         nullptr, 1);
-      QVERIFY2(e.eig < 1e-12 && e.residual < 1e-12 && e.orth < 1e-12 && e.invSqrt < 1e-10,
-               qPrintable(QString("n %1").arg(n)));
-    }
+    // reduce = 1), on the engine's size, around the warp width and the largest; and the
+    // fused one forming Q itself (2).
+    for (int reduce : {1, 2})
+      for (int n : {74, 3, 33, 80, 100, gpu::kSyevMaxN}) {
+        const Errors e = compareWithLapack(n, n, (long long)n * n, n > 100 ? 6 : 40, 4.0, 30 + n, Work::Full,
+                                           nullptr, nullptr, reduce);
+        QVERIFY2(e.eig < 1e-12 && e.residual < 1e-12 && e.orth < 1e-12 && e.invSqrt < 1e-10,
+                 qPrintable(QString("reduce %1, n %2").arg(reduce).arg(n)));
+      }
   }
 
   void workspaceSizesAgree() {
@@ -309,14 +311,16 @@ private slots:
         if (!Wref.empty())
           for (std::size_t k = 0; k < std::size_t(n) * small; ++k) QCOMPARE(Wl[k], Wref[k]);
       }
-    // The reduction: the fourth round's three-pass kernel and the fused default.
+    // The reduction: the fourth round's three-pass kernel, the fused one forming Q
+    // itself, and the default (the fused one, Q by its own kernel).
     for (int small : {batch, 995})
-      for (int reduce : {1, 2, 1, 2}) {
+      for (int reduce : {1, 2, 0, 1, 2, 0}) {
         check(cudaMemcpy(d.A, A.data(), std::size_t(n) * n * small * sizeof(double), cudaMemcpyHostToDevice), "H2D");
         const gpu::SyevProfile q = gpu::syevBatchedProfile(n, d.A, n, n * n, d.W, d.info, small, d.work,
                                                            gpu::syevBatchedWorkspace(n, small), 0, 0, reduce);
         qInfo("%d blocks of %d, reduce %s: %.3f ms (reduce %.3f, QL %.3f, apply %.3f); tridiagonal %.0f, form Q %.0f "
-              "cycles a block", small, n, reduce == 1 ? "three-pass" : "fused", q.seconds * 1e3,
+              "cycles a block", small, n, reduce == 1 ? "three-pass" : reduce == 2 ? "fused, Q in it" : "default (fused, Q kernel)",
+              q.seconds * 1e3,
               q.reduceSeconds * 1e3, q.qlSeconds * 1e3, q.applySeconds * 1e3, q.tridiagonalCycles, q.formQCycles);
       }
     // Sweeps per group in the apply pass: one at a time, and four pipelined in registers
