@@ -1,6 +1,7 @@
 // syevBatched (batched_eigh.h) in three passes. Counts for n = 74 (docs/benchmarks.md,
-// versions 9-11): the reduction is 2 x 72 steps of a matrix-vector product and a
-// rank-1/rank-2 update (3 and 2 barriers a step); the QL iteration does ~1.05 n^2
+// versions 9-11 and Issue 12, fifth round): the reduction is 2 x 72 steps of a
+// matrix-vector product and a rank-1/rank-2 update (the fused kernel: 2 barriers a
+// tridiagonalisation step; Q in registers, none); the QL iteration does ~1.05 n^2
 // rotations whose scalar chain is serial, so it runs a thread per matrix and records
 // the rotations; applying them is independent per row of Q.
 #include "batched_eigh.h"
