@@ -106,10 +106,12 @@ CudaEngineOptions cudaOptions(const EngineOptions& eo) {
                              : CudaEngineOptions::Eigh::Tridiagonal;
   }
   if (const std::string e = env("SPEXLAB_CUDA_CHOLESKY"); !e.empty()) {
-    if (e != "fused" && e != "blocked" && e != "potrf")
-      throw InputError("SPEXLAB_CUDA_CHOLESKY='" + e + "': expected fused, blocked or potrf");
+    if (e != "tiled" && e != "fused" && e != "blocked" && e != "potrf")
+      throw InputError("SPEXLAB_CUDA_CHOLESKY='" + e + "': expected tiled, fused, blocked or potrf");
     o.blockedCholesky = e != "potrf";
-    o.fusedCholesky = e == "fused";
+    o.choleskyColumns = e == "fused"     ? CudaEngineOptions::CholeskyColumns::Fused
+                        : e == "blocked" ? CudaEngineOptions::CholeskyColumns::Steps
+                                         : CudaEngineOptions::CholeskyColumns::Tiled;
   }
   if (const std::string e = env("SPEXLAB_CUDA_SOLVER"); !e.empty()) {
     if (e != "auto" && e != "dense")

@@ -36,8 +36,9 @@ struct EngineChoice {
 //   SPEXLAB_CUDA_STREAMS=N      workspaces (streams) per GPU
 //   SPEXLAB_CUDA_BATCH=P        patches per batch (within the budget)
 //   SPEXLAB_CUDA_EIGH=tridiagonal|cusolver|jacobi  fiber-block eigensolver
-//   SPEXLAB_CUDA_CHOLESKY=fused|blocked|potrf  batched Cholesky: block columns by one fused
-//                                          kernel (default), by four launches, or cuSOLVER
+//   SPEXLAB_CUDA_CHOLESKY=tiled|fused|blocked|potrf  batched Cholesky: block columns by one
+//                                          kernel, diagonal block by tiles (default) or in one
+//                                          sweep, by four launches, or cuSOLVER
 //   SPEXLAB_CUDA_SOLVER=auto|dense         blocked Cholesky and L^-1 on the block band, or dense
 //   SPEXLAB_CUDA_INVERSE=selected|full     fiber blocks of C by selected inversion on the band (no L^-1), or from L^-1
 //   SPEXLAB_CUDA_LOAD=parallel|serial      cuBLAS/cuSOLVER opened beside the driver's start

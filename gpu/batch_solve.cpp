@@ -38,7 +38,9 @@ void enqueueSolve(Workspace& w, const BatchView& v, const BatchShape& shape, Dev
                               [&](const char* step, const std::function<void()>& work) {
                                 tl.phase(step, w.lane, batchId, s, work, 2);
                               },
-                              w.fusedCholesky ? CholeskyKernel::fused : CholeskyKernel::steps);
+                              w.choleskyColumns == CudaEngineOptions::CholeskyColumns::Tiled   ? CholeskyKernel::tiled
+                              : w.choleskyColumns == CudaEngineOptions::CholeskyColumns::Fused ? CholeskyKernel::fused
+                                                                                               : CholeskyKernel::steps);
     }, 1);
     if (w.selected) {
       tl.phase("banded solve", w.lane, batchId, s,

@@ -75,12 +75,13 @@ void potrfBlockBandedBatched(cublasHandle_t cublas, int nblk, int nb, int w, dou
   const double one = 1.0, zero = 0.0, minus = -1.0;
   const BatchView v = view(nblk, nb, A, nullptr, T, info, batch);
   SPEX_CUDA(cudaMemsetAsync(info, 0, sizeof(int) * batch, stream));
-  if (kernel == CholeskyKernel::fused && choleskyColumnFusedFits(nb)) {
+  if (kernel != CholeskyKernel::steps && choleskyColumnFusedFits(nb)) {
+    const bool tiled = kernel == CholeskyKernel::tiled;
     for (int k = 0; k < nblk; ++k) {
       // Diagonal block, L_kk^-1 and the panel's w blocks in one launch.
       const int M = std::max(0, std::min(n - (k + 1) * nb, w * nb));
       step("block column",
-           [&] { launchCholeskyColumnFused(v, k, M, inv.p, inv.ld, inv.step, inv.stride, stream); });
+           [&] { launchCholeskyColumnFused(v, k, M, inv.p, inv.ld, inv.step, inv.stride, tiled, stream); });
       if (M <= 0) continue;
       const long long dk = (long long)k * nb * (n + 1);
       // A -= L_panel L_panel^T over the M x M window, the panel read from A itself.

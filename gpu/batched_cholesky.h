@@ -25,12 +25,16 @@ using BatchedStepHook = std::function<void(const char* step, const std::function
 // How potrfBlockBandedBatched runs each block column k. steps: the diagonal block
 // (factor, then L_kk^-1 by a thread per column), the panel L_ik = A_ik L_kk^-T as a
 // GEMM into T and a copy back into A, then the trailing update: four launches.
-// fused (default): one kernel factors the diagonal block forming L_kk^-1 in the same
-// sweep and applies the panel's triangular solve in shared memory, writing L_ik
-// straight into A, then the trailing update from A: two launches (docs/benchmarks.md,
-// "Cholesky launches"). fused needs nb <= 80 and runs as steps otherwise. Both give
-// the same info; the factors agree to rounding.
-enum class CholeskyKernel { fused, steps };
+// fused: one kernel factors the diagonal block forming L_kk^-1 in the same sweep (nb
+// dependent steps, two block barriers each) and applies the panel's triangular solve
+// in shared memory, writing L_ik straight into A, then the trailing update from A: two
+// launches (docs/benchmarks.md, "Cholesky launches"). tiled (default): the same two
+// launches, the diagonal block factored by 16-column tiles: each tile's pivot chain in
+// one warp's registers (shuffles, no block barrier), the rest of the tile's work as
+// small products over the whole thread block, four barriers a tile
+// (docs/benchmarks.md, "Cholesky latency (cholwarp)"). fused and tiled need nb <= 80
+// and run as steps otherwise. All give the same info; the factors agree to rounding.
+enum class CholeskyKernel { tiled, fused, steps };
 
 // Scratch doubles per matrix that both routines need (T: nb x (nblk - 1) nb).
 long long blockBandedScratch(int nblk, int nb);
@@ -64,12 +68,12 @@ struct DiagInverses {
 // failed launches.
 void potrfBlockBandedBatched(cublasHandle_t cublas, int nblk, int nb, int w, double* A, double* X,
                              double* T, long long strideT, int* info, int batch, cudaStream_t stream,
-                             const BatchedStepHook& hook = {}, CholeskyKernel kernel = CholeskyKernel::fused);
+                             const BatchedStepHook& hook = {}, CholeskyKernel kernel = CholeskyKernel::tiled);
 // The same with L_kk^-1 written where `inv` says (X need not exist): for the selected
 // inversion and the banded solve (batched_selected_inverse.h), inv is compact.
 void potrfBlockBandedBatched(cublasHandle_t cublas, int nblk, int nb, int w, double* A, const DiagInverses& inv,
                              double* T, long long strideT, int* info, int batch, cudaStream_t stream,
-                             const BatchedStepHook& hook = {}, CholeskyKernel kernel = CholeskyKernel::fused);
+                             const BatchedStepHook& hook = {}, CholeskyKernel kernel = CholeskyKernel::tiled);
 
 // X = L^-1 (lower triangular), from L in A (band w) and the diagonal blocks of X that
 // potrfBlockBandedBatched wrote; X's blocks above the diagonal must be zero (they are

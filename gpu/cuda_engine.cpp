@@ -160,7 +160,7 @@ CudaEngine::CudaEngine(CudaEngineOptions options) : m_options(std::move(options)
       w->potrf = !m_options.blockedCholesky;
       w->cusolverEigh = m_options.eigh == CudaEngineOptions::Eigh::Cusolver;
       w->selected = m_options.selectedInverse;
-      w->fusedCholesky = m_options.fusedCholesky;
+      w->choleskyColumns = m_options.choleskyColumns;
       SPEX_CUDA(cudaStreamCreateWithFlags(&w->stream, cudaStreamNonBlocking));
       checkCublas(cublasCreate(&w->cublas), "cublasCreate");
       checkCublas(cublasSetStream(w->cublas, w->stream), "cublasSetStream");

@@ -66,11 +66,13 @@ struct CudaEngineOptions {
   // Cholesky: true (default), blocked by fiber with batched GEMMs (docs/benchmarks.md,
   // version 6); false, cusolverDnDpotrfBatched. Factory switch: SPEXLAB_CUDA_CHOLESKY.
   bool blockedCholesky = true;
-  // The blocked Cholesky's block columns: true (default), one fused kernel each
-  // (diagonal block, L_kk^-1 and the panel's triangular solve) plus the trailing
-  // update; false, the older four launches (gpu/batched_cholesky.h CholeskyKernel).
-  // Factory switch: SPEXLAB_CUDA_CHOLESKY=fused|blocked.
-  bool fusedCholesky = true;
+  // The blocked Cholesky's block columns (gpu/batched_cholesky.h CholeskyKernel):
+  // Tiled (default), one kernel each (diagonal block by 16-column tiles, L_kk^-1 and the
+  // panel's triangular solve) plus the trailing update; Fused, the same two launches
+  // with the diagonal block in one sweep of nb barrier-separated steps; Steps, the
+  // older four launches. Factory switch: SPEXLAB_CUDA_CHOLESKY=tiled|fused|blocked.
+  enum class CholeskyColumns { Tiled, Fused, Steps };
+  CholeskyColumns choleskyColumns = CholeskyColumns::Tiled;
   // Normal equations on their block band (default): each patch's fiber coupling width
   // w is measured on the device from its stamps (fibers further apart than w share no
   // pixel, so those blocks of iCov are exactly zero); a batch's blocked Cholesky then

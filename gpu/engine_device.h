@@ -44,7 +44,7 @@ struct Workspace {
   // CudaEngineOptions::selectedInverse: no X; C holds L_kk^-1 after the Cholesky, then
   // the selected inversion's C_ss (batched_selected_inverse.h).
   bool selected = false;
-  bool fusedCholesky = true; // block columns by one fused kernel (batched_cholesky.h CholeskyKernel)
+  CudaEngineOptions::CholeskyColumns choleskyColumns = CudaEngineOptions::CholeskyColumns::Tiled; // CholeskyKernel
   DeviceArray<double> A, X, T, C, y, fw, pm, f, mbuf, cbuf, chi2, E, W, syevWork;
   DeviceArray<double> K, KW, kWork; // library eigensolver of the kept fiber blocks
   // Per-patch model tiles of the batch (BatchView::tiles), allocated only for requests

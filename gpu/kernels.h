@@ -138,12 +138,13 @@ void launchTriangularInverseDiag(const BatchView& b, double* D, int ldD, long lo
 void launchCholeskyDiag(const BatchView& b, int k, double* D, int ldD, long long stepD, long long strideD,
                         cudaStream_t stream);
 void launchCopyPanel(const BatchView& b, int k, int M, long long sT, cudaStream_t stream);
-// Block column k in one launch (batched_cholesky.h CholeskyKernel::fused): diagonal
-// block factored with L_kk^-1 into D as above, then the M panel rows below it
+// Block column k in one launch (batched_cholesky.h CholeskyKernel::tiled and ::fused):
+// diagonal block factored with L_kk^-1 into D as above (tiled: by 16-column tiles, the
+// pivot chain in one warp; else one sweep of nb steps), then the M panel rows below it
 // L_ik = A_ik L_kk^-T in place in A; for nb <= 80 (choleskyColumnFusedFits).
 bool choleskyColumnFusedFits(int nb);
 void launchCholeskyColumnFused(const BatchView& b, int k, int M, double* D, int ldD, long long stepD,
-                               long long strideD, cudaStream_t stream);
+                               long long strideD, bool tiled, cudaStream_t stream);
 void launchSolveFlux(const BatchView& b, cudaStream_t stream);
 void launchDecorrelateSignal(const BatchView& b, cudaStream_t stream);
 void launchGatherKeptBlocks(const BatchView& b, cudaStream_t stream);

@@ -107,60 +107,225 @@ __global__ void cholDiagKernel(BatchView b, int k, DiagTarget d) {
 }
 
 // Block column k of the blocked Cholesky in one launch (batched_cholesky.h
-// CholeskyKernel::fused), one thread block per patch: factor A_kk = L_kk L_kk^T in
-// shared memory, forming L_kk^-1 in the same right-looking sweep (at step j, row j of
-// the inverse is finished, X(j, 0:j) = Y(j, 0:j) / L_jj, and the rows below take
-// Y(i, 0:j) -= L_ij X(j, 0:j) beside the trailing update of A_kk, so no separate
-// triangular inversion), then L_ik = A_ik L_kk^-T for the M rows of the panel below,
-// nb rows at a time staged through the factor's buffer, written back into A (no
-// scratch, no copy). Two barriers a step: every thread takes the pivot itself. Shared
-// buffers row-major with an odd leading dimension (no bank conflicts down a column).
-// Info and the unit pivot of a non-positive one as cholDiagKernel. nb <= kFusedMaxNb.
+// CholeskyKernel::fused and ::tiled), one thread block per patch: factor A_kk =
+// L_kk L_kk^T in shared memory together with X_kk = L_kk^-1, then L_ik = A_ik L_kk^-T
+// for the M rows of the panel below, nb rows at a time staged through the factor's
+// buffer, written back into A (no scratch, no copy). Shared buffers row-major with an
+// odd leading dimension (no bank conflicts down a column). Info and the unit pivot of
+// a non-positive one as cholDiagKernel. nb <= kFusedMaxNb.
+//
+// Tiled = false (fused): a right-looking sweep of nb steps over the whole block, two
+// barriers a step: at step j row j of the inverse is finished, X(j, 0:j) = Y(j, 0:j) /
+// L_jj, and the rows below take Y(i, 0:j) -= L_ij X(j, 0:j) beside the trailing update
+// (Y starts as the identity), so no separate triangular inversion.
+//
+// Tiled = true: the same factorisation blocked by kTile columns, four barriers a tile.
+// (1) Warp 0 factors the tile's diagonal sub-block S = W^-1 W^-T in registers (lane r
+// holds row r of S and of the identity beside it; the pivot chain runs on shuffles, no
+// barrier), giving L_JJ and W = L_JJ^-1, the diagonal sub-block of X. (2) Every
+// thread: the tile's rows of X, X_J(:, 0:c0) = W Y_J(:, 0:c0), and the sub-panel
+// below, L_IJ = A_IJ W^T (computed into registers, then written). (3) Every row r
+// below the tile, a pair of rows per warp and its columns over the lanes: Y(r, 0:c0+s)
+// -= L(r, J) X_J and the trailing lower triangle A(r, c0+s:r) -= L(r, J) L(c, J)^T,
+// each an s-long dot product. Same arithmetic as the sweep, regrouped
+// (docs/benchmarks.md, "Cholesky latency (cholwarp)").
 constexpr int kFusedMaxNb = 80; // the panel's register tile: 16 x 16 threads, 5 x 5 each
 constexpr int kFusedThreads = 256;
+constexpr int kTile = 16;    // columns of a tile (the warp's sub-block)
+constexpr int kTileOut = 4;  // outputs of step (2) per thread
+static_assert(kTile * (kFusedMaxNb - kTile) <= kTileOut * kFusedThreads, "step (2) outputs per thread");
+constexpr unsigned kFullWarp = 0xffffffffu;
 
-__global__ void __launch_bounds__(kFusedThreads) cholColumnFusedKernel(BatchView b, int k, int M, DiagTarget d) {
+// S (row-major, leading dimension ld) = the R x C block at G (column-major, leading
+// dimension n), only its lower triangle when Lower (zeros above), kStageDepth global
+// loads in flight per thread before the first shared store (a loop of one load and
+// one store waits a global latency per element: 22 of them a thread for 74 x 74).
+constexpr int kStageDepth = 8;
+template <bool Lower>
+__device__ void stageBlock(double* S, int ld, const double* G, int n, int R, int C, int tid) {
+  const int total = R * C;
+  for (int t0 = tid; t0 < total; t0 += kStageDepth * kFusedThreads) {
+    double v[kStageDepth];
+#pragma unroll
+    for (int u = 0; u < kStageDepth; ++u) {
+      const int t = t0 + u * kFusedThreads, c = t / R, r = t % R; // column-major walk: coalesced
+      v[u] = t < total && (!Lower || r >= c) ? G[r + (std::size_t)c * n] : 0.0;
+    }
+#pragma unroll
+    for (int u = 0; u < kStageDepth; ++u) {
+      const int t = t0 + u * kFusedThreads, c = t / R, r = t % R;
+      if (t < total) S[r * ld + c] = v[u];
+    }
+  }
+}
+
+// Both variants compiled for two 256-thread blocks an SM (their 88 KB of shared memory
+// allow two; the sweep needs 128 registers, 137 when its code is shared with the tiles
+// and the register count is left free, which allows only one block an SM).
+template <bool Tiled>
+__global__ void __launch_bounds__(kFusedThreads, 2) cholColumnFusedKernel(BatchView b, int k, int M, DiagTarget d) {
   extern __shared__ double sh[];
   const int p = blockIdx.x, nb = b.nb, n = b.n, ld = nb | 1, tid = threadIdx.x, nt = blockDim.x;
   double* Ls = sh;           // A_kk, then L_kk (lower), then panel chunks
   double* Xs = sh + nb * ld; // Y, then L_kk^-1 (upper triangle zero)
   double* A = b.A + (std::size_t)p * n * n + (std::size_t)k * nb * (n + 1);
   double* X = d.p + p * d.stride + k * d.step;
-  for (int t = tid; t < nb * nb; t += nt) {
-    const int c = t / nb, r = t % nb; // column-major walk: coalesced global reads
-    Ls[r * ld + c] = r >= c ? A[r + (std::size_t)c * n] : 0.0;
-    Xs[r * ld + c] = r == c ? 1.0 : 0.0;
+  if constexpr (Tiled) {
+    stageBlock<true>(Ls, ld, A, n, nb, nb, tid);
+    for (int t = tid; t < nb * nb; t += nt) {
+      const int r = t / nb, c = t % nb;
+      Xs[r * ld + c] = r == c ? 1.0 : 0.0;
+    }
+  } else {
+    for (int t = tid; t < nb * nb; t += nt) {
+      const int c = t / nb, r = t % nb; // column-major walk: coalesced global reads
+      Ls[r * ld + c] = r >= c ? A[r + (std::size_t)c * n] : 0.0;
+      Xs[r * ld + c] = r == c ? 1.0 : 0.0;
+    }
   }
   __syncthreads();
   int bad = 0; // thread 0's record of the first non-positive pivot
   const int lane = tid & 31, warp = tid >> 5, nw = nt >> 5;
-  for (int j = 0; j < nb; ++j) {
-    double dj = Ls[j * ld + j];
-    if (!(dj > 0.0)) {
-      if (!bad) bad = j + 1;
-      dj = 1.0;
-    }
-    const double sj = sqrt(dj), rj = 1.0 / sj;
-    // Column j of L below the pivot, and row j of the inverse.
-    for (int t = tid; t < nb; t += nt) {
-      if (t < nb - j - 1)
-        Ls[(j + 1 + t) * ld + j] *= rj;
-      else
-        Xs[j * ld + (t - (nb - j - 1))] *= rj;
-    }
-    __syncthreads();
-    if (tid == 0) Ls[j * ld + j] = sj; // nobody reads the pivot in this phase
-    // Rows below j, a row per warp: columns j+1..r of A_kk, columns 0..j of Y.
-    for (int r = j + 1 + warp; r < nb; r += nw) {
-      const double lrj = Ls[r * ld + j];
-      for (int c = lane; c <= r; c += 32) {
-        if (c > j)
-          Ls[r * ld + c] -= lrj * Ls[c * ld + j];
-        else
-          Xs[r * ld + c] -= lrj * Xs[j * ld + c];
+  if constexpr (Tiled) {
+    for (int c0 = 0; c0 < nb; c0 += kTile) {
+      const int sb = min(kTile, nb - c0), r0 = c0 + sb, below = nb - r0;
+      // (1) The diagonal sub-block and its inverse, lane r on row c0 + r.
+      if (warp == 0) {
+        double a[kTile], y[kTile];
+        const int r = lane;
+#pragma unroll
+        for (int q = 0; q < kTile; ++q) {
+          a[q] = (r < sb && q <= r) ? Ls[(c0 + r) * ld + c0 + q] : 0.0;
+          y[q] = q == r ? 1.0 : 0.0;
+        }
+#pragma unroll
+        for (int j = 0; j < kTile; ++j) {
+          if (j >= sb) break; // the same on every lane
+          double dj = __shfl_sync(kFullWarp, a[j], j);
+          if (!(dj > 0.0)) {
+            if (!bad) bad = c0 + j + 1;
+            dj = 1.0;
+          }
+          // One reciprocal square root on the chain (<= 1 ulp), the pivot from it.
+          const double rj = rsqrt(dj), sj = dj * rj;
+          if (r == j) {
+            a[j] = sj;
+#pragma unroll
+            for (int q = 0; q <= j; ++q) y[q] *= rj;
+          } else if (r > j) {
+            a[j] *= rj;
+          }
+          const double lrj = r > j ? a[j] : 0.0; // L(r, j) below the pivot, else nothing to do
+#pragma unroll
+          for (int c = j + 1; c < kTile; ++c) a[c] -= lrj * __shfl_sync(kFullWarp, a[j], c);
+#pragma unroll
+          for (int q = 0; q <= j; ++q) y[q] -= lrj * __shfl_sync(kFullWarp, y[q], j);
+        }
+        if (r < sb) {
+#pragma unroll
+          for (int q = 0; q < kTile; ++q)
+            if (q <= r) {
+              Ls[(c0 + r) * ld + c0 + q] = a[q];
+              Xs[(c0 + r) * ld + c0 + q] = y[q];
+            }
+        }
       }
+      __syncthreads();
+      // (2) X_J(:, 0:c0) = W Y_J(:, 0:c0) and L_IJ = A_IJ W^T (W's upper triangle is zero).
+      const int nout = sb * (c0 + below);
+      double out[kTileOut];
+#pragma unroll
+      for (int u = 0; u < kTileOut; ++u) {
+        const int t = tid + u * kFusedThreads;
+        out[u] = 0.0;
+        if (t < nout) {
+          const int i = t % sb, v = t / sb;
+          const double* w = Xs + (c0 + i) * ld + c0;
+          double s = 0.0;
+          if (v < c0) {
+            const double* yv = Xs + c0 * ld + v;
+            for (int m = 0; m < sb; ++m) s = fma(w[m], yv[m * ld], s);
+          } else {
+            const double* av = Ls + (v + sb) * ld + c0;
+            for (int m = 0; m < sb; ++m) s = fma(av[m], w[m], s);
+          }
+          out[u] = s;
+        }
+      }
+      __syncthreads();
+#pragma unroll
+      for (int u = 0; u < kTileOut; ++u) {
+        const int t = tid + u * kFusedThreads;
+        if (t < nout) {
+          const int i = t % sb, v = t / sb;
+          if (v < c0)
+            Xs[(c0 + i) * ld + v] = out[u];
+          else
+            Ls[(v + sb) * ld + c0 + i] = out[u];
+        }
+      }
+      __syncthreads();
+      // (3) Rows below the tile, two a warp: Y(r, 0:r0) -= L(r, J) X_J, A(r, r0:r) -=
+      // L(r, J) L(c, J)^T. Reads only the tile's columns of L and rows of X, which no
+      // thread writes here.
+      const int pairs = (below + 1) / 2;
+      for (int pi = warp; pi < pairs; pi += nw) {
+        const int ra = r0 + 2 * pi, rb = min(ra + 1, nb - 1);
+        const bool hasB = ra + 1 < nb;
+        double la[kTile], lb[kTile];
+#pragma unroll
+        for (int m = 0; m < kTile; ++m) {
+          la[m] = m < sb ? Ls[ra * ld + c0 + m] : 0.0;
+          lb[m] = m < sb ? Ls[rb * ld + c0 + m] : 0.0;
+        }
+        for (int c = lane; c <= rb; c += 32) {
+          const bool isY = c < r0;
+          const double* v = isY ? Xs + c0 * ld + c : Ls + c * ld + c0;
+          const int st = isY ? ld : 1;
+          double sa = 0.0, sbb = 0.0;
+#pragma unroll
+          for (int m = 0; m < kTile; ++m)
+            if (m < sb) {
+              const double x = v[m * st];
+              sa = fma(la[m], x, sa);
+              sbb = fma(lb[m], x, sbb);
+            }
+          double* tgt = isY ? Xs : Ls;
+          if (c <= ra) tgt[ra * ld + c] -= sa;
+          if (hasB) tgt[rb * ld + c] -= sbb;
+        }
+      }
+      __syncthreads();
     }
-    __syncthreads();
+  } else {
+    for (int j = 0; j < nb; ++j) {
+      double dj = Ls[j * ld + j];
+      if (!(dj > 0.0)) {
+        if (!bad) bad = j + 1;
+        dj = 1.0;
+      }
+      const double sj = sqrt(dj), rj = 1.0 / sj;
+      // Column j of L below the pivot, and row j of the inverse.
+      for (int t = tid; t < nb; t += nt) {
+        if (t < nb - j - 1)
+          Ls[(j + 1 + t) * ld + j] *= rj;
+        else
+          Xs[j * ld + (t - (nb - j - 1))] *= rj;
+      }
+      __syncthreads();
+      if (tid == 0) Ls[j * ld + j] = sj; // nobody reads the pivot in this phase
+      // Rows below j, a row per warp: columns j+1..r of A_kk, columns 0..j of Y.
+      for (int r = j + 1 + warp; r < nb; r += nw) {
+        const double lrj = Ls[r * ld + j];
+        for (int c = lane; c <= r; c += 32) {
+          if (c > j)
+            Ls[r * ld + c] -= lrj * Ls[c * ld + j];
+          else
+            Xs[r * ld + c] -= lrj * Xs[j * ld + c];
+        }
+      }
+      __syncthreads();
+    }
   }
   for (int t = tid; t < nb * nb; t += nt) {
     const int c = t / nb, r = t % nb;
@@ -174,9 +339,13 @@ __global__ void __launch_bounds__(kFusedThreads) cholColumnFusedKernel(BatchView
     const int R = min(nb, M - r0);
     double* P = A + nb + r0; // rows (k+1) nb + r0 .., columns of block k
     __syncthreads();          // Ls free (written out / previous chunk done)
-    for (int t = tid; t < R * nb; t += nt) {
-      const int c = t / R, r = t % R;
-      Ls[r * ld + c] = P[r + (std::size_t)c * n];
+    if constexpr (Tiled) {
+      stageBlock<false>(Ls, ld, P, n, R, nb, tid);
+    } else {
+      for (int t = tid; t < R * nb; t += nt) {
+        const int c = t / R, r = t % R;
+        Ls[r * ld + c] = P[r + (std::size_t)c * n];
+      }
     }
     __syncthreads();
     double acc[5][5];
@@ -624,11 +793,12 @@ void launchCholeskyDiag(const BatchView& b, int k, double* D, int ldD, long long
 bool choleskyColumnFusedFits(int nb) { return nb >= 1 && nb <= kFusedMaxNb; }
 
 void launchCholeskyColumnFused(const BatchView& b, int k, int M, double* D, int ldD, long long stepD,
-                               long long strideD, cudaStream_t stream) {
+                               long long strideD, bool tiled, cudaStream_t stream) {
   const std::size_t shm = sizeof(double) * 2 * b.nb * (b.nb | 1);
+  auto* kernel = tiled ? cholColumnFusedKernel<true> : cholColumnFusedKernel<false>;
   if (shm > 48 * 1024)
-    SPEX_CUDA(cudaFuncSetAttribute(cholColumnFusedKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shm)));
-  cholColumnFusedKernel<<<b.count, kFusedThreads, shm, stream>>>(b, k, M, DiagTarget{D, ldD, stepD, strideD});
+    SPEX_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shm)));
+  kernel<<<b.count, kFusedThreads, shm, stream>>>(b, k, M, DiagTarget{D, ldD, stepD, strideD});
   SPEX_CUDA_LAUNCH("cholColumnFusedKernel");
 }
 

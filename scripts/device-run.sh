@@ -31,9 +31,12 @@
 #           (SPEXLAB_CUDA_MEMORY, SPEXLAB_CUDA_BATCH; the default is 4 GiB)
 #   bench1  bench on GPU 0 only (--gpus 0); bench2 over GPUs 0 and 1 (--gpus 0,1)
 #   memcheck / racecheck   compute-sanitizer on the small engine tests
-#   cholab  warm medians with SPEXLAB_CUDA_CHOLESKY=fused|blocked (block columns by one fused kernel
-#           or by four launches), alternating, then one stream each (phase times), and racecheck
-#           of test_batched_cholesky notPositiveDefiniteFusedAndSteps
+#   cholab  warm medians with SPEXLAB_CUDA_CHOLESKY=tiled|fused|blocked (block columns by one
+#           kernel, diagonal block by tiles or in one sweep, or by four launches), alternating,
+#           then one stream each (phase times), and racecheck of test_batched_cholesky
+#           notPositiveDefiniteFusedAndSteps and everyBandwidth (tiled, partial tiles)
+#   cholprof  per-launch device time of the block-column kernel by block column (kernel trace of
+#             one extract, one stream, tiled and fused twice)
 #   raceeigh  compute-sanitizer racecheck on syevBatched (three workspace sizes)
 #   solverab  warm medians with SPEXLAB_CUDA_SOLVER=auto|dense (block band or dense), two
 #             streams alternating, then one stream each (phase times)
@@ -199,14 +202,31 @@ PYEOF
                | tee $OUT/bench_solver_$k.txt | grep -E "^wall|^cholesky|^inverse|^fiber blocks|^solve|^eigh|memory:"; done
               echo "one stream:"; for k in auto dense; do echo "solver $k, 1 stream:"; SPEXLAB_CUDA_STREAMS=1 SPEXLAB_CUDA_SOLVER=$k timeout 100 $B/spexlab-cli bench --engine cuda --psf $PSF --repeat 5 2>&1 \
                | tee $OUT/bench_solver1_$k.txt | grep -E "^wall|^cholesky|^inverse|^fiber blocks|^eigh|^panel|^trailing|^diagonal"; done ;;
-    cholab) # the blocked Cholesky's block columns fused (default) or by four launches, alternating,
-            # then one stream each (phase times), then racecheck of the fused kernel
-            for k in fused blocked fused blocked; do echo "cholesky $k:"; SPEXLAB_CUDA_CHOLESKY=$k timeout 100 $B/spexlab-cli bench --engine cuda --psf $PSF --repeat 5 2>&1 \
+    cholab) # the blocked Cholesky's block columns tiled (default), fused or by four launches, alternating,
+            # then one stream each (phase times), then racecheck of the one-launch kernels
+            for k in tiled fused blocked tiled fused blocked; do echo "cholesky $k:"; SPEXLAB_CUDA_CHOLESKY=$k timeout 100 $B/spexlab-cli bench --engine cuda --psf $PSF --repeat 5 2>&1 \
                | tee $OUT/bench_chol_$k.txt | grep -E "^wall|^cholesky|^solve|memory:"; done
-            echo "one stream:"; for k in fused blocked; do echo "cholesky $k, 1 stream:"; SPEXLAB_CUDA_STREAMS=1 SPEXLAB_CUDA_CHOLESKY=$k timeout 100 $B/spexlab-cli bench --engine cuda --psf $PSF --repeat 5 2>&1 \
+            echo "one stream:"; for k in tiled fused blocked; do echo "cholesky $k, 1 stream:"; SPEXLAB_CUDA_STREAMS=1 SPEXLAB_CUDA_CHOLESKY=$k timeout 100 $B/spexlab-cli bench --engine cuda --psf $PSF --repeat 5 2>&1 \
                | tee $OUT/bench_chol1_$k.txt | grep -E "^wall|^cholesky|^solve|^block column|^panel|^trailing|^diagonal|^banded"; done
-            timeout 200 compute-sanitizer --tool racecheck --error-exitcode 9 $B/test_batched_cholesky notPositiveDefiniteFusedAndSteps 2>&1 \
+            timeout 200 compute-sanitizer --tool racecheck --error-exitcode 9 $B/test_batched_cholesky notPositiveDefiniteFusedAndSteps everyBandwidth 2>&1 \
                 | tee $OUT/racecheck_chol.log | grep -E "ERROR SUMMARY|RACE|PASS|FAIL|Totals"; echo "racecheck cholesky rc ${PIPESTATUS[0]}" ;;
+    cholprof) # device time of each block-column launch by block column k (panel rows M = 148 for
+              # k < 5, 74 for k = 5, 0 for k = 6) from one extract's kernel trace, one stream, tiled
+              # then fused: the panel's share against the diagonal block's
+              mkdir -p $D/frame
+              [ -f $D/frame/preproc.fits ] || $B/spexlab-cli simulate -o $D/frame --psf $PSF -w 5760,7620,0.8 > $OUT/simulate.log 2>&1
+              for k in tiled fused tiled fused; do
+                SPEXLAB_CUDA_STREAMS=1 SPEXLAB_CUDA_CHOLESKY=$k timeout 60 $B/spexlab-cli extract -i $D/frame/preproc.fits -p $D/frame/psf.fits \
+                  -o $D/frame/frame-c.fits -w 5760,7620,0.8 --engine cuda --profile-kernels --profile $OUT/trace-chol-$k.json > $OUT/extract-chol-$k.log 2>&1
+                python3 - $OUT/trace-chol-$k.json $k <<'PY'
+import json, statistics, sys
+ev = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("ph") == "X" and "cholColumnFusedKernel" in e.get("name", "")]
+ev.sort(key=lambda e: e["ts"])
+by = {}
+for i, e in enumerate(ev): by.setdefault(i % 7, []).append(e["dur"])
+print("%s: %d block-column launches; by k: " % (sys.argv[2], len(ev)) + ", ".join("k%d %.1f us" % (k, statistics.median(v)) for k, v in sorted(by.items())))
+PY
+              done ;;
     raceeigh) timeout 300 compute-sanitizer --tool racecheck --error-exitcode 9 $B/test_batched_eigh workspaceSizesAgree 2>&1 \
                 | tee $OUT/racecheck_eigh.log | grep -E "ERROR SUMMARY|RACE|PASS|FAIL|Totals"; echo "racecheck eigh rc ${PIPESTATUS[0]}" ;;
     racecheck) timeout 300 compute-sanitizer --tool racecheck --error-exitcode 9 $B/test_cuda_engine subsetAndSmallBatchesMatch 2>&1 \

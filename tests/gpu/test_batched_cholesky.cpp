@@ -31,7 +31,7 @@ struct Result {
 // Runs both routines on a batch (info of matrix `bad`, when >= 0, forced by a
 // negative diagonal entry at column badColumn) and compares with LAPACK.
 Result run(int nblk, int nb, int w, int wSolve, int batch, unsigned seed, int bad = -1, int badColumn = 0,
-           gpu::CholeskyKernel kernel = gpu::CholeskyKernel::fused, std::vector<double>* factor = nullptr) {
+           gpu::CholeskyKernel kernel = gpu::CholeskyKernel::tiled, std::vector<double>* factor = nullptr) {
   const int n = nblk * nb;
   std::vector<double> A = randomBanded(nblk, nb, w, batch, seed);
   if (bad >= 0) A[std::size_t(n) * n * bad + badColumn + std::size_t(badColumn) * n] *= -1.0;
@@ -96,7 +96,10 @@ Result run(int nblk, int nb, int w, int wSolve, int batch, unsigned seed, int ba
     r.inverse = std::max(r.inverse, xd / xmax);
   }
   qInfo("%s: nblk %d, nb %d, band %d solved as %d, batch %d: factor %.2e, inverse %.2e, outside the band %lld",
-        kernel == gpu::CholeskyKernel::fused ? "fused" : "steps", nblk, nb, w, wSolve, batch, r.factor, r.inverse,
+        kernel == gpu::CholeskyKernel::tiled   ? "tiled"
+        : kernel == gpu::CholeskyKernel::fused ? "fused"
+                                               : "steps",
+        nblk, nb, w, wSolve, batch, r.factor, r.inverse,
         r.outsideBand);
   return r;
 }
@@ -138,39 +141,48 @@ private slots:
   }
 
   void fusedAndStepsAgree() {
-    // The fused block column (CholeskyKernel::fused) against the four launches and
-    // LAPACK: the engine's shape, block sizes at the register tile's edge (80: fused;
-    // 81 and 90 run as steps), a panel shorter than a block (the band cut by the
-    // matrix's end), block-diagonal and dense. Both must match LAPACK to 1e-12 of
-    // max|L| (backward-stable Cholesky of matrices with condition ~10, scaled by
-    // 10^±3), and each other to the same.
+    // The one-launch block columns (CholeskyKernel::tiled and ::fused) against the
+    // four launches and LAPACK: the engine's shape, block sizes at the register tile's
+    // edge (80: fused and tiled, five full tiles; 81 and 90 run as steps), tiles cut
+    // short (74 = 4 x 16 + 10, 37, 23, 17 = 16 + 1, 15 and 1: one partial tile), a
+    // panel shorter than a block (the band cut by the matrix's end), block-diagonal
+    // and dense. Each must match LAPACK to 1e-12 of max|L| (backward-stable Cholesky of
+    // matrices with condition ~10, scaled by 10^±3), and the others to the same.
     struct Case { int nblk, nb, w, wSolve; };
     for (const Case c : {Case{7, 74, 2, 2}, Case{7, 74, 2, 6}, Case{3, 80, 2, 2}, Case{3, 81, 1, 1},
-                         Case{2, 90, 1, 1}, Case{4, 37, 0, 0}, Case{5, 23, 4, 4}, Case{2, 1, 1, 1}}) {
-      std::vector<double> Lf, Ls;
+                         Case{2, 90, 1, 1}, Case{4, 37, 0, 0}, Case{5, 23, 4, 4}, Case{3, 17, 1, 1},
+                         Case{4, 15, 2, 2}, Case{2, 1, 1, 1}}) {
+      std::vector<double> Lt, Lf, Ls;
+      const Result t = run(c.nblk, c.nb, c.w, c.wSolve, 20, 900 + c.nb, -1, 0, gpu::CholeskyKernel::tiled, &Lt);
       const Result f = run(c.nblk, c.nb, c.w, c.wSolve, 20, 900 + c.nb, -1, 0, gpu::CholeskyKernel::fused, &Lf);
       const Result s = run(c.nblk, c.nb, c.w, c.wSolve, 20, 900 + c.nb, -1, 0, gpu::CholeskyKernel::steps, &Ls);
       const QString what = QString("nblk %1 nb %2 w %3 as %4").arg(c.nblk).arg(c.nb).arg(c.w).arg(c.wSolve);
+      QVERIFY2(t.factor < 1e-12 && t.inverse < 1e-12 && t.outsideBand == 0, qPrintable("tiled " + what));
       QVERIFY2(f.factor < 1e-12 && f.inverse < 1e-12 && f.outsideBand == 0, qPrintable("fused " + what));
       QVERIFY2(s.factor < 1e-12 && s.inverse < 1e-12 && s.outsideBand == 0, qPrintable("steps " + what));
+      for (int i : t.info) QCOMPARE(i, 0);
       for (int i : f.info) QCOMPARE(i, 0);
       const int n = c.nblk * c.nb;
-      double dmax = 0, lmax = 0;
-      for (std::size_t t = 0; t < Lf.size(); ++t) {
-        const std::size_t q = t % (std::size_t(n) * n);
-        if (q % n < q / n) continue; // upper triangle: not part of the result
-        dmax = std::max(dmax, std::abs(Lf[t] - Ls[t]));
-        lmax = std::max(lmax, std::abs(Ls[t]));
+      for (const auto* other : {&Lt, &Lf}) {
+        double dmax = 0, lmax = 0;
+        for (std::size_t q0 = 0; q0 < Ls.size(); ++q0) {
+          const std::size_t q = q0 % (std::size_t(n) * n);
+          if (q % n < q / n) continue; // upper triangle: not part of the result
+          dmax = std::max(dmax, std::abs((*other)[q0] - Ls[q0]));
+          lmax = std::max(lmax, std::abs(Ls[q0]));
+        }
+        QVERIFY2(dmax <= 1e-12 * lmax, qPrintable(what + QString(": %1 vs steps %2")
+                                                             .arg(other == &Lt ? "tiled" : "fused")
+                                                             .arg(dmax / lmax)));
       }
-      QVERIFY2(dmax <= 1e-12 * lmax, qPrintable(what + QString(": fused vs steps %1").arg(dmax / lmax)));
     }
   }
 
   void notPositiveDefiniteFusedAndSteps() {
-    // The same non-SPD matrix through both kernels: LAPACK's info from each, at a
-    // pivot in the first block and in a later one.
-    for (auto kernel : {gpu::CholeskyKernel::fused, gpu::CholeskyKernel::steps})
-      for (int col : {3, 2 * 30 + 7}) {
+    // The same non-SPD matrix through every kernel: LAPACK's info from each, at a
+    // pivot in the first block (the first tile) and in a later one (its second tile).
+    for (auto kernel : {gpu::CholeskyKernel::tiled, gpu::CholeskyKernel::fused, gpu::CholeskyKernel::steps})
+      for (int col : {3, 2 * 30 + 17}) {
         const Result r = run(4, 30, 1, 1, 6, 11, 2, col, kernel);
         for (int b = 0; b < 6; ++b) {
           if (b == 2)
