@@ -202,6 +202,58 @@ std::vector<KernelStats> Profile::kernelStats(int64_t t0, int64_t t1) const {
   return out;
 }
 
+std::vector<DeviceOccupancy> Profile::deviceOccupancy(int64_t t0, int64_t t1) const {
+  if (t1 < 0) t1 = std::max<int64_t>(wallNs, 1);
+  // A sweep over each device's activity edges: +1 at a start, -1 at an end, kernels and
+  // copies counted apart. Between two edges the counts are constant.
+  struct Edge {
+    int64_t t;
+    int kernels, copies;
+  };
+  std::map<int, std::vector<Edge>> edges;
+  for (const ProfileRange& r : ranges) {
+    if (r.kernel < 0 || std::size_t(r.kernel) >= kernels.size()) continue;
+    const int64_t a = std::max(r.startNs, t0), b = std::min(r.endNs, t1);
+    if (b <= a) continue;
+    const KernelRecord& k = kernels[r.kernel];
+    const bool isKernel = k.kind == "kernel";
+    auto& e = edges[k.device];
+    e.push_back({a, isKernel ? 1 : 0, isKernel ? 0 : 1});
+    e.push_back({b, isKernel ? -1 : 0, isKernel ? 0 : -1});
+  }
+  std::vector<DeviceOccupancy> out;
+  for (auto& [device, e] : edges) {
+    std::sort(e.begin(), e.end(), [](const Edge& x, const Edge& y) { return x.t < y.t; });
+    DeviceOccupancy o;
+    o.device = device;
+    o.windowS = double(t1 - t0) * 1e-9;
+    o.leadS = double(e.front().t - t0) * 1e-9;
+    o.tailS = double(t1 - e.back().t) * 1e-9;
+    int nk = 0, nc = 0;
+    for (std::size_t i = 0; i + 1 < e.size(); ++i) {
+      nk += e[i].kernels;
+      nc += e[i].copies;
+      const double d = double(e[i + 1].t - e[i].t) * 1e-9;
+      if (d <= 0) continue;
+      if (nk > 0) o.kernelS += d;
+      if (nk > 1) o.concurrentS += d;
+      if (nk == 0 && nc > 0) o.copyOnlyS += d;
+      if (nk > 0 || nc > 0) {
+        o.busyS += d;
+      } else {
+        o.gapS += d;
+        if (d > o.largestGapS) {
+          o.largestGapS = d;
+          o.largestGapAtS = double(e[i].t) * 1e-9;
+        }
+        o.gaps++;
+      }
+    }
+    out.push_back(o);
+  }
+  return out;
+}
+
 std::string Profile::toChromeTrace() const {
   // One "X" event per range (ts/dur in microseconds, tid = lane, args.patch) and "M"
   // events naming the lanes, as DESIGN.md says. Nanoseconds are kept exactly in

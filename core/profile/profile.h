@@ -85,6 +85,26 @@ struct KernelStats {
   std::string copyKind;
 };
 
+// How busy one device was over a window (the kernel profile's device lanes): the union
+// of its activities' intervals, so overlapping kernels on two streams count once. What
+// is not busy is idle: before the first activity (host work ahead of the device), after
+// the last, and in the gaps between. A developer reads from it whether a run is bound by
+// the device or waits on the host (docs/profiling.md, "Device occupancy").
+struct DeviceOccupancy {
+  int device = 0;
+  double windowS = 0;      // the window's length
+  double busyS = 0;        // some kernel, copy or set running
+  double kernelS = 0;      // some kernel running
+  double concurrentS = 0;  // two or more kernels running at once
+  double copyOnlyS = 0;    // copies or sets running and no kernel
+  double leadS = 0;        // from the window's start to the first activity
+  double tailS = 0;        // from the last activity's end to the window's end
+  double gapS = 0;         // idle between the first activity and the last
+  double largestGapS = 0;  // the longest such idle stretch
+  double largestGapAtS = 0; // where it starts, on the profile's clock (s from its origin)
+  int gaps = 0;            // how many idle stretches lie between the first and the last
+};
+
 struct PhaseStats {
   std::string name;
   int count = 0;
@@ -112,6 +132,9 @@ struct Profile {
   // (clipped to it, as phaseStats), with each one's share of its phase's device time;
   // ordered by phase total, then kernel total, both descending. Empty without kernels.
   std::vector<KernelStats> kernelStats(int64_t t0 = 0, int64_t t1 = -1) const;
+  // Per device with activities in [t0, t1) (clipped to it; whole profile by default),
+  // by device ordinal.
+  std::vector<DeviceOccupancy> deviceOccupancy(int64_t t0 = 0, int64_t t1 = -1) const;
 
   std::string toChromeTrace() const;                   // {"traceEvents":[...]}
   static Profile fromChromeTrace(const std::string&);  // throws SpexError

@@ -400,8 +400,27 @@ QString PhaseTable::description() const {
   if (!m_profile) return tr("No profile");
   if (!m_profile->kernels.empty())
     return describeRange() + tr("; \u21b3 rows: the phase's kernels and copies (CUPTI), their time inside "
-                                "the range and their share of the phase's device time");
+                                "the range and their share of the phase's device time") +
+           describeOccupancy();
   return describeRange();
+}
+
+QString PhaseTable::describeOccupancy() const {
+  // How busy each GPU was over the same range (Profile::deviceOccupancy): a developer
+  // sees at once whether the device or the host sets the run's pace.
+  QString s;
+  const auto occ = hasTimeRange() ? m_profile->deviceOccupancy(m_t0, m_t1) : m_profile->deviceOccupancy();
+  for (const DeviceOccupancy& o : occ)
+    s += tr(". GPU %1 busy %2 % of it (kernels %3 %, two or more at once %4 %); idle %5 before its first "
+            "activity, %6 in %7 gap%8 (largest %9), %10 after its last")
+             .arg(o.device)
+             .arg(o.windowS > 0 ? 100 * o.busyS / o.windowS : 0.0, 0, 'f', 0)
+             .arg(o.windowS > 0 ? 100 * o.kernelS / o.windowS : 0.0, 0, 'f', 0)
+             .arg(o.windowS > 0 ? 100 * o.concurrentS / o.windowS : 0.0, 0, 'f', 0)
+             .arg(formatDuration(o.leadS), formatDuration(o.gapS))
+             .arg(o.gaps)
+             .arg(o.gaps == 1 ? "" : "s", formatDuration(o.largestGapS), formatDuration(o.tailS));
+  return s;
 }
 
 QString PhaseTable::describeRange() const {

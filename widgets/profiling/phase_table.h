@@ -111,13 +111,15 @@ public:
 
   PhaseStatsModel* statsModel() const { return m_model; }
   QSortFilterProxyModel* proxy() const { return m_proxy; }
-  // One line for a label over the table: what the shares are relative to.
+  // One line for a label over the table: what the shares are relative to, and with a
+  // kernel profile how busy each GPU was over the same range.
   QString description() const;
 
 private:
   void fitNameColumn();
   void refresh();
   QString describeRange() const;
+  QString describeOccupancy() const;
   void rowClicked(const QModelIndex& index);
   void showHighlight(const QString& phase);
 

@@ -10,7 +10,9 @@
 
 #include <QTest>
 
+#include <algorithm>
 #include <cmath>
+#include <random>
 
 using namespace spex;
 
@@ -365,6 +367,89 @@ private slots:
         if (r.startNs >= 1'000'000) QVERIFY(std::size_t(r.kernel) >= f.p.kernels.size());
       }
     QCOMPARE(kernelRanges, int(both.kernels.size()));
+  }
+
+  // Profile::deviceOccupancy against a count made nanosecond by nanosecond: random
+  // kernels and copies on two devices and three streams, overlapping, some sticking out
+  // of the window, phases (not activities) that must not count.
+  void deviceOccupancyIsTheUnionOfActivities() {
+    std::mt19937 rng(7);
+    for (int trial = 0; trial < 20; ++trial) {
+      Profile p;
+      p.lanes = {"main", "cuda:0 stream 1", "cuda:0 stream 2", "cuda:1 stream 1"};
+      p.wallNs = 4'000;
+      p.ranges.push_back({"extract", 0, 4'000, 0, 0, -1}); // a phase: not an activity
+      const int64_t t0 = trial % 2 ? 300 : 0, t1 = trial % 2 ? 3'500 : 4'000;
+      std::uniform_int_distribution<int> start(-200, 4'100), len(1, 400), dev(0, 1), kind(0, 3);
+      for (int i = 0; i < 12; ++i) {
+        KernelRecord k;
+        k.device = dev(rng);
+        k.kind = kind(rng) == 0 ? "memcpy" : "kernel";
+        const int64_t a = start(rng);
+        p.kernels.push_back(k);
+        ProfileRange r{k.kind, a, a + len(rng), 1 + k.device * 2, 1, -1};
+        r.kernel = int(p.kernels.size() - 1);
+        p.ranges.push_back(r);
+      }
+      const auto occ = p.deviceOccupancy(t0, t1);
+      for (const DeviceOccupancy& o : occ) {
+        // Per nanosecond of the window: kernels and copies running on this device.
+        std::vector<int> nk(std::size_t(t1 - t0)), nc(nk.size());
+        for (const ProfileRange& r : p.ranges) {
+          if (r.kernel < 0 || p.kernels[r.kernel].device != o.device) continue;
+          for (int64_t t = std::max(r.startNs, t0); t < std::min(r.endNs, t1); ++t)
+            (p.kernels[r.kernel].kind == "kernel" ? nk : nc)[std::size_t(t - t0)]++;
+        }
+        double busy = 0, kern = 0, conc = 0, copyOnly = 0, gap = 0, largest = 0, run = 0, largestAt = 0;
+        int64_t first = -1, last = -1;
+        int gaps = 0;
+        for (std::size_t t = 0; t < nk.size(); ++t)
+          if (nk[t] + nc[t] > 0) {
+            if (first < 0) first = int64_t(t);
+            last = int64_t(t);
+          }
+        QVERIFY(first >= 0);
+        for (int64_t t = first; t <= last; ++t) {
+          const std::size_t i = std::size_t(t);
+          busy += nk[i] + nc[i] > 0;
+          kern += nk[i] > 0;
+          conc += nk[i] > 1;
+          copyOnly += nk[i] == 0 && nc[i] > 0;
+          if (nk[i] + nc[i] == 0) {
+            gap += 1;
+            if (run == 0) ++gaps;
+            if (++run > largest) {
+              largest = run;
+              largestAt = double(t0 + t - run + 1);
+            }
+          } else {
+            run = 0;
+          }
+        }
+        const double ns = 1e-9;
+        QCOMPARE(o.windowS, double(t1 - t0) * ns);
+        QCOMPARE(o.busyS, busy * ns);
+        QCOMPARE(o.kernelS, kern * ns);
+        QCOMPARE(o.concurrentS, conc * ns);
+        QCOMPARE(o.copyOnlyS, copyOnly * ns);
+        QCOMPARE(o.leadS, double(first) * ns);
+        QCOMPARE(o.tailS, double(int64_t(nk.size()) - 1 - last) * ns);
+        QCOMPARE(o.gapS, gap * ns);
+        QCOMPARE(o.largestGapS, largest * ns);
+        if (gaps) QCOMPARE(o.largestGapAtS, largestAt * ns);
+        QCOMPARE(o.gaps, gaps);
+        QVERIFY(std::abs(o.busyS + o.leadS + o.tailS + o.gapS - o.windowS) < 1e-15);
+      }
+      // Every device with an activity inside the window is reported, once, in order.
+      std::vector<int> devices;
+      for (const ProfileRange& r : p.ranges)
+        if (r.kernel >= 0 && std::min(r.endNs, t1) > std::max(r.startNs, t0))
+          devices.push_back(p.kernels[r.kernel].device);
+      std::sort(devices.begin(), devices.end());
+      devices.erase(std::unique(devices.begin(), devices.end()), devices.end());
+      QCOMPARE(int(occ.size()), int(devices.size()));
+      for (std::size_t i = 0; i < occ.size(); ++i) QCOMPARE(occ[i].device, devices[i]);
+    }
   }
 };
 

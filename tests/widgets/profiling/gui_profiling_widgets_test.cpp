@@ -289,6 +289,16 @@ private slots:
     QAbstractItemModel* m = table.model();
     QCOMPARE(m->rowCount(), 2 + 4); // phases + (solve: chol, gemm; decorrelate: eig; none: stray)
     QVERIFY(table.description().contains(QStringLiteral("CUPTI")));
+    // Device occupancy over the whole run: 39 us of kernels in 100 us, 10 us before the
+    // first, 12 us in two gaps (39-40, 49-60), 39 us after the last; over [10, 50) us:
+    // 38 of 40 us busy, one gap of 1 us.
+    QVERIFY2(table.description().contains(QStringLiteral("GPU 0 busy 39 % of it (kernels 39 %, two or more at once 0 %)")),
+             qPrintable(table.description()));
+    QVERIFY2(table.description().contains(QStringLiteral("in 2 gaps")), qPrintable(table.description()));
+    table.setTimeRange(10'000, 50'000);
+    QVERIFY2(table.description().contains(QStringLiteral("GPU 0 busy 95 %")), qPrintable(table.description()));
+    QVERIFY2(table.description().contains(QStringLiteral("in 1 gap (")), qPrintable(table.description()));
+    table.setTimeRange(0, 0);
     auto text = [&](int r, int c) { return m->data(m->index(r, c), Qt::DisplayRole).toString(); };
     for (int c = 0; c < PhaseStatsModel::ColumnCount; ++c)
       for (Qt::SortOrder order : {Qt::AscendingOrder, Qt::DescendingOrder}) {
