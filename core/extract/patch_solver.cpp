@@ -36,8 +36,8 @@ namespace {
 typedef double Lanes4 __attribute__((vector_size(32), aligned(8), may_alias));
 
 // sum over rows r < nrow and i < len of w[r stride + i] b[r stride + i], in four lanes
-// (plus a scalar one for each row's last len % 4) added at the end in a fixed order:
-// the same bits in both clones of the caller.
+// (plus a scalar one for each row's last len % 4) added at the end in a fixed order,
+// the same in both clones of the caller (the x86-64-v3 one fuses the multiply-adds).
 inline __attribute__((always_inline)) double overlapDot(const double* w, const double* b, int nrow, int len,
                                                         int stride) {
   Lanes4 v = {0, 0, 0, 0};

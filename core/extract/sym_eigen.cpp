@@ -37,7 +37,8 @@ typedef double Lanes4 __attribute__((vector_size(32), aligned(8), may_alias));
 
 
 // sum of x[i] y[i], i < len, in four lanes and a scalar tail, added in a fixed order
-// (the same bits in both clones of the caller).
+// (the same order in both clones of the caller; the x86-64-v3 one fuses the multiply-adds,
+// core/clones.h).
 inline __attribute__((always_inline)) double dot4(int len, const double* x, const double* y) {
   Lanes4 acc = {0, 0, 0, 0};
   int i = 0;
@@ -76,7 +77,7 @@ SPEX_CLONES void rank2AndSymv(int n, int c0, int c1, double* __restrict a, const
       col[c] = x0;
       pn[c] += x0 * vnc;
       // Rows below the diagonal in one pass: update, axpy into pn, and the dot with vn
-      // in four lanes (scalar tail, lanes added in a fixed order: same bits in both clones).
+      // in four lanes (scalar tail, lanes added in a fixed order, the same in both clones).
       const Lanes4 wcv = {wc, wc, wc, wc}, vcv = {vc, vc, vc, vc}, vncv = {vnc, vnc, vnc, vnc};
       Lanes4 acc = {0, 0, 0, 0};
       int r = c + 1;
