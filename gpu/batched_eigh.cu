@@ -1,6 +1,7 @@
 // syevBatched (batched_eigh.h) in three passes. Counts for n = 74 (docs/benchmarks.md,
-// versions 9-11): the reduction is 2 x 72 steps of a matrix-vector product and a
-// rank-1/rank-2 update (3 and 2 barriers a step); the QL iteration does ~1.05 n^2
+// versions 9-11 and Issue 12, fifth round): the reduction is 2 x 72 steps of a
+// matrix-vector product and a rank-1/rank-2 update (the fused kernel: 2 barriers a
+// tridiagonalisation step; Q in registers, none); the QL iteration does ~1.05 n^2
 // rotations whose scalar chain is serial, so it runs a thread per matrix and records
 // the rotations; applying them is independent per row of Q.
 #include "batched_eigh.h"
@@ -70,6 +71,68 @@ __device__ __forceinline__ double qlRotation(double ei, double di, double di1, d
   g = gn;
   dnew = gg + pn;
   return r;
+}
+
+// Q = H_0 ... H_{n-3} from the reflectors in the columns of a (pass 1's shared-memory
+// form, 192 threads): in place, backwards (dorgtr 'L' -> dorg2r on Q' = a(1:n, 1:n)),
+// two barriers a step. p: n doubles of scratch.
+__device__ void formQShared(int n, double* a, int ld, const double* tau, double* p, int tid, int nt, int half,
+                            int hr, int nh, unsigned pair) {
+  // Q = H_0 ... H_{n-3} in place (dorgtr 'L' -> dorg2r on Q' = a(1:n, 1:n)), backwards:
+  // Q'(i:, i+1:) = H_i Q'(i:, i+1:), then column i of Q' from v_i alone. Reflector i
+  // stays in column i of a until step i - 1 overwrites it.
+  for (int r = 1 + tid; r < n; r += nt) a[(n - 1) * ld + r] = r == n - 1 ? 1.0 : 0.0;
+  __syncthreads();
+  for (int i = n - 3; i >= 0; --i) {
+    // p_c = v^T Q'(:, c), a lane pair per column (rows [rb, re) each), four
+    // independent partial sums.
+    const double* vi = a + i * ld;
+    const int rm = (i + 2 + n) >> 1, rb = half ? rm : i + 2, re = half ? n : rm;
+    for (int c = i + 2 + hr; c < n; c += nh) {
+      const double* col = a + c * ld;
+      double s0 = half ? 0.0 : col[i + 1], s1 = 0.0, s2 = 0.0, s3 = 0.0;
+      int r = rb;
+      for (; r + 3 < re; r += 4) {
+        s0 += vi[r] * col[r];
+        s1 += vi[r + 1] * col[r + 1];
+        s2 += vi[r + 2] * col[r + 2];
+        s3 += vi[r + 3] * col[r + 3];
+      }
+      for (; r < re; ++r) s0 += vi[r] * col[r];
+      double sum = (s0 + s1) + (s2 + s3);
+      sum += __shfl_xor_sync(pair, sum, 16);
+      if (!half) p[c] = sum;
+    }
+    __syncthreads();
+    // Q'(i+1:, i+2:) -= tau v p^T, a lane pair per row (columns [qb, qe) each), four
+    // columns in flight; then column i + 1 from v alone.
+    const double t = tau[i];
+    const int qb = half ? rm : i + 2, qe = half ? n : rm;
+    for (int r = 1 + hr; r < n; r += nh) {
+      if (r >= i + 1) {
+        const double vr = r == i + 1 ? 1.0 : vi[r];
+        int c = qb;
+        for (; c + 3 < qe; c += 4) {
+          double x[4], pc[4];
+#pragma unroll
+          for (int q = 0; q < 4; ++q) {
+            x[q] = a[(c + q) * ld + r];
+            pc[q] = t * p[c + q];
+          }
+#pragma unroll
+          for (int q = 0; q < 4; ++q) a[(c + q) * ld + r] = x[q] - pc[q] * vr;
+        }
+        for (; c < qe; ++c) a[c * ld + r] -= t * p[c] * vr;
+      }
+      if (!half) a[(i + 1) * ld + r] = r < i + 1 ? 0.0 : (r == i + 1 ? 1.0 - t : -t * vi[r]);
+    }
+    __syncthreads();
+  }
+  for (int r = tid; r < n; r += nt) {
+    a[r] = r == 0 ? 1.0 : 0.0;
+    if (r) a[r * ld] = 0.0;
+  }
+  __syncthreads();
 }
 
 // Pass 1: Householder tridiagonalisation and Q, one block per matrix. Column-major in
@@ -185,61 +248,7 @@ __global__ void __launch_bounds__(kReduceThreads, 4)
   }
   __syncthreads();
 
-  // Q = H_0 ... H_{n-3} in place (dorgtr 'L' -> dorg2r on Q' = a(1:n, 1:n)), backwards:
-  // Q'(i:, i+1:) = H_i Q'(i:, i+1:), then column i of Q' from v_i alone. Reflector i
-  // stays in column i of a until step i - 1 overwrites it.
-  for (int r = 1 + tid; r < n; r += nt) a[(n - 1) * ld + r] = r == n - 1 ? 1.0 : 0.0;
-  __syncthreads();
-  for (int i = n - 3; i >= 0; --i) {
-    // p_c = v^T Q'(:, c), a lane pair per column (rows [rb, re) each), four
-    // independent partial sums.
-    const double* vi = a + i * ld;
-    const int rm = (i + 2 + n) >> 1, rb = half ? rm : i + 2, re = half ? n : rm;
-    for (int c = i + 2 + hr; c < n; c += nh) {
-      const double* col = a + c * ld;
-      double s0 = half ? 0.0 : col[i + 1], s1 = 0.0, s2 = 0.0, s3 = 0.0;
-      int r = rb;
-      for (; r + 3 < re; r += 4) {
-        s0 += vi[r] * col[r];
-        s1 += vi[r + 1] * col[r + 1];
-        s2 += vi[r + 2] * col[r + 2];
-        s3 += vi[r + 3] * col[r + 3];
-      }
-      for (; r < re; ++r) s0 += vi[r] * col[r];
-      double sum = (s0 + s1) + (s2 + s3);
-      sum += __shfl_xor_sync(pair, sum, 16);
-      if (!half) p[c] = sum;
-    }
-    __syncthreads();
-    // Q'(i+1:, i+2:) -= tau v p^T, a lane pair per row (columns [qb, qe) each), four
-    // columns in flight; then column i + 1 from v alone.
-    const double t = tau[i];
-    const int qb = half ? rm : i + 2, qe = half ? n : rm;
-    for (int r = 1 + hr; r < n; r += nh) {
-      if (r >= i + 1) {
-        const double vr = r == i + 1 ? 1.0 : vi[r];
-        int c = qb;
-        for (; c + 3 < qe; c += 4) {
-          double x[4], pc[4];
-#pragma unroll
-          for (int q = 0; q < 4; ++q) {
-            x[q] = a[(c + q) * ld + r];
-            pc[q] = t * p[c + q];
-          }
-#pragma unroll
-          for (int q = 0; q < 4; ++q) a[(c + q) * ld + r] = x[q] - pc[q] * vr;
-        }
-        for (; c < qe; ++c) a[c * ld + r] -= t * p[c] * vr;
-      }
-      if (!half) a[(i + 1) * ld + r] = r < i + 1 ? 0.0 : (r == i + 1 ? 1.0 - t : -t * vi[r]);
-    }
-    __syncthreads();
-  }
-  for (int r = tid; r < n; r += nt) {
-    a[r] = r == 0 ? 1.0 : 0.0;
-    if (r) a[r * ld] = 0.0;
-  }
-  __syncthreads();
+  formQShared(n, a, ld, tau, p, tid, nt, half, hr, nh, pair);
   if (prof && tid == 0) {
     const long long clk2 = clock64();
     atomicAdd(prof + 0, (unsigned long long)(clk1 - clk0));
@@ -255,6 +264,342 @@ __global__ void __launch_bounds__(kReduceThreads, 4)
     wk[2 + n + r] = e[r];
   }
 }
+
+// Q = H_0 H_1 ... H_{n-3} in registers (n <= kTileMaxN; issue 12, fifth round): the
+// 192 threads of pass 1 as a 12 x 16 grid, thread (tr, tc) holding Q's entries
+// (tr + 12 k, tc + 16 l) for k in [K0, K0 + KN), l < kQCols. Every row of Q is
+// e_r^T H_0 H_1 ... H_{n-3}, independent of the others: accumulated forwards,
+// Q <- Q H_i: u = Q v by rows (partial sums over a thread's columns, reduced across the
+// 16 lanes of a half-warp by shuffles), then Q -= tau u v^T. The reflectors are read
+// from the columns of a (v_i(i + 1) = 1, v_i(r) = a(r, i) below), left untouched: no
+// barrier at all; the rows go straight to A in global memory. Rows in three batches
+// (k < 3, 3 <= k < 5, 5 <= k < 7) so that a batch's entries stay in registers at four
+// blocks a multiprocessor (80 registers a thread).
+constexpr int kQCols = 5;
+constexpr int kTileMaxN = 80; // 16 kQCols, and <= 12 x 7 rows
+
+__device__ __forceinline__ double halfWarpSum(double x) {
+  for (int o = 8; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+  return x;
+}
+
+template <int K0, int KN>
+__device__ void formQTileRows(int n, const double* a, int ld, const double* tau, int tid, double* A, int lda) {
+  const int lane = tid & 31, tc = lane & 15, tr = ((tid >> 5) << 1) | (lane >> 4);
+  double q[KN][kQCols];
+#pragma unroll
+  for (int k = 0; k < KN; ++k)
+#pragma unroll
+    for (int l = 0; l < kQCols; ++l) q[k][l] = tr + 12 * (K0 + k) == tc + 16 * l ? 1.0 : 0.0;
+  for (int i = 0; i + 2 < n; ++i) {
+    const double t = tau[i];
+    double vc[kQCols];
+#pragma unroll
+    for (int l = 0; l < kQCols; ++l) {
+      const int c = tc + 16 * l;
+      vc[l] = c == i + 1 ? 1.0 : (c > i + 1 && c < n ? a[i * ld + c] : 0.0);
+    }
+#pragma unroll
+    for (int k = 0; k < KN; ++k) {
+      double s = 0.0;
+#pragma unroll
+      for (int l = 0; l < kQCols; ++l) s = fma(q[k][l], vc[l], s);
+      s = t * halfWarpSum(s);
+#pragma unroll
+      for (int l = 0; l < kQCols; ++l) q[k][l] -= s * vc[l];
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < KN; ++k)
+#pragma unroll
+    for (int l = 0; l < kQCols; ++l) {
+      const int r = tr + 12 * (K0 + k), c = tc + 16 * l;
+      if (r < n && c < n) A[(long long)c * lda + r] = q[k][l];
+    }
+}
+
+// Pass 1, fused (the default; issue 12, fifth round). Tridiagonalisation in two
+// passes over the trailing matrix a step instead of three, and two barriers a step
+// instead of three: step i's rank-2 update and step i + 1's matrix-vector product are
+// one pass. Every warp first computes column i + 1 as step i's update leaves it (from
+// a, v, p: a few entries a lane), hence reflector i + 1; then each pair of lanes
+// updates its row of the trailing matrix (rows and columns >= i + 2) and accumulates
+// the updated row against v_{i+1} at once. v and p are double-buffered. Entries are
+// computed with syevReduceKernel's expressions; only the order of the dot products'
+// additions differs. Q: in registers for n <= kTileMaxN (formQTileRows), else
+// syevReduceKernel's shared-memory form (formQShared).
+__global__ void __launch_bounds__(kReduceThreads, 4)
+    syevReduceFusedKernel(int n, double* Ag, int lda, long long strideA, double* work, long long S,
+                          unsigned long long* prof, int separateQ) {
+  extern __shared__ double2 sh2[];
+  double* sh = reinterpret_cast<double*>(sh2);
+  const int ld = n | 1, n2 = (n + 1) & ~1;
+  double* a = sh;
+  double* d = a + ((n * ld + 1) & ~1);
+  double* e = d + n2;
+  double* tau = e + n2;
+  double* v = tau + n2; // v_i and v_{i+1}, p_i and p_{i+1}: 16-byte aligned
+  double* vn = v + n2;
+  double* p = vn + n2;
+  double* pn = p + n2;
+  const int tid = threadIdx.x, nt = blockDim.x, lane = tid & 31;
+  const int half = lane >> 4, hr = ((tid >> 5) << 4) + (lane & 15), nh = nt >> 1;
+  const unsigned pair = (1u << lane) | (1u << (lane ^ 16));
+  double* A = Ag + (long long)blockIdx.x * strideA;
+  long long clk0 = 0, clk1 = 0;
+  if (prof && tid == 0) clk0 = clock64();
+
+  for (int t = tid; t < n * n; t += nt) {
+    const int c = t / n, r = t - c * n;
+    a[c * ld + r] = r >= c ? A[(long long)c * lda + r] : A[(long long)r * lda + c];
+  }
+  __syncthreads();
+
+  if (n >= 3) {
+    // Reflector 0 from column 0, and p_0 = tau_0 A22 v_0 (as syevReduceKernel's step 0).
+    double ss = 0.0;
+    for (int r = 2 + lane; r < n; r += 32) ss += a[r] * a[r];
+    ss = warpSum(ss);
+    const double alpha = a[1];
+    double t = 0.0, beta = alpha, scal = 0.0;
+    if (ss > 0.0) {
+      beta = -copysign(sqrt(alpha * alpha + ss), alpha);
+      t = (beta - alpha) / beta;
+      scal = 1.0 / (alpha - beta);
+    }
+    for (int r = 1 + tid; r < n; r += nt) v[r] = r == 1 ? 1.0 : a[r] * scal;
+    if (tid == 0) {
+      d[0] = a[0];
+      e[0] = beta;
+      tau[0] = t;
+    }
+    __syncthreads();
+    const int cm = (2 + n) >> 1, cb = half ? cm : 1, ce = half ? n : cm;
+    for (int r = 1 + hr; r < n; r += nh) {
+      double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+      int c = cb;
+      for (; c + 3 < ce; c += 4) {
+        s0 += a[c * ld + r] * v[c];
+        s1 += a[(c + 1) * ld + r] * v[c + 1];
+        s2 += a[(c + 2) * ld + r] * v[c + 2];
+        s3 += a[(c + 3) * ld + r] * v[c + 3];
+      }
+      for (; c < ce; ++c) s0 += a[c * ld + r] * v[c];
+      double sum = (s0 + s1) + (s2 + s3);
+      sum += __shfl_xor_sync(pair, sum, 16);
+      if (!half) p[r] = t * sum;
+    }
+    __syncthreads();
+  }
+  for (int i = 0; i + 2 < n; ++i) {
+    // State: v = v_i, p = p_i = tau_i A22 v_i (rows >= i + 1), d, e, tau up to i.
+    const double t = tau[i];
+    double k = 0.0;
+    for (int r = i + 1 + lane; r < n; r += 32) k += p[r] * v[r];
+    k = 0.5 * t * warpSum(k);
+    if (i + 3 < n) {
+      // Column j = i + 1 after step i's update, its reflector (every warp the same).
+      const int j = i + 1;
+      const double vj = v[j], wj = p[j] - k * vj;
+      auto col = [&](int r) {
+        const double vr = v[r], wr = p[r] - k * vr;
+        return a[j * ld + r] - (vr * wj + wr * vj);
+      };
+      double ss = 0.0;
+      for (int r = j + 2 + lane; r < n; r += 32) {
+        const double x = col(r);
+        ss += x * x;
+      }
+      ss = warpSum(ss);
+      const double alpha = col(j + 1);
+      double tn = 0.0, beta = alpha, scal = 0.0;
+      if (ss > 0.0) {
+        beta = -copysign(sqrt(alpha * alpha + ss), alpha);
+        tn = (beta - alpha) / beta;
+        scal = 1.0 / (alpha - beta);
+      }
+      for (int r = j + 1 + tid; r < n; r += nt) vn[r] = r == j + 1 ? 1.0 : col(r) * scal;
+      if (tid == 0) {
+        d[j] = col(j);
+        e[j] = beta;
+        tau[j] = tn;
+      }
+      __syncthreads();
+      // Rows and columns >= i + 2: a -= v w^T + w v^T, and pn = tn * (updated a) vn; the
+      // reflector v_i into column i. Columns in fours from an even one (v, p, vn read
+      // two at a time).
+      const int s0c = i + 2, cm = (s0c + n) >> 1, cb = half ? cm : s0c, ce = half ? n : cm;
+      for (int r = s0c + hr; r < n; r += nh) {
+        const double vr = v[r], wr = p[r] - k * vr;
+        double acc[4] = {0.0, 0.0, 0.0, 0.0};
+        int c = cb;
+        if ((c & 1) && c < ce) {
+          const double vc = v[c], wc = p[c] - k * vc;
+          const double y = a[c * ld + r] - (vr * wc + wr * vc);
+          a[c * ld + r] = y;
+          acc[1] += y * vn[c];
+          ++c;
+        }
+        for (; c + 3 < ce; c += 4) {
+          double x[4], vc[4], pc[4], un[4];
+#pragma unroll
+          for (int q = 0; q < 4; ++q) x[q] = a[(c + q) * ld + r];
+          const double2 v01 = *reinterpret_cast<const double2*>(v + c), v23 = *reinterpret_cast<const double2*>(v + c + 2);
+          const double2 p01 = *reinterpret_cast<const double2*>(p + c), p23 = *reinterpret_cast<const double2*>(p + c + 2);
+          const double2 u01 = *reinterpret_cast<const double2*>(vn + c), u23 = *reinterpret_cast<const double2*>(vn + c + 2);
+          vc[0] = v01.x, vc[1] = v01.y, vc[2] = v23.x, vc[3] = v23.y;
+          pc[0] = p01.x, pc[1] = p01.y, pc[2] = p23.x, pc[3] = p23.y;
+          un[0] = u01.x, un[1] = u01.y, un[2] = u23.x, un[3] = u23.y;
+#pragma unroll
+          for (int q = 0; q < 4; ++q) {
+            const double wc = pc[q] - k * vc[q];
+            const double y = x[q] - (vr * wc + wr * vc[q]);
+            a[(c + q) * ld + r] = y;
+            acc[q] += y * un[q];
+          }
+        }
+        for (; c < ce; ++c) {
+          const double vc = v[c], wc = p[c] - k * vc;
+          const double y = a[c * ld + r] - (vr * wc + wr * vc);
+          a[c * ld + r] = y;
+          acc[0] += y * vn[c];
+        }
+        double sum = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+        sum += __shfl_xor_sync(pair, sum, 16);
+        if (!half) {
+          pn[r] = tn * sum;
+          a[i * ld + r] = vr;
+        }
+      }
+      __syncthreads();
+      double* tmp = v;
+      v = vn;
+      vn = tmp;
+      tmp = p;
+      p = pn;
+      pn = tmp;
+    } else {
+      // The last step (i = n - 3): syevReduceKernel's update of rows and columns >= i + 1.
+      const int cm = (i + 2 + n) >> 1, cb = half ? cm : i + 1, ce = half ? n : cm;
+      for (int r = i + 1 + hr; r < n; r += nh) {
+        const double vr = v[r], wr = p[r] - k * vr;
+        for (int c = cb; c < ce; ++c) {
+          const double vc = v[c], wc = p[c] - k * vc;
+          a[c * ld + r] -= vr * wc + wr * vc;
+        }
+        if (!half && r >= i + 2) a[i * ld + r] = vr;
+      }
+      __syncthreads();
+    }
+  }
+  if (prof && tid == 0) clk1 = clock64();
+  if (tid == 0) {
+    if (n >= 2) {
+      d[n - 2] = a[(n - 2) * ld + n - 2];
+      e[n - 2] = a[(n - 2) * ld + n - 1];
+    }
+    d[n - 1] = a[(n - 1) * ld + n - 1];
+    e[n - 1] = 0.0;
+  }
+  __syncthreads();
+
+  // Q: here in registers (n <= kTileMaxN), or by syevFormQKernel after this kernel
+  // (separateQ: the reflectors go to A, tau to the eigenvalues' slot of the workspace),
+  // or in shared memory (larger n).
+  const bool tile = n <= kTileMaxN, inRegisters = tile && !separateQ;
+  if (inRegisters) {
+    formQTileRows<0, 3>(n, a, ld, tau, tid, A, lda);
+    formQTileRows<3, 2>(n, a, ld, tau, tid, A, lda);
+    formQTileRows<5, 2>(n, a, ld, tau, tid, A, lda);
+  } else if (!tile) {
+    formQShared(n, a, ld, tau, p, tid, nt, half, hr, nh, pair);
+  }
+  if (prof && tid == 0) {
+    const long long clk2 = clock64();
+    atomicAdd(prof + 0, (unsigned long long)(clk1 - clk0));
+    atomicAdd(prof + 1, (unsigned long long)(clk2 - clk1));
+  }
+  if (!inRegisters)
+    for (int t = tid; t < n * n; t += nt) {
+      const int c = t / n, r = t - c * n;
+      A[(long long)c * lda + r] = a[c * ld + r];
+    }
+  double* wk = work + (long long)blockIdx.x * S;
+  if (tile && separateQ)
+    for (int r = tid; r < n; r += nt) wk[2 + 2 * n + r] = tau[r];
+  for (int r = tid; r < n; r += nt) {
+    wk[2 + r] = d[r];
+    wk[2 + n + r] = e[r];
+  }
+}
+
+
+// Q by its own kernel (the default where n <= 80; issue 12, fifth round): the
+// reflectors syevReduceFusedKernel left in A (column i below row i + 1) and tau in the
+// workspace; 256 threads as a 16 x 16 grid, thread (tr, tc) holding Q's entries
+// (tr + 16 k, tc + 16 l), k, l < kQCols, accumulated forwards as in formQTileRows in
+// one batch of rows: 100 registers a thread, two blocks a multiprocessor (at three, 80
+// registers, it spilled and took 12.66 ms instead of 11.86 for a frame's reduction).
+constexpr int kFormQThreads = 256;
+
+__global__ void __launch_bounds__(kFormQThreads, 2)
+    syevFormQKernel(int n, double* Ag, int lda, long long strideA, const double* __restrict__ work, long long S,
+                    unsigned long long* prof) {
+  extern __shared__ double2 sh2[];
+  double* st = reinterpret_cast<double*>(sh2);
+  const int ld = n | 1;
+  double* tau = st + n * ld;
+  const int tid = threadIdx.x, nt = blockDim.x, lane = tid & 31;
+  const int tc = lane & 15, tr = ((tid >> 5) << 1) | (lane >> 4);
+  double* A = Ag + (long long)blockIdx.x * strideA;
+  const double* wk = work + (long long)blockIdx.x * S;
+  long long clk0 = 0;
+  if (prof && tid == 0) clk0 = clock64();
+  for (int t = tid; t < n * n; t += nt) {
+    const int c = t / n, r = t - c * n;
+    if (r >= c + 2) st[c * ld + r] = A[(long long)c * lda + r];
+  }
+  for (int r = tid; r < n; r += nt) tau[r] = wk[2 + 2 * n + r];
+  __syncthreads();
+  double q[kQCols][kQCols];
+#pragma unroll
+  for (int k = 0; k < kQCols; ++k)
+#pragma unroll
+    for (int l = 0; l < kQCols; ++l) q[k][l] = tr + 16 * k == tc + 16 * l ? 1.0 : 0.0;
+  for (int i = 0; i + 2 < n; ++i) {
+    const double t = tau[i];
+    double vc[kQCols];
+#pragma unroll
+    for (int l = 0; l < kQCols; ++l) {
+      const int c = tc + 16 * l;
+      vc[l] = c == i + 1 ? 1.0 : (c > i + 1 && c < n ? st[i * ld + c] : 0.0);
+    }
+#pragma unroll
+    for (int k = 0; k < kQCols; ++k) {
+      double s = 0.0;
+#pragma unroll
+      for (int l = 0; l < kQCols; ++l) s = fma(q[k][l], vc[l], s);
+      s = t * halfWarpSum(s);
+#pragma unroll
+      for (int l = 0; l < kQCols; ++l) q[k][l] -= s * vc[l];
+    }
+  }
+  __syncthreads();
+#pragma unroll
+  for (int k = 0; k < kQCols; ++k)
+#pragma unroll
+    for (int l = 0; l < kQCols; ++l) {
+      const int r = tr + 16 * k, c = tc + 16 * l;
+      if (r < n && c < n) st[c * ld + r] = q[k][l];
+    }
+  __syncthreads();
+  if (prof && tid == 0) atomicAdd(prof + 1, (unsigned long long)(clock64() - clk0));
+  for (int t = tid; t < n * n; t += nt) {
+    const int c = t / n, r = t - c * n;
+    A[(long long)c * lda + r] = st[c * ld + r];
+  }
+}
+
 
 // Pass 2: implicit QL with shifts (dsteqr / tqli) on the tridiagonal, one thread per
 // matrix, d and e in shared memory ([i][lane]: conflict-free whatever i each lane is
@@ -636,7 +981,7 @@ std::string shape(int n, int lda, long long strideA, int batch) {
 // ev (optional): 4 events recorded around the three passes.
 void launchSyev(int n, double* A, int lda, long long strideA, double* W, int* info, int batch, double* work,
                 std::size_t lwork, cudaStream_t stream, unsigned long long* prof, cudaEvent_t* ev,
-                int qlLanes = 0, int applyGroup = 0) {
+                int qlLanes = 0, int applyGroup = 0, int reduce = 0) {
   if (n < 1 || n > kSyevMaxN || lda < n || strideA < (long long)lda * n || batch < 0)
     throw GpuError("syevBatched: bad arguments (" + shape(n, lda, strideA, batch) + "; n must be 1.." +
                    std::to_string(kSyevMaxN) + ")");
@@ -647,7 +992,17 @@ void launchSyev(int n, double* A, int lda, long long strideA, double* W, int* in
                    (work ? "" : " (null)") + " is too small or not 16-byte aligned; " + shape(n, lda, strideA, batch) +
                    " needs at least " + std::to_string(need));
   const long long S = (long long)(lwork / std::size_t(batch)) & ~1LL;
-  const std::size_t shm1 = sizeof(double) * (std::size_t(n) * (n | 1) + 5 * std::size_t(n));
+  // Pass 1 (docs/benchmarks.md, Issue 12, fifth round): 0 (the default) the fused
+  // kernel, then Q by syevFormQKernel where n <= 80; 2 the fused kernel forming Q itself
+  // (in registers where n <= 80); 1 the three-pass kernel of the fourth round.
+  if (reduce < 0 || reduce > 2)
+    throw GpuError("syevBatched: reduce kernel " + std::to_string(reduce) + " (0, 1 or 2)");
+  const bool fused = reduce != 1;
+  const bool separateQ = reduce == 0 && n <= kTileMaxN;
+  const std::size_t shmQ = sizeof(double) * (std::size_t(n) * (n | 1) + n);
+  const std::size_t n2 = std::size_t(n + 1) & ~std::size_t(1);
+  const std::size_t shm1 = fused ? sizeof(double) * (((std::size_t(n) * (n | 1) + 1) & ~std::size_t(1)) + 7 * n2)
+                                 : sizeof(double) * (std::size_t(n) * (n | 1) + 5 * std::size_t(n));
   // The QL pass: one matrix per block while the batch fits the GPU at once, else 32
   // (a warp's lanes) per block (docs/benchmarks.md, Issue 12, fourth round).
   int dev = 0, sms = 0;
@@ -664,11 +1019,26 @@ void launchSyev(int n, double* A, int lda, long long strideA, double* W, int* in
                                              2 * std::size_t(n - 1 + 2 * group) * group);
   const int threads3 = std::max(64, (n + 31) / 32 * 32);
   auto applyKernel = group == 1 ? syevApplyKernel<1> : syevApplyKernel<4>;
-  SPEX_CUDA(cudaFuncSetAttribute(syevReduceKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shm1)));
+  if (fused)
+    SPEX_CUDA(cudaFuncSetAttribute(syevReduceFusedKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shm1)));
+  else
+    SPEX_CUDA(cudaFuncSetAttribute(syevReduceKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shm1)));
+  if (separateQ)
+    SPEX_CUDA(cudaFuncSetAttribute(syevFormQKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shmQ)));
   SPEX_CUDA(cudaFuncSetAttribute(applyKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shm3)));
   if (ev) SPEX_CUDA(cudaEventRecord(ev[0], stream));
-  syevReduceKernel<<<batch, kReduceThreads, shm1, stream>>>(n, A, lda, strideA, work, S, prof);
-  SPEX_CUDA_LAUNCH("syevReduceKernel");
+  if (fused) {
+    syevReduceFusedKernel<<<batch, kReduceThreads, shm1, stream>>>(n, A, lda, strideA, work, S, prof,
+                                                                   separateQ ? 1 : 0);
+    SPEX_CUDA_LAUNCH("syevReduceFusedKernel");
+  } else {
+    syevReduceKernel<<<batch, kReduceThreads, shm1, stream>>>(n, A, lda, strideA, work, S, prof);
+    SPEX_CUDA_LAUNCH("syevReduceKernel");
+  }
+  if (separateQ) {
+    syevFormQKernel<<<batch, kFormQThreads, shmQ, stream>>>(n, A, lda, strideA, work, S, prof);
+    SPEX_CUDA_LAUNCH("syevFormQKernel");
+  }
   if (ev) SPEX_CUDA(cudaEventRecord(ev[1], stream));
   switch (lanes) {
   case 1: syevQlKernel<1><<<batch, 1, shm2, stream>>>(n, batch, work, S, prof); break;
@@ -706,7 +1076,7 @@ void syevBatched(int n, double* A, int lda, long long strideA, double* W, int* i
 }
 
 SyevProfile syevBatchedProfile(int n, double* A, int lda, long long strideA, double* W, int* info, int batch,
-                               double* work, std::size_t lwork, int qlLanes, int applyGroup) {
+                               double* work, std::size_t lwork, int qlLanes, int applyGroup, int reduce) {
   unsigned long long* prof = nullptr;
   SPEX_CUDA(cudaMalloc(&prof, 8 * sizeof(unsigned long long)));
   cudaEvent_t ev[4] = {};
@@ -714,7 +1084,7 @@ SyevProfile syevBatchedProfile(int n, double* A, int lda, long long strideA, dou
   try {
     SPEX_CUDA(cudaMemset(prof, 0, 8 * sizeof(unsigned long long)));
     for (cudaEvent_t& e : ev) SPEX_CUDA(cudaEventCreate(&e));
-    launchSyev(n, A, lda, strideA, W, info, batch, work, lwork, nullptr, prof, ev, qlLanes, applyGroup);
+    launchSyev(n, A, lda, strideA, W, info, batch, work, lwork, nullptr, prof, ev, qlLanes, applyGroup, reduce);
     SPEX_CUDA(cudaEventSynchronize(ev[3]));
     float ms[3] = {};
     for (int k = 0; k < 3; ++k) SPEX_CUDA(cudaEventElapsedTime(&ms[k], ev[k], ev[k + 1]));

@@ -3,8 +3,11 @@
 // jobz = 'V', uplo = 'L' and a caller-provided workspace. Three passes
 // (docs/benchmarks.md, CUDA engine, version 11):
 //   1. reduce  one thread block per matrix, the matrix in shared memory: Householder
-//              tridiagonalisation (dsytd2) and Q formed in place (dorgtr/dorg2r);
-//              Q back into A, the tridiagonal (d, e) into the workspace;
+//              tridiagonalisation (dsytd2, each step's update and the next step's
+//              matrix-vector product in one pass), then Q = H_0 ... H_{n-3}
+//              accumulated in registers, a row per 16 lanes (n <= 80; larger n: in
+//              place in shared memory, dorgtr/dorg2r); Q into A, the tridiagonal
+//              (d, e) into the workspace (docs/benchmarks.md, Issue 12, fifth round);
 //   2. QL      one thread per matrix: implicit QL with shifts on (d, e) (dsteqr), no
 //              vectors; every sweep's Givens rotations are recorded in the workspace.
 //              Thousands of these serial chains run at once instead of one per block;
@@ -57,6 +60,9 @@ void syevBatched(int n, double* A, int lda, long long strideA, double* W, int* i
 // Issue 12, fourth round).
 // applyGroup: recorded sweeps applied together in pass 3 (1 or 4; 0: 4); every
 // grouping gives the same eigenvectors to the bit.
+// reduce: the pass-1 kernels (0: as syevBatched, the fused tridiagonalisation and,
+// where n <= 80, Q by its own register-tile kernel; 1: the three-pass reduction of the
+// fourth round, kept for A/B; 2: the fused kernel forming Q itself).
 struct SyevProfile {
   double seconds = 0, reduceSeconds = 0, qlSeconds = 0, applySeconds = 0;
   double tridiagonalCycles = 0, formQCycles = 0, qlCycles = 0, applyCycles = 0;
@@ -65,6 +71,6 @@ struct SyevProfile {
 };
 SyevProfile syevBatchedProfile(int n, double* A, int lda, long long strideA, double* W, int* info,
                                int batch, double* work, std::size_t lwork, int qlLanes = 0,
-                               int applyGroup = 0);
+                               int applyGroup = 0, int reduce = 0);
 
 } // namespace spex::gpu

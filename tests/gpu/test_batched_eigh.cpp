@@ -92,7 +92,7 @@ struct Errors {
 // eigenvectors and eigenvalues syevBatched gave are left in Vout, Wout when given.
 Errors compareWithLapack(int n, int lda, long long stride, int batch, double decades, unsigned seed,
                          Work wk = Work::Full, std::vector<double>* Vout = nullptr,
-                         std::vector<double>* Wout = nullptr) {
+                         std::vector<double>* Wout = nullptr, int reduce = 0) {
   const std::vector<double> A = randomSpd(n, lda, stride, batch, decades, seed);
   Device d;
   const std::size_t lwork = workDoubles(wk, n, batch);
@@ -104,7 +104,10 @@ Errors compareWithLapack(int n, int lda, long long stride, int batch, double dec
   check(cudaMemcpy(d.A, A.data(), A.size() * sizeof(double), cudaMemcpyHostToDevice), "H2D");
   check(cudaMemset(d.W, 0xff, std::size_t(n) * batch * sizeof(double)), "poison W"); // NaN
   check(cudaMemset(d.info, 0x7f, batch * sizeof(int)), "poison info");
-  gpu::syevBatched(n, d.A, lda, stride, d.W, d.info, batch, d.work, lwork, nullptr);
+  if (reduce == 0)
+    gpu::syevBatched(n, d.A, lda, stride, d.W, d.info, batch, d.work, lwork, nullptr);
+  else
+    gpu::syevBatchedProfile(n, d.A, lda, stride, d.W, d.info, batch, d.work, lwork, 0, 0, reduce);
   check(cudaDeviceSynchronize(), "syevBatched");
   std::vector<double> V(A.size()), W(std::size_t(n) * batch);
   std::vector<int> info(batch);
@@ -156,10 +159,11 @@ Errors compareWithLapack(int n, int lda, long long stride, int batch, double dec
       }
     err.invSqrt = std::max(err.invSqrt, std::sqrt(num / den));
   }
-  qInfo("n %d, lda %d, batch %d, %.0f decades, workspace %s: eigenvalues %.2e, residual %.2e, "
+  qInfo("n %d, lda %d, batch %d, %.0f decades, workspace %s, reduce %s: eigenvalues %.2e, residual %.2e, "
         "orthogonality %.2e, C^-1/2 %.2e", n, lda, batch, decades,
-        wk == Work::Full ? "full" : wk == Work::Least ? "least" : "short", err.eig, err.residual, err.orth,
-        err.invSqrt);
+        wk == Work::Full ? "full" : wk == Work::Least ? "least" : "short",
+        reduce == 1 ? "three-pass" : reduce == 2 ? "fused, Q in it" : "default",
+        err.eig, err.residual, err.orth, err.invSqrt);
   if (Vout) *Vout = std::move(V);
   if (Wout) *Wout = std::move(W);
   return err;
@@ -203,6 +207,19 @@ private slots:
         const Errors e = compareWithLapack(n, lda, (long long)lda * n + 7, n > 100 ? 6 : 20, 4.0, 10 + n, wk);
         QVERIFY2(e.eig < 1e-12 && e.residual < 1e-12 && e.orth < 1e-12 && e.invSqrt < 1e-10,
                  qPrintable(QString("n %1").arg(n)));
+      }
+  }
+
+  void otherReduceKernelsMatchLapack() {
+    // The fourth round's three-pass reduction, kept for A/B (syevBatchedProfile's
+    // reduce = 1), on the engine's size, around the warp width and the largest; and the
+    // fused one forming Q itself (2).
+    for (int reduce : {1, 2})
+      for (int n : {74, 3, 33, 80, 100, gpu::kSyevMaxN}) {
+        const Errors e = compareWithLapack(n, n, (long long)n * n, n > 100 ? 6 : 40, 4.0, 30 + n, Work::Full,
+                                           nullptr, nullptr, reduce);
+        QVERIFY2(e.eig < 1e-12 && e.residual < 1e-12 && e.orth < 1e-12 && e.invSqrt < 1e-10,
+                 qPrintable(QString("reduce %1, n %2").arg(reduce).arg(n)));
       }
   }
 
@@ -293,6 +310,18 @@ private slots:
         if (Wref.empty() && small == batch) Wref = Wl;
         if (!Wref.empty())
           for (std::size_t k = 0; k < std::size_t(n) * small; ++k) QCOMPARE(Wl[k], Wref[k]);
+      }
+    // The reduction: the fourth round's three-pass kernel, the fused one forming Q
+    // itself, and the default (the fused one, Q by its own kernel).
+    for (int small : {batch, 995})
+      for (int reduce : {1, 2, 0, 1, 2, 0}) {
+        check(cudaMemcpy(d.A, A.data(), std::size_t(n) * n * small * sizeof(double), cudaMemcpyHostToDevice), "H2D");
+        const gpu::SyevProfile q = gpu::syevBatchedProfile(n, d.A, n, n * n, d.W, d.info, small, d.work,
+                                                           gpu::syevBatchedWorkspace(n, small), 0, 0, reduce);
+        qInfo("%d blocks of %d, reduce %s: %.3f ms (reduce %.3f, QL %.3f, apply %.3f); tridiagonal %.0f, form Q %.0f "
+              "cycles a block", small, n, reduce == 1 ? "three-pass" : reduce == 2 ? "fused, Q in it" : "default (fused, Q kernel)",
+              q.seconds * 1e3,
+              q.reduceSeconds * 1e3, q.qlSeconds * 1e3, q.applySeconds * 1e3, q.tridiagonalCycles, q.formQCycles);
       }
     // Sweeps per group in the apply pass: one at a time, and four pipelined in registers
     // (the default), timed on the whole frame; the engine's batch must give the same
