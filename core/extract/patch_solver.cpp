@@ -36,8 +36,8 @@ namespace {
 typedef double Lanes4 __attribute__((vector_size(32), aligned(8), may_alias));
 
 // sum over rows r < nrow and i < len of w[r stride + i] b[r stride + i], in four lanes
-// (plus a scalar one for each row's last len % 4) added at the end in a fixed order:
-// the same bits in both clones of the caller.
+// (plus a scalar one for each row's last len % 4) added at the end in a fixed order,
+// the same in both clones of the caller (the x86-64-v3 one fuses the multiply-adds).
 inline __attribute__((always_inline)) double overlapDot(const double* w, const double* b, int nrow, int len,
                                                         int stride) {
   Lanes4 v = {0, 0, 0, 0};
@@ -154,12 +154,13 @@ SPEX_CLONES void PatchSolver::normalEquations(const Patch& p, const Image& image
   // C^-1 = A^T W A from stamp overlaps only (A is never formed): lower triangle,
   // column-major, entry (b, a) for b >= a. On the banded path only the band is
   // cleared and written (a fifth of the matrix's memory traffic for DESI patches).
-  m_icov0.resize(std::size_t(n) * n);
+  // Written where it is factored (m_icov): no copy per patch; a retry recomputes it.
+  m_icov.resize(std::size_t(n) * n);
   for (int a = 0; a < n; ++a) {
     const SpotView& sa = m_sv[a];
     const int fa = a / nw, end = bandEnd(a);
     const double* wsa = m_ws.data() + std::size_t(a) * ns;
-    double* col = m_icov0.data() + std::size_t(a) * n;
+    double* col = m_icov.data() + std::size_t(a) * n;
     // The dense path keeps whole zeroed columns: its fiber-block SYRK reads the upper
     // triangles of L^-1's diagonal blocks, which must be zero, not a previous patch's.
     std::fill(col + (m_fullLower ? 0 : a), col + end, 0.0);
@@ -221,12 +222,7 @@ bool PatchSolver::factorAndSolve(int n, double regularize, bool keepPrior, Patch
   double maxfw = 0;
   for (double v : m_fw) maxfw = std::max(maxfw, v);
   const double minweight = 1e-4 * maxfw;
-  m_icov.resize(std::size_t(n) * n);
-  for (int a = 0; a < n; ++a) {
-    const std::size_t c = std::size_t(a) * n;
-    const std::size_t r0 = m_fullLower ? 0 : a;
-    std::copy(m_icov0.begin() + c + r0, m_icov0.begin() + c + bandEnd(a), m_icov.begin() + c + r0);
-  }
+  // m_icov holds C^-1 as normalEquations wrote it; the factorisation overwrites it.
   for (int a = 0; a < n; ++a) {
     const double fw = m_fw[a];
     const double add = fw <= minweight ? (minweight - fw) * (minweight - fw) : regularize * regularize;
@@ -335,8 +331,8 @@ void PatchSolver::decorrelateSignal(int nfib, int nw, int kept0, int kept1, Patc
       lapack::syrkT(nw, n - c0, 1.0, xs, n, 0.0, m_cs.data(), nw);
     }
     // Householder reduction and back-transformation in cache-resident loops around
-    // LAPACK's MRRR (sym_eigen.h): dsyevr's algorithm without its per-call overhead at
-    // this size (docs/benchmarks.md, "CPU engine, third pass").
+    // LAPACK's divide and conquer (sym_eigen.h): dsyevd's algorithm without its per-call
+    // overhead at this size (docs/benchmarks.md, "CPU engine, third" and "fifth pass").
     m_symEigen.compute(nw, m_cs.data(), nw, m_eig.data(), m_z.data(), nw);
     // Q_s = C_s^-1/2 = V diag(w^-1/2) V^T = T T^T with T = V diag(w^-1/4), eigenvalues
     // clipped at 1e-14 of the largest; applyT forms only what is kept of Q_s.
@@ -505,7 +501,9 @@ void PatchSolver::solve(const Patch& p, const PatchPlan& plan, const Image& imag
     ok = factorAndSolve(n, opt.regularize, keepPrior, out);
     if (!ok) {
       // EXTRACTION.md §4.3: retry once with regularize = 1e-4, and flag the patch.
+      // The failed factorisation overwrote C^-1: form it again (the same bits).
       out.regularized = true;
+      normalEquations(p, image, opt, out);
       ok = factorAndSolve(n, 1e-4, keepPrior, out);
     }
   }

@@ -69,8 +69,8 @@ private:
   std::vector<Spot> m_spots;
   int m_nx = 0, m_ny = 0;
   std::vector<double> m_ws;      // W * S per spot over its stamp (0 outside the box)
-  std::vector<double> m_icov;    // n x n, column-major, lower triangle used
-  std::vector<double> m_icov0;   // copy with the prior, for the retry and noise mode
+  std::vector<double> m_icov;    // n x n, column-major, lower triangle used: C^-1 from
+                                 // normalEquations, then its factor
   std::vector<double> m_y, m_fw;
   std::vector<double> m_cs, m_eig, m_q, m_work;
   std::vector<double> m_z;        // eigenvectors of one fiber block

@@ -45,12 +45,12 @@ SpotView SpotCache::get(int fiber, int bin, Spot& scratch) {
     std::unique_ptr<Chunk>& slot = f.chunks[bi / kChunk];
     if (!slot) {
       slot = std::make_unique<Chunk>();
-      slot->v.resize(std::size_t(kChunk) * m_ns);
+      slot->v.reset(new double[std::size_t(kChunk) * m_ns]); // no clearing pass
     }
     c = slot.get();
   }
   const int k = bi % kChunk;
-  double* v = c->v.data() + std::size_t(k) * m_ns;
+  double* v = c->v.get() + std::size_t(k) * m_ns;
   uint8_t s = c->state[k].load(std::memory_order_acquire);
   if (s == 2) {
     m_reused.fetch_add(1, std::memory_order_relaxed);

@@ -53,7 +53,8 @@ public:
 private:
   static constexpr int kChunk = 32; // bins per chunk
   struct Chunk {
-    std::vector<double> v;                 // kChunk stamps
+    std::unique_ptr<double[]> v;           // kChunk stamps, uninitialised: a stamp is
+                                           // written before its state says ready
     int xc[kChunk] = {}, yc[kChunk] = {};
     std::atomic<uint8_t> state[kChunk];    // 0 empty, 1 being computed, 2 ready
   };

@@ -8,11 +8,8 @@
 #include <cstddef>
 #include <limits>
 
-extern "C" void dstemr_(const char* jobz, const char* range, const int* n, double* d, double* e,
-                        const double* vl, const double* vu, const int* il, const int* iu, int* m,
-                        double* w, double* z, const int* ldz, const int* nzc, int* isuppz, int* tryrac,
-                        double* work, const int* lwork, int* iwork, const int* liwork, int* info,
-                        std::size_t, std::size_t);
+extern "C" void dstedc_(const char* compz, const int* n, double* d, double* e, double* z, const int* ldz,
+                        double* work, const int* lwork, int* iwork, const int* liwork, int* info, std::size_t);
 
 namespace spex {
 
@@ -40,7 +37,8 @@ typedef double Lanes4 __attribute__((vector_size(32), aligned(8), may_alias));
 
 
 // sum of x[i] y[i], i < len, in four lanes and a scalar tail, added in a fixed order
-// (the same bits in both clones of the caller).
+// (the same order in both clones of the caller; the x86-64-v3 one fuses the multiply-adds,
+// core/clones.h).
 inline __attribute__((always_inline)) double dot4(int len, const double* x, const double* y) {
   Lanes4 acc = {0, 0, 0, 0};
   int i = 0;
@@ -79,7 +77,7 @@ SPEX_CLONES void rank2AndSymv(int n, int c0, int c1, double* __restrict a, const
       col[c] = x0;
       pn[c] += x0 * vnc;
       // Rows below the diagonal in one pass: update, axpy into pn, and the dot with vn
-      // in four lanes (scalar tail, lanes added in a fixed order: same bits in both clones).
+      // in four lanes (scalar tail, lanes added in a fixed order, the same in both clones).
       const Lanes4 wcv = {wc, wc, wc, wc}, vcv = {vc, vc, vc, vc}, vncv = {vnc, vnc, vnc, vnc};
       Lanes4 acc = {0, 0, 0, 0};
       int r = c + 1;
@@ -233,7 +231,9 @@ int SymEigen::compute(int n, const double* a, int lda, double* w, double* z, int
   if (n <= 0) return 0;
   const std::size_t N = std::size_t(n);
   m_a.resize(N * N);
-  m_v.assign(N * N, 0.0);
+  // Reflector k is read from row k + 1 on (row k of v_(k-1) is its leading 1), all of it
+  // written below before it is read: no clearing pass.
+  m_v.resize(N * N);
   m_tau.assign(N, 0.0);
   m_d.resize(N);
   m_e.assign(N, 0.0);
@@ -249,7 +249,7 @@ int SymEigen::compute(int n, const double* a, int lda, double* w, double* z, int
   double sigma = 1.0;
   if (anrm > 0 && anrm < rmin) sigma = rmin / anrm;
   else if (anrm > rmax) sigma = rmax / anrm;
-  if (!std::isfinite(anrm)) sigma = 1.0; // dstemr reports it; the fallback decides
+  if (!std::isfinite(anrm)) sigma = 1.0; // dstedc reports it; the fallback decides
   for (int c = 0; c < n; ++c)
     for (int r = c; r < n; ++r) A[r + N * c] = a[r + std::size_t(c) * lda] * sigma;
 
@@ -308,18 +308,21 @@ int SymEigen::compute(int n, const double* a, int lda, double* w, double* z, int
   }
   m_d[n - 1] = A[(n - 1) + N * (n - 1)];
 
-  // 2. Eigenpairs of the tridiagonal matrix by MRRR, into z (column-major).
-  int info = 0, m = 0, il = 0, iu = 0, tryrac = 1;
-  const double vl = 0, vu = 0;
-  const int lwork = 18 * n, liwork = 10 * n;
+  // 2. Eigenpairs of the tridiagonal matrix by divide and conquer (dstedc, as dsyevd and
+  // numpy's eigh), into z (column-major). At n = 74 it takes ~0.85 of MRRR's (dstemr)
+  // time for about twice its instructions: MRRR's twisted factorisations are chains of
+  // dependent divisions, dstedc's merges are independent secular equations and GEMMs
+  // (docs/benchmarks.md, "CPU engine, fifth pass").
+  int info = 0;
+  const int lwork = 1 + 4 * n + n * n, liwork = 3 + 5 * n;
   if (m_work.size() < std::size_t(lwork)) m_work.resize(lwork);
-  if (m_iwork.size() < std::size_t(liwork + 2 * n)) m_iwork.resize(liwork + 2 * n);
-  dstemr_("V", "A", &n, m_d.data(), m_e.data(), &vl, &vu, &il, &iu, &m, w, z, &ldz, &n,
-          m_iwork.data() + liwork, &tryrac, m_work.data(), &lwork, m_iwork.data(), &liwork, &info, 1, 1);
-  if (info != 0 || m != n) {
+  if (m_iwork.size() < std::size_t(liwork)) m_iwork.resize(liwork);
+  dstedc_("I", &n, m_d.data(), m_e.data(), z, &ldz, m_work.data(), &lwork, m_iwork.data(), &liwork, &info, 1);
+  if (info != 0) {
     m_copy.assign(a, a + std::size_t(lda) * (n - 1) + n);
     return lapack::syevr(n, m_copy.data(), lda, w, z, ldz, m_work, m_iwork);
   }
+  std::copy(m_d.begin(), m_d.end(), w);
   if (sigma != 1.0)
     for (int i = 0; i < n; ++i) w[i] /= sigma;
 

@@ -157,8 +157,8 @@ private slots:
               "|dR| %.1e (%s)",
               p.index, p.fiber0, plan.waveAt(p.wave0), df / fmax, dflux, divar, dres,
               sol.banded ? "banded" : "dense");
-        // Different but equally exact arithmetic (band vs whole matrix, MRRR vs divide
-        // and conquer, Q formed or not): agreement to rounding amplified by the
+        // Different but equally exact arithmetic (band vs whole matrix, SymEigen's
+        // reduction vs dsyevd's, fused multiply-adds or not, Q formed or not): agreement to rounding amplified by the
         // conditioning of C (~1e4 here), far below 1e-10.
         QVERIFY2(df < 1e-10 * fmax, qPrintable(QString::number(df / fmax)));
         QVERIFY2(dflux < 1e-10, qPrintable(QString::number(dflux)));
