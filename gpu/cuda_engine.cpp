@@ -236,14 +236,24 @@ struct DeviceRun {
   bool wantSpots = false;
   bool spotsReady = false;
   SpotTable spots;
-  // Image rows to upload (gpu::uploadImage): the rows of the requested patches' boxes,
-  // or all (imgY1 < 0).
-  int imgY0 = 0, imgY1 = -1;
+  // Image rectangle to upload (gpu::uploadImage): the bounding rectangle of the
+  // requested patches' boxes, or all (imgY1 < 0, imgX1 < 0).
+  int imgY0 = 0, imgY1 = -1, imgX0 = 0, imgX1 = -1;
   cudaEvent_t spotsDone = nullptr;
+  // Published once the prefetch allocates nothing more on the device (before the
+  // image's copy, or at its end): reserveAhead may then allocate beside it.
+  std::promise<void> allocsPromise;
+  std::future<void> allocsDone = allocsPromise.get_future();
+  bool allocsPublished = false;
   void publishCorners() {
     if (cornersPublished) return;
     cornersPublished = true;
     cornersPromise.set_value();
+  }
+  void publishAllocs() {
+    if (allocsPublished) return;
+    allocsPublished = true;
+    allocsPromise.set_value();
   }
   ~DeviceRun() {
     if (t0) pool.release(t0);
@@ -312,8 +322,10 @@ void prefetchInputs(CudaEngine::Device& dev, DeviceRun& run, const ExtractionReq
   const std::size_t npixImg = std::size_t(image.ny) * image.nx;
   if (image.pix.size() != npixImg || image.ivar.size() != npixImg)
     return; // validateRequest reports it; runDevice never starts
+  gpu::reserveImage(image, dev, budget);
+  if (psfUploaded) run.publishAllocs(); // the image's copy below allocates nothing
   run.tl.phase(kPhaseH2D, run.mainLane, -1, dev.main, [&] {
-    gpu::uploadImage(image, dev, budget, run.imgY0, run.imgY1);
+    gpu::uploadImage(image, dev, run.imgY0, run.imgY1, run.imgX0, run.imgX1);
     if (!psfUploaded) gpu::uploadPsf(*req.psf, dev, dev.main, run.psf);
   });
   run.uploaded = true;
@@ -325,7 +337,172 @@ void prefetch(CudaEngine::Device& dev, DeviceRun& run, const ExtractionRequest& 
     prefetchInputs(dev, run, req, budget, rec, tracer);
   } catch (...) {
     run.publishCorners(); // extract() may be waiting for them
+    run.publishAllocs();
     throw;
+  }
+  run.publishAllocs();
+}
+
+// The layout of a request's batches on one device (runDevice, reserveAhead).
+struct BatchLayout {
+  int n = 0, F = 0, nb = 0, maxBoxArea = 0, maxKept = 1, ntodo = 0;
+  bool noise = false, keptEigh = false, tiles = false;
+};
+
+// The frame arrays of nfw (rows x bins) values, the resolution's nk times that and,
+// when npixModel > 0, the model image, allocated (not zeroed).
+void reserveFrameArrays(CudaEngine::Device& dev, std::size_t nfw, int nk, std::size_t npixModel) {
+  for (auto* a : {&dev.flux, &dev.ivarOut, &dev.chi2pix, &dev.pixmask, &dev.deconv})
+    a->need(nfw, &dev.held, "frame arrays");
+  dev.res.need(nfw * nk, &dev.held, "resolution");
+  if (npixModel) dev.model.need(npixModel, &dev.held, "model image");
+  dev.track();
+}
+
+// Sizes the batch and allocates every workspace for it (after the request's fixed
+// arrays); returns the batch size P and records the split in dev.plan. Throws GpuError
+// when the budget cannot hold one patch per stream.
+int sizeWorkspaces(CudaEngine::Device& dev, const CudaEngineOptions& opt, const BatchLayout& L,
+                   ProfileRecorder& rec) {
+  // Batch size (CudaEngineOptions::memoryBudgetBytes): what the budget leaves after
+  // the request's fixed arrays, over the workspaces, capped at the target batch that
+  // keeps the card busy and at two batches per workspace (so transfers and phases of
+  // neighbouring batches overlap). Workspace sizes are estimated first, then checked
+  // against what the allocations really hold (library workspaces included).
+  const int W = int(dev.ws.size());
+  const int n = L.n, F = L.F, nb = L.nb, maxKept = L.maxKept, ntodo = L.ntodo;
+  const bool noise = L.noise, keptEigh = L.keptEigh, tiles = L.tiles;
+  const std::size_t budget = opt.memoryBudgetBytes ? opt.memoryBudgetBytes : kCudaDefaultMemoryBudget;
+  std::size_t wsHeld = 0;
+  for (auto& w : dev.ws) wsHeld += w->bytes();
+  const std::size_t fixed = dev.held - wsHeld;
+  std::size_t per = gpu::bytesPerPatch(n, F, nb, L.maxBoxArea, noise, opt.selectedInverse);
+  if (keptEigh)
+    per += std::size_t(maxKept) * (std::size_t(nb) * nb + nb) * (dev.ws[0]->cusolverEigh ? 2 : 1) * sizeof(double);
+  if (tiles) per += std::size_t(L.maxBoxArea) * sizeof(double); // Workspace::tile
+  auto budgetError = [&](const std::string& what) {
+    const double MiB = 1024.0 * 1024.0;
+    char buf[320];
+    std::snprintf(buf, sizeof buf,
+                  "CUDA memory budget %.0f MiB on cuda:%d is too small: %s (frame arrays %.0f MiB, "
+                  "one patch per stream %d x %.1f MiB); raise the budget (--gpu-memory)",
+                  double(budget) / MiB, dev.index, what.c_str(), double(fixed) / MiB, W,
+                  double(per) / MiB);
+    return GpuError(buf);
+  };
+  if (fixed + std::size_t(W) * per > budget)
+    throw budgetError("it must hold the frame arrays and one patch per stream");
+  int P = int(std::min<std::size_t>((budget - fixed) / (std::size_t(W) * per), 65535));
+  P = std::min(P, opt.maxBatch > 0 ? opt.maxBatch : kCudaTargetBatch);
+  P = std::min(P, std::max(std::min(64, ntodo), (ntodo + 2 * W - 1) / (2 * W)));
+  P = std::max(P, 1);
+  CudaEngine::Device::Fit key;
+  key.n = n, key.F = F, key.nb = nb, key.maxBoxArea = L.maxBoxArea, key.maxKept = maxKept;
+  key.W = W, key.noise = noise, key.keptEigh = keptEigh, key.budget = budget, key.fixed = fixed;
+  if (dev.fit.same(key)) P = std::min(P, dev.fit.batch);
+  auto wsBytes = [&] {
+    std::size_t b = 0;
+    for (auto& w : dev.ws) b += w->bytes();
+    return b;
+  };
+  dev.limit = budget; // the workspaces' allocations check it (DeviceArray::reserve)
+  std::optional<ScopedRange> wsRange(std::in_place, &rec, "workspaces");
+  for (;;) {
+    bool ok = true, larger = false; // larger: workspaces kept from an earlier, larger batch
+    for (auto& w : dev.ws) {
+      larger = larger || w->capacity > P;
+      if (w->capacity < P || w->n != n || w->F != F || w->nb != nb ||
+          w->maxBoxArea < L.maxBoxArea || (noise && !w->noise)) {
+        // A new layout (a bundle edge's patch has one fiber fewer) reuses the buffers
+        // where they are large enough: reserveWorkspace only grows them.
+        if (!gpu::reserveWorkspace(*w, dev, P, n, F, nb, L.maxBoxArea, noise)) {
+          ok = false;
+          break;
+        }
+      }
+      // Eigen-pairs of the kept fiber blocks (CudaEngineOptions::eigh).
+      if (keptEigh &&
+          (w->maxKept < maxKept || w->K.capacity() < std::size_t(w->capacity) * maxKept * nb * nb) &&
+          !gpu::reserveKeptEigh(*w, dev, w->capacity, nb, maxKept)) {
+        ok = false;
+        break;
+      }
+    }
+    if (ok) break;
+    // Over the budget (the library workspaces were larger than estimated) or out of
+    // device memory: release, shrink the batch and try again.
+    for (auto& w : dev.ws) gpu::releaseWorkspace(*w, dev);
+    if (larger) continue; // first the same batch, allocated afresh
+    if (P == 1) {
+      std::size_t freeB = 0, totalB = 0;
+      cudaMemGetInfo(&freeB, &totalB);
+      throw budgetError("one patch per stream does not fit beside the frame arrays (the device has " +
+                        std::to_string(freeB >> 20) + " MiB free)");
+    }
+    P = std::max(1, std::min(P - 1, P * 7 / 8));
+  }
+  dev.limit = SIZE_MAX;
+  for (auto& w : dev.ws) {
+    w->tiles = tiles;
+    if (tiles) w->tile.need(std::size_t(P) * L.maxBoxArea, &dev.held, "model tiles");
+  }
+  wsRange.reset();
+  dev.track();
+  key.batch = P;
+  dev.fit = key;
+  dev.plan = CudaMemoryPlan{};
+  dev.plan.device = dev.index;
+  dev.plan.budgetBytes = budget;
+  dev.plan.fixedBytes = fixed;
+  dev.plan.batchBytes = wsBytes();
+  dev.plan.perPatchBytes = per;
+  dev.plan.streams = W;
+  dev.plan.batch = P;
+  dev.plan.batches = (ntodo + P - 1) / P;
+
+  return P;
+}
+
+// A whole frame on one device: its frame arrays, patch table and batch workspaces
+// allocated on their own thread while the prefetch copies the image (in a fresh
+// context ~1.6 GB of cudaMalloc, 40-60 ms, that runDevice would otherwise make after
+// the copy). Call once the prefetch allocates nothing more (DeviceRun::allocsDone) and
+// join before runDevice, which then finds them allocated (or allocates what is
+// missing: anything that fails here is left to it). The same layout and batch size as
+// runDevice's; nothing is done where the fixed arrays would pass the budget.
+void reserveAhead(CudaEngine::Device& dev, const CudaEngineOptions& opt, const ExtractionRequest& req,
+                  const PatchPlan& plan, ProfileRecorder& rec) {
+  try {
+    if (plan.patches.empty() || dev.ws.empty()) return;
+    SPEX_CUDA(cudaSetDevice(dev.index));
+    rec.setThreadLaneName("reserve ahead cuda:" + std::to_string(dev.index));
+    ScopedRange whole(&rec, "reserve ahead");
+    const GaussHermitePsf& psf = *req.psf;
+    int F = 1, nb = plan.patches[0].nwavePad, maxBox = 1, maxKept = 1, rowLo = INT32_MAX, rowHi = INT32_MIN;
+    for (const Patch& p : plan.patches) {
+      if (p.nwavePad != nb) return; // runDevice says so
+      F = std::max(F, p.nfiberPad);
+      maxBox = std::max(maxBox, p.box.width() * p.box.height());
+      maxKept = std::max(maxKept, p.nfiber);
+      rowLo = std::min(rowLo, p.fiber0 - plan.fiberMin);
+      rowHi = std::max(rowHi, p.fiber0 + p.nfiber - plan.fiberMin);
+    }
+    const int ntodo = int(plan.patches.size()), nk = 2 * psf.hsizeY + 1;
+    const bool noise = req.params.mode == Decorrelation::Noise;
+    const std::size_t nfw = std::size_t(rowHi - rowLo) * plan.wave.n;
+    const std::size_t npixModel = req.model ? std::size_t(psf.npixY) * psf.npixX : 0;
+    const std::size_t budget = opt.memoryBudgetBytes ? opt.memoryBudgetBytes : kCudaDefaultMemoryBudget;
+    std::size_t g = dev.patches.growth(ntodo) + (opt.bandedSolve ? dev.coupling.growth(ntodo) : 0) +
+                    dev.res.growth(nfw * nk) + (npixModel ? dev.model.growth(npixModel) : 0);
+    for (auto* a : {&dev.flux, &dev.ivarOut, &dev.chi2pix, &dev.pixmask, &dev.deconv}) g += a->growth(nfw);
+    if (dev.held + g > budget) return;
+    dev.patches.need(ntodo, &dev.held, "patch table");
+    if (opt.bandedSolve) dev.coupling.need(ntodo, &dev.held, "fiber coupling");
+    reserveFrameArrays(dev, nfw, nk, npixModel);
+    const bool keptEigh = opt.eigh != CudaEngineOptions::Eigh::Jacobi && !noise;
+    sizeWorkspaces(dev, opt, BatchLayout{F * nb, F, nb, maxBox, maxKept, ntodo, noise, keptEigh, false}, rec);
+  } catch (...) {
+    cudaGetLastError(); // runDevice meets and reports the same
   }
 }
 
@@ -430,17 +607,11 @@ void runDevice(CudaEngine::Device& dev, DeviceRun& run, const CudaEngineOptions&
     }
     // Frame arrays of this device's rows, zeroed (failed patches stay zero).
     const std::size_t nfw = std::size_t(nrow) * nwave;
-    for (auto* a : {&dev.flux, &dev.ivarOut, &dev.chi2pix, &dev.pixmask, &dev.deconv}) {
-      a->need(nfw, &dev.held, "frame arrays");
+    reserveFrameArrays(dev, nfw, nk, wholeModel ? npixImg : 0);
+    for (auto* a : {&dev.flux, &dev.ivarOut, &dev.chi2pix, &dev.pixmask, &dev.deconv})
       SPEX_CUDA(cudaMemsetAsync(a->get(), 0, nfw * sizeof(double), ms));
-    }
-    dev.res.need(nfw * nk, &dev.held, "resolution");
     SPEX_CUDA(cudaMemsetAsync(dev.res.get(), 0, nfw * nk * sizeof(double), ms));
-    if (wholeModel) {
-      dev.model.need(npixImg, &dev.held, "model image");
-      SPEX_CUDA(cudaMemsetAsync(dev.model.get(), 0, npixImg * sizeof(double), ms));
-    }
-    dev.track();
+    if (wholeModel) SPEX_CUDA(cudaMemsetAsync(dev.model.get(), 0, npixImg * sizeof(double), ms));
   });
   fr.flux = dev.flux.get();
   fr.ivar = dev.ivarOut.get();
@@ -457,101 +628,12 @@ void runDevice(CudaEngine::Device& dev, DeviceRun& run, const CudaEngineOptions&
   SPEX_CUDA(cudaEventRecord(ready, ms));
   for (auto& w : dev.ws) SPEX_CUDA(cudaStreamWaitEvent(w->stream, ready, 0));
 
-  // Batch size (CudaEngineOptions::memoryBudgetBytes): what the budget leaves after
-  // the request's fixed arrays, over the workspaces, capped at the target batch that
-  // keeps the card busy and at two batches per workspace (so transfers and phases of
-  // neighbouring batches overlap). Workspace sizes are estimated first, then checked
-  // against what the allocations really hold (library workspaces included).
-  const int W = int(dev.ws.size());
   int maxKept = 1;
   for (const DevPatch& d : table) maxKept = std::max(maxKept, d.nfiber);
   const bool keptEigh = opt.eigh != CudaEngineOptions::Eigh::Jacobi && !noise;
-  const std::size_t budget = opt.memoryBudgetBytes ? opt.memoryBudgetBytes : kCudaDefaultMemoryBudget;
-  std::size_t wsHeld = 0;
-  for (auto& w : dev.ws) wsHeld += w->bytes();
-  const std::size_t fixed = dev.held - wsHeld;
-  std::size_t per = gpu::bytesPerPatch(n, F, nb, job.maxBoxArea, noise, opt.selectedInverse);
-  if (keptEigh)
-    per += std::size_t(maxKept) * (std::size_t(nb) * nb + nb) * (dev.ws[0]->cusolverEigh ? 2 : 1) * sizeof(double);
-  if (tiles) per += std::size_t(job.maxBoxArea) * sizeof(double); // Workspace::tile
-  auto budgetError = [&](const std::string& what) {
-    const double MiB = 1024.0 * 1024.0;
-    char buf[320];
-    std::snprintf(buf, sizeof buf,
-                  "CUDA memory budget %.0f MiB on cuda:%d is too small: %s (frame arrays %.0f MiB, "
-                  "one patch per stream %d x %.1f MiB); raise the budget (--gpu-memory)",
-                  double(budget) / MiB, dev.index, what.c_str(), double(fixed) / MiB, W,
-                  double(per) / MiB);
-    return GpuError(buf);
-  };
-  if (fixed + std::size_t(W) * per > budget)
-    throw budgetError("it must hold the frame arrays and one patch per stream");
-  int P = int(std::min<std::size_t>((budget - fixed) / (std::size_t(W) * per), 65535));
-  P = std::min(P, opt.maxBatch > 0 ? opt.maxBatch : kCudaTargetBatch);
-  P = std::min(P, std::max(std::min(64, ntodo), (ntodo + 2 * W - 1) / (2 * W)));
-  P = std::max(P, 1);
-  CudaEngine::Device::Fit key;
-  key.n = n, key.F = F, key.nb = nb, key.maxBoxArea = job.maxBoxArea, key.maxKept = maxKept;
-  key.W = W, key.noise = noise, key.keptEigh = keptEigh, key.budget = budget, key.fixed = fixed;
-  if (dev.fit.same(key)) P = std::min(P, dev.fit.batch);
-  auto wsBytes = [&] {
-    std::size_t b = 0;
-    for (auto& w : dev.ws) b += w->bytes();
-    return b;
-  };
-  dev.limit = budget; // the workspaces' allocations check it (DeviceArray::reserve)
-  std::optional<ScopedRange> wsRange(std::in_place, &rec, "workspaces");
-  for (;;) {
-    bool ok = true, larger = false; // larger: workspaces kept from an earlier, larger batch
-    for (auto& w : dev.ws) {
-      larger = larger || w->capacity > P;
-      if (w->capacity < P || w->n != n || w->F != F || w->nb != nb ||
-          w->maxBoxArea < job.maxBoxArea || (noise && !w->noise)) {
-        if (w->capacity && (w->n != n || w->F != F || w->nb != nb)) gpu::releaseWorkspace(*w, dev);
-        if (!gpu::reserveWorkspace(*w, dev, P, n, F, nb, job.maxBoxArea, noise)) {
-          ok = false;
-          break;
-        }
-      }
-      // Eigen-pairs of the kept fiber blocks (CudaEngineOptions::eigh).
-      if (keptEigh &&
-          (w->maxKept < maxKept || w->K.capacity() < std::size_t(w->capacity) * maxKept * nb * nb) &&
-          !gpu::reserveKeptEigh(*w, dev, w->capacity, nb, maxKept)) {
-        ok = false;
-        break;
-      }
-    }
-    if (ok) break;
-    // Over the budget (the library workspaces were larger than estimated) or out of
-    // device memory: release, shrink the batch and try again.
-    for (auto& w : dev.ws) gpu::releaseWorkspace(*w, dev);
-    if (larger) continue; // first the same batch, allocated afresh
-    if (P == 1) {
-      std::size_t freeB = 0, totalB = 0;
-      cudaMemGetInfo(&freeB, &totalB);
-      throw budgetError("one patch per stream does not fit beside the frame arrays (the device has " +
-                        std::to_string(freeB >> 20) + " MiB free)");
-    }
-    P = std::max(1, std::min(P - 1, P * 7 / 8));
-  }
-  dev.limit = SIZE_MAX;
-  for (auto& w : dev.ws) {
-    w->tiles = tiles;
-    if (tiles) w->tile.need(std::size_t(P) * job.maxBoxArea, &dev.held, "model tiles");
-  }
-  wsRange.reset();
-  dev.track();
-  key.batch = P;
-  dev.fit = key;
-  dev.plan = CudaMemoryPlan{};
-  dev.plan.device = dev.index;
-  dev.plan.budgetBytes = budget;
-  dev.plan.fixedBytes = fixed;
-  dev.plan.batchBytes = wsBytes();
-  dev.plan.perPatchBytes = per;
-  dev.plan.streams = W;
-  dev.plan.batch = P;
-  dev.plan.batches = (ntodo + P - 1) / P;
+  const int W = int(dev.ws.size());
+  const int P = sizeWorkspaces(dev, opt, BatchLayout{n, F, nb, job.maxBoxArea, maxKept, ntodo, noise, keptEigh, tiles},
+                               rec);
 
   BatchView v;
   v.givenEigen = keptEigh ? 1 : 0;
@@ -665,9 +747,23 @@ void runDevice(CudaEngine::Device& dev, DeviceRun& run, const CudaEngineOptions&
 
   // D2H: this device's rows of the frame, and the model image.
   allocated.get(); // rethrows the allocation's failure
-  ExtractionResult part; // into: this device's rows, then the patches' bins are copied
+  // into: the launched patches' bins [cLo, cHi) of this device's rows, as a block per
+  // array (gpu::downloadColumns, pinned: a few patches) or whole rows in `part`.
+  int cLo = 0, cHi = 0;
+  if (job.into) {
+    cLo = nwave;
+    for (int i = 0; i < launched; ++i) {
+      const Patch& p = plan.patches[job.todo[i]];
+      cLo = std::min(cLo, p.wave0);
+      cHi = std::max(cHi, p.wave0 + p.nwave);
+    }
+    cLo = std::min(cLo, cHi);
+  }
+  const double* cols = nullptr;
+  ExtractionResult part;
   tl.phase(kPhaseD2H, mainLane, -1, ms, [&] {
     if (job.into) {
+      if (gpu::downloadColumns(dev, nrow, nwave, nk, cLo, cHi, cols)) return;
       part.flux = Array2D<double>(nrow, nwave);
       part.ivar = Array2D<double>(nrow, nwave);
       part.chi2pix = Array2D<double>(nrow, nwave);
@@ -688,18 +784,29 @@ void runDevice(CudaEngine::Device& dev, DeviceRun& run, const CudaEngineOptions&
   SPEX_CUDA(cudaStreamSynchronize(ms));
   if (job.into) {
     // The launched patches' kept bins into the caller's result, finalized there, and
-    // their model tiles.
+    // their model tiles. Value (array a, row rl, bin k), resolution (rl, d, k):
+    const std::size_t cw = std::size_t(cHi - cLo), per = std::size_t(nrow) * cw;
+    const Array2D<double>* arr[5] = {&part.flux, &part.ivar, &part.chi2pix, &part.pixmaskFraction,
+                                     &part.deconvolved};
+    auto at = [&](int a, int rl, int k) -> double {
+      if (cols) return cols[a * per + std::size_t(rl) * cw + std::size_t(k - cLo)];
+      return (*arr[a])(rl, k);
+    };
+    auto resAt = [&](int rl, int d, int k) -> double {
+      if (cols) return cols[5 * per + (std::size_t(rl) * nk + d) * cw + std::size_t(k - cLo)];
+      return part.resolution(rl, d, k);
+    };
     for (int i = 0; i < launched; ++i) {
       const Patch& p = plan.patches[job.todo[i]];
       for (int s = 0; s < p.nfiber; ++s) {
         const int rf = p.fiber0 + s - plan.fiberMin, rl = rf - job.rowLo;
         for (int k = p.wave0; k < p.wave0 + p.nwave; ++k) {
-          result.flux(rf, k) = part.flux(rl, k);
-          result.ivar(rf, k) = part.ivar(rl, k);
-          result.chi2pix(rf, k) = part.chi2pix(rl, k);
-          result.pixmaskFraction(rf, k) = part.pixmaskFraction(rl, k);
-          result.deconvolved(rf, k) = part.deconvolved(rl, k);
-          for (int d = 0; d < nk; ++d) result.resolution(rf, d, k) = part.resolution(rl, d, k);
+          result.flux(rf, k) = at(0, rl, k);
+          result.ivar(rf, k) = at(1, rl, k);
+          result.chi2pix(rf, k) = at(2, rl, k);
+          result.pixmaskFraction(rf, k) = at(3, rl, k);
+          result.deconvolved(rf, k) = at(4, rl, k);
+          for (int d = 0; d < nk; ++d) result.resolution(rf, d, k) = resAt(rl, d, k);
         }
       }
       if (tiles) {
@@ -774,7 +881,8 @@ void CudaEngine::run(const ExtractionRequest& req, ExtractionResult& result, boo
   // The kernel profile: CUPTI records from here until the devices are idle.
   std::unique_ptr<gpu::KernelTracer> tracer;
   if (req.profileKernels) tracer = std::make_unique<gpu::KernelTracer>(rec);
-  PatchPlan plan;
+  // The request's plan is used where it is (a copy is ~0.3 MB per request).
+  std::shared_ptr<const PatchPlan> planHeld;
   std::vector<int> todo;
   {
     ScopedRange whole(&rec, "extract");
@@ -811,9 +919,10 @@ void CudaEngine::run(const ExtractionRequest& req, ExtractionResult& result, boo
         }
       }
     }
-    // A patch list with its plan: only the rows of the patches' boxes are uploaded.
+    // A patch list with its plan: only the bounding rectangle of the patches' boxes is
+    // uploaded (whole rows when it is large: gpu::uploadImage).
     if (req.patches && req.plan) {
-      int y0 = INT32_MAX, y1 = INT32_MIN;
+      int y0 = INT32_MAX, y1 = INT32_MIN, x0 = INT32_MAX, x1 = INT32_MIN;
       bool valid = true;
       for (int i : *req.patches) {
         if (i < 0 || i >= int(req.plan->patches.size())) {
@@ -824,11 +933,16 @@ void CudaEngine::run(const ExtractionRequest& req, ExtractionResult& result, boo
         if (b.empty()) continue;
         y0 = std::min(y0, b.y0);
         y1 = std::max(y1, b.y1);
+        x0 = std::min(x0, b.x0);
+        x1 = std::max(x1, b.x1);
       }
       if (valid)
         for (auto& r : runs) {
-          r->imgY0 = y1 > y0 ? y0 : 0;
-          r->imgY1 = y1 > y0 ? y1 : 0;
+          const bool any = y1 > y0 && x1 > x0;
+          r->imgY0 = any ? y0 : 0;
+          r->imgY1 = any ? y1 : 0;
+          r->imgX0 = any ? x0 : 0;
+          r->imgX1 = any ? x1 : 0;
         }
     }
     std::vector<std::exception_ptr> prefetchErrors(m_devices.size());
@@ -845,25 +959,40 @@ void CudaEngine::run(const ExtractionRequest& req, ExtractionResult& result, boo
       for (auto& t : prefetchers)
         if (t.joinable()) t.join();
     };
+    std::thread reserver;
+    auto joinReserver = [&] {
+      if (reserver.joinable()) reserver.join();
+    };
     try {
       ScopedRange r(&rec, "plan");
       if (deviceCorners) {
         runs[0]->cornersReady.wait();
         if (runs[0]->cornersOk)
-          plan = makePatchPlan(*req.psf, req.wave, req.fiberMin, req.nFiber, req.params, runs[0]->corners);
+          planHeld = std::make_shared<const PatchPlan>(
+              makePatchPlan(*req.psf, req.wave, req.fiberMin, req.nFiber, req.params, runs[0]->corners));
         else
-          plan = *requestPlan(req);
+          planHeld = requestPlan(req);
       } else {
-        plan = *requestPlan(req); // the request's plan, checked (built only when it has none)
+        planHeld = requestPlan(req); // the request's plan, checked (built only when it has none)
       }
-      validateRequest(req, plan);
+      validateRequest(req, *planHeld);
+      // A whole frame on one device: its arrays and workspaces allocated beside the
+      // image's copy (reserveAhead).
+      if (m_options.reserveAhead && !req.patches && m_devices.size() == 1)
+        reserver = std::thread([&] {
+          runs[0]->allocsDone.wait();
+          reserveAhead(*m_devices[0], m_options, req, *planHeld, rec);
+        });
     } catch (...) {
       joinPrefetch();
+      joinReserver();
       throw;
     }
     joinPrefetch();
+    joinReserver();
     for (auto& e : prefetchErrors)
       if (e) std::rethrow_exception(e);
+    const PatchPlan& plan = *planHeld;
     // The warm-up's first DGEMMs come before the first batch's (CudaEngineOptions::
     // warmUp): each device's runDevice waits for it once its workspaces are allocated.
     std::once_flag warmJoined;

@@ -100,6 +100,10 @@ struct CudaEngineOptions {
   // the host's work before the first extraction's batches; that extraction waits for
   // it before its first batch. Factory switch: SPEXLAB_CUDA_WARMUP=0 turns it off.
   bool warmUp = true;
+  // A whole frame on one device: its frame arrays and batch workspaces allocated on a
+  // thread of their own while the image is copied up (docs/benchmarks.md, "Issue 12,
+  // fifth round"), not after it. Factory switch: SPEXLAB_CUDA_RESERVE=0 turns it off.
+  bool reserveAhead = true;
 };
 
 // How one device's memory was split in the engine's last extraction (for reports).

@@ -93,6 +93,10 @@ struct CudaEngine::Device {
   gpu::DeviceArray<int> coupling; // per patch of the request (CudaEngineOptions::bandedSolve)
   gpu::PinnedArray<int> hInfo, hCoupling;
   gpu::PinnedArray<double> hChi2, hTiles; // hTiles: the request's model tiles (BatchView::tiles)
+  // A few patches' image rectangle on its way up (uploadImage) and their columns of the
+  // frame rows on the way down (downloadColumns); rectCopied: the rectangle's last copy.
+  gpu::PinnedArray<double> hRect, hColumns;
+  cudaEvent_t rectCopied = nullptr;
   gpu::EventPool events; // the timeline's and the streams' synchronisation events
   CudaMemoryPlan plan; // of the last extraction
   gpu::PinnedStager stager; // pageable host arrays <-> device through pinned chunks (staging.h)
@@ -120,6 +124,7 @@ struct CudaEngine::Device {
       if (w->stream) cudaStreamDestroy(w->stream);
     }
     if (main) cudaStreamDestroy(main);
+    if (rectCopied) cudaEventDestroy(rectCopied);
   }
 };
 
@@ -148,12 +153,17 @@ bool reserveKeptEigh(Workspace& w, CudaEngine::Device& dev, int cap, int nb, int
 // Transfers (engine_transfers.cpp). The PSF as a coefficient pool and set descriptors
 // (kernels.h DevPsf), on s, synchronous (the host tables are temporaries).
 void uploadPsf(const GaussHermitePsf& psf, CudaEngine::Device& dev, cudaStream_t s, DevPsf& out);
-// Image and ivar into dev.pix and dev.ivar on dev.main, through the pinned stager;
-// returns once the host arrays have been read. Only rows [y0, y1) are copied (clamped
-// to the image; y1 < 0: all rows): a request for a few patches reads no pixel outside
-// its patches' boxes (the kernels test every pixel against the box), so it uploads
-// just those rows, and nothing of an earlier image is ever reused.
-void uploadImage(const Image& image, CudaEngine::Device& dev, std::size_t budget, int y0 = 0, int y1 = -1);
+// Image and ivar into dev.pix and dev.ivar on dev.main; returns once the host arrays
+// have been read. Only rows [y0, y1) and columns [x0, x1) are copied (clamped to the
+// image; y1 < 0 or x1 < 0: all): a request for a few patches reads no pixel outside its
+// patches' boxes (the kernels test every pixel against the box), so it uploads just
+// their bounding rectangle, and nothing of an earlier image is ever reused. Whole
+// rows go through the pinned stager; a rectangle narrower than the image and under
+// two stager chunks is packed into pinned memory and copied as two 2D transfers.
+// reserveImage first.
+void uploadImage(const Image& image, CudaEngine::Device& dev, int y0 = 0, int y1 = -1, int x0 = 0, int x1 = -1);
+// The device arrays uploadImage fills, allocated within the budget (makeRoom).
+void reserveImage(const Image& image, CudaEngine::Device& dev, std::size_t budget);
 // The corner table of the request's patch plan (core/plan/patch_plan.h PlanCorners)
 // evaluated on the device from the uploaded PSF, on dev.main, synchronous; false (out
 // empty) when the request's fibers or parameters are not a valid plan (makePatchPlan
@@ -165,6 +175,14 @@ bool computePlanCorners(CudaEngine::Device& dev, const DevPsf& psf, const Extrac
 // result, and the model image (npix values) into `model` when not null. Synchronous.
 void downloadFrame(CudaEngine::Device& dev, ExtractionResult& result, std::size_t off, std::size_t nfw,
                    int nk, double* model, std::size_t npix);
+
+// After every workspace's stream: bins [k0, k1) of the device's nrow frame rows (of
+// nwave bins each) into pinned memory, out = flux, ivar, chi2pix, pixmaskFraction,
+// deconvolved (each [nrow][k1 - k0]) then resolution ([nrow][nk][k1 - k0]), as
+// 2D copies. Synchronous. false (nothing copied) when that is two stager chunks or
+// more: the caller downloads whole rows (downloadFrame). `out` stays valid until the
+// next call.
+bool downloadColumns(CudaEngine::Device& dev, int nrow, int nwave, int nk, int k0, int k1, const double*& out);
 
 // Host side after the D2H (engine_results.cpp): a diagnostics entry for each of the
 // first `launched` patches of todo (chi2, retry flags, stream lane, an equal share of

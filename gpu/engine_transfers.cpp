@@ -11,15 +11,14 @@
 namespace spex::gpu {
 
 void uploadPsf(const GaussHermitePsf& psf, CudaEngine::Device& dev, cudaStream_t s, DevPsf& out) {
-  PackedPsf packed = packPsf(psf);
   // A warm engine asked again with the same PSF (the workbench's selections) keeps the
-  // tables already on the device: the packed tables are compared byte for byte with
-  // those uploaded last (~1 MB, far less than the copies and their synchronisation).
+  // tables already on the device: the PSF's sets are compared byte for byte with the
+  // tables uploaded last (~1 MB read), without packing them again (a 1 MB allocation
+  // and copy per request).
   const bool same = dev.psfUploaded && dev.pool.get() == dev.psfPoolAt && dev.sets.get() == dev.psfSetsAt &&
-                    packed.pool.size() == dev.psfPool.size() && packed.sets.size() == dev.psfSets.size() &&
-                    std::memcmp(packed.pool.data(), dev.psfPool.data(), packed.pool.size() * sizeof(double)) == 0 &&
-                    std::memcmp(packed.sets.data(), dev.psfSets.data(), packed.sets.size() * sizeof(DevLegendre)) == 0;
+                    samePacked(psf, dev.psfPool, dev.psfSets);
   if (!same) {
+    PackedPsf packed = packPsf(psf);
     dev.psfUploaded = false;
     dev.pool.need(packed.pool.size(), &dev.held, "PSF coefficients");
     dev.sets.need(packed.sets.size(), &dev.held, "PSF sets");
@@ -37,16 +36,45 @@ void uploadPsf(const GaussHermitePsf& psf, CudaEngine::Device& dev, cudaStream_t
   out = describePsf(psf, dev.pool.get(), dev.sets.get());
 }
 
-void uploadImage(const Image& image, CudaEngine::Device& dev, std::size_t budget, int y0, int y1) {
+void reserveImage(const Image& image, CudaEngine::Device& dev, std::size_t budget) {
   const std::size_t npix = std::size_t(image.ny) * image.nx;
   makeRoom(dev, dev.pix.growth(npix) + dev.ivar.growth(npix), budget);
   dev.pix.need(npix, &dev.held, "image");
   dev.ivar.need(npix, &dev.held, "image ivar");
   dev.track();
+}
+
+void uploadImage(const Image& image, CudaEngine::Device& dev, int y0, int y1, int x0,
+                 int x1) {
   if (y1 < 0 || y1 > image.ny) y1 = image.ny;
   y0 = std::clamp(y0, 0, y1);
-  const std::size_t off = std::size_t(y0) * image.nx, count = std::size_t(y1 - y0) * image.nx;
-  if (count == 0) return;
+  if (x1 < 0 || x1 > image.nx) x1 = image.nx;
+  x0 = std::clamp(x0, 0, x1);
+  const std::size_t rows = std::size_t(y1 - y0), width = std::size_t(x1 - x0);
+  if (rows == 0 || width == 0) return;
+  const std::size_t rect = rows * width, pitch = std::size_t(image.nx) * sizeof(double);
+  if (width < std::size_t(image.nx) && 2 * rect * sizeof(double) < 2 * dev.stager.chunkBytes()) {
+    // A few patches: only their boxes' bounding rectangle (a patch's box is ~1/50 of
+    // its rows), packed into pinned memory on this thread and copied as two 2D
+    // transfers; no staging threads. The last request's copy out of the buffer is
+    // waited for first (it has normally finished long ago).
+    if (dev.rectCopied) SPEX_CUDA(cudaEventSynchronize(dev.rectCopied));
+    double* h = dev.hRect.get(2 * rect);
+    for (std::size_t r = 0; r < rows; ++r) {
+      const std::size_t src = (std::size_t(y0) + r) * image.nx + x0;
+      std::memcpy(h + r * width, image.pix.data.data() + src, width * sizeof(double));
+      std::memcpy(h + rect + r * width, image.ivar.data.data() + src, width * sizeof(double));
+    }
+    const std::size_t off = std::size_t(y0) * image.nx + x0;
+    SPEX_CUDA(cudaMemcpy2DAsync(dev.pix.get() + off, pitch, h, width * sizeof(double), width * sizeof(double),
+                                rows, cudaMemcpyHostToDevice, dev.main));
+    SPEX_CUDA(cudaMemcpy2DAsync(dev.ivar.get() + off, pitch, h + rect, width * sizeof(double),
+                                width * sizeof(double), rows, cudaMemcpyHostToDevice, dev.main));
+    if (!dev.rectCopied) SPEX_CUDA(cudaEventCreateWithFlags(&dev.rectCopied, cudaEventDisableTiming));
+    SPEX_CUDA(cudaEventRecord(dev.rectCopied, dev.main));
+    return;
+  }
+  const std::size_t off = std::size_t(y0) * image.nx, count = rows * image.nx;
   dev.stager.upload({CopySegment{dev.pix.get() + off, image.pix.data.data() + off, count * sizeof(double)},
                      CopySegment{dev.ivar.get() + off, image.ivar.data.data() + off, count * sizeof(double)}},
                     dev.main, dev.index);
@@ -89,6 +117,31 @@ void downloadFrame(CudaEngine::Device& dev, ExtractionResult& result, std::size_
       {result.resolution.data.data() + off * nk, dev.res.get(), nfw * nk * b}};
   if (model) segs.push_back({model, dev.model.get(), npix * b});
   dev.stager.download(segs, ms, dev.index);
+}
+
+bool downloadColumns(CudaEngine::Device& dev, int nrow, int nwave, int nk, int k0, int k1, const double*& out) {
+  const std::size_t cols = std::size_t(std::max(k1 - k0, 0)), per = std::size_t(nrow) * cols;
+  const std::size_t total = per * (5 + std::size_t(nk));
+  if (total * sizeof(double) >= 2 * dev.stager.chunkBytes()) return false;
+  cudaStream_t ms = dev.main;
+  for (auto& w : dev.ws) {
+    const cudaEvent_t e = dev.events.acquire();
+    SPEX_CUDA(cudaEventRecord(e, w->stream));
+    SPEX_CUDA(cudaStreamWaitEvent(ms, e, 0));
+    dev.events.release(e);
+  }
+  double* h = dev.hColumns.get(std::max<std::size_t>(total, 1));
+  out = h;
+  if (per == 0) return true;
+  const std::size_t b = sizeof(double), spitch = std::size_t(nwave) * b;
+  const double* src[5] = {dev.flux.get(), dev.ivarOut.get(), dev.chi2pix.get(), dev.pixmask.get(), dev.deconv.get()};
+  for (int a = 0; a < 5; ++a)
+    SPEX_CUDA(cudaMemcpy2DAsync(h + a * per, cols * b, src[a] + k0, spitch, cols * b, std::size_t(nrow),
+                                cudaMemcpyDeviceToHost, ms));
+  SPEX_CUDA(cudaMemcpy2DAsync(h + 5 * per, cols * b, dev.res.get() + k0, spitch, cols * b,
+                              std::size_t(nrow) * nk, cudaMemcpyDeviceToHost, ms));
+  SPEX_CUDA(cudaStreamSynchronize(ms));
+  return true;
 }
 
 } // namespace spex::gpu

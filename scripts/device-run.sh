@@ -17,8 +17,9 @@
 #           extraction of the same files with all cores, then `compare`
 #   coldab  cold `extract --engine cuda` processes, this build against spexlab-cli-main (main's
 #           build, bundled as an extra binary) alternately, with `--help` and trace summaries
-#           (docs/benchmarks.md, "Cold process"); SPEXLAB_CUDA_WARMUP=0; CPU-engine
-#           processes; the driver's own start-up through python ctypes
+#           (docs/benchmarks.md, "Cold process"); SPEXLAB_CUDA_RESERVE=0 and
+#           SPEXLAB_DETACHED_EXIT=0; CPU-engine processes; the driver's own start-up
+#           through python ctypes; main's frame against this build's, byte for byte
 #   memcheck2 compute-sanitizer memcheck on test_cuda_engine wholeRequestWithItsPlan and
 #           accumulateFillsModelTilesLikeCpu
 #   onepatch  bench --one-patch 100 (one patch per request, warm engine): CUDA, CUDA with the
@@ -117,12 +118,17 @@ for step in "$@"; do
               [ -x $B/spexlab-cli-main ] && cold1 main$k $B/spexlab-cli-main
               cold1 new$k $B/spexlab-cli
             done
-            # The warm-up off (SPEXLAB_CUDA_WARMUP=0) twice, between two more runs of this
-            # build (docs/benchmarks.md, "Issue 12, fourth round").
-            cold1 nowarm1 $B/spexlab-cli SPEXLAB_CUDA_WARMUP=0
+            # This build with the workspaces allocated after the image's upload
+            # (SPEXLAB_CUDA_RESERVE=0) and with the process's own teardown
+            # (SPEXLAB_DETACHED_EXIT=0), twice each, between more runs of this build
+            # (docs/benchmarks.md, "Issue 12, fifth round").
+            cold1 noreserve1 $B/spexlab-cli SPEXLAB_CUDA_RESERVE=0
             cold1 new4 $B/spexlab-cli
-            cold1 nowarm2 $B/spexlab-cli SPEXLAB_CUDA_WARMUP=0
+            cold1 nodetach1 $B/spexlab-cli SPEXLAB_DETACHED_EXIT=0
             cold1 new5 $B/spexlab-cli
+            cold1 noreserve2 $B/spexlab-cli SPEXLAB_CUDA_RESERVE=0
+            cold1 nodetach2 $B/spexlab-cli SPEXLAB_DETACHED_EXIT=0
+            cold1 new6 $B/spexlab-cli
             for k in 1 2; do s=$(date +%s%N); $B/spexlab-cli extract -i $D/frame/preproc.fits -p $D/frame/psf.fits -o $D/frame/frame-np.fits \
                 -w 5760,7620,0.8 --engine cuda > $OUT/cold-noprofile-$k.log 2>&1
               echo "--- new without --profile: process wall $(( ($(date +%s%N) - s) / 1000000 )) ms"; grep patches $OUT/cold-noprofile-$k.log; done
@@ -147,7 +153,17 @@ names = (["open cuBLAS+cuSOLVER"] if sys.argv[1] == "libs-first" else []) + ["cu
 print("driver alone (%s): " % sys.argv[1] + ", ".join("%s %.1f ms" % (k, v) for k, v in zip(names, d)))
 PYEOF
             done
-            $B/spexlab-cli compare $D/frame/frame-main1.fits $D/frame/frame-new1.fits 2>&1 | tail -3 ;;
+            $B/spexlab-cli compare $D/frame/frame-main1.fits $D/frame/frame-new1.fits 2>&1 | tail -3
+            # Same bytes as main's frame apart from the checksum cards (their dates)?
+            [ -f $D/frame/frame-main1.fits ] && python3 - $D/frame/frame-main1.fits $D/frame/frame-new1.fits <<'PYEOF'
+import sys
+a, b = (open(p, "rb").read() for p in sys.argv[1:3])
+cards = [a[i:i + 80] for i in range(0, min(len(a), len(b)), 80) if a[i:i + 80] != b[i:i + 80]]
+other = [c for c in cards if not (c.startswith(b"CHECKSUM=") or c.startswith(b"DATASUM ="))]
+print("frame bytes main vs new: sizes %d %d, %d cards differ, %d of them not CHECKSUM/DATASUM" % (len(a), len(b), len(cards), len(other)))
+for c in other[:5]: print("  ", c)
+PYEOF
+            ;;
     memcheck2) # compute-sanitizer memcheck on the engine tests of cold2's paths: a whole
                # request with its plan (spot table over the plan's range, the PSF kept on a
                # warm engine) and the accumulated selections

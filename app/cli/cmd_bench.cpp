@@ -197,7 +197,7 @@ int onePatchBench(Engine& engine, ExtractionRequest req, int count, bool json, c
 int cmdBench(const std::vector<std::string>& args) {
   CLI::App app("Time an extraction and print a per-phase table.", "spexlab-cli bench");
   setupApp(app);
-  std::string input, psfPath, wavelength, engine = "auto", gpus, gpuMemory, patches;
+  std::string input, psfPath, wavelength, engine = "auto", gpus, gpuMemory, patches, profilePath;
   int specmin = 0, nspec = -1, threads = 0, repeat = 1;
   int64_t seed = 42;
   double psferr = 0;
@@ -233,6 +233,8 @@ int cmdBench(const std::vector<std::string>& args) {
   app.add_flag("--profile-kernels", profileKernels,
                "CUDA engine: record every kernel and copy (CUPTI) in every run and print the per-kernel "
                "table of the last (the walls then include its cost)");
+  app.add_option("--profile", profilePath,
+                 "write the last run's Chrome trace (JSON; with --profile-kernels its kernels too)");
   app.add_flag("--ceilings", ceilings, "also measure the GPU's DGEMM and copy ceilings");
   app.add_flag("--quiet", quiet, "no progress bar");
   if (!parseArgs(app, args)) return 0;
@@ -243,6 +245,9 @@ int cmdBench(const std::vector<std::string>& args) {
     if (!patches.empty()) throw InputError("--one-patch picks its own patches; leave out --patches");
     if (repeatOpt->count()) throw InputError("--one-patch N times N requests; leave out --repeat");
   }
+  if (!profilePath.empty() && onePatchOpt->count())
+    throw InputError("--profile writes a whole run's trace; --one-patch times many small requests");
+  checkWritable(profilePath, "profile output", {input, psfPath});
   if (psferrOpt->count()) params.psferr = psferr;
   if (decorrelate) params.mode = Decorrelation::Noise;
   params.validate();
@@ -301,6 +306,7 @@ int cmdBench(const std::vector<std::string>& args) {
     cpus.push_back(cpuSeconds() - c0);
     walls.push_back(r.profile.wallNs * 1e-9);
   }
+  if (!profilePath.empty()) writeTextAtomic(profilePath, r.profile.toChromeTrace());
   std::vector<double> sorted = walls;
   std::sort(sorted.begin(), sorted.end());
   const double median = sorted[sorted.size() / 2];
@@ -335,7 +341,8 @@ int cmdBench(const std::vector<std::string>& args) {
         occ.push_back({{"device", o.device}, {"window_s", o.windowS}, {"busy_s", o.busyS},
                        {"kernel_s", o.kernelS}, {"concurrent_s", o.concurrentS},
                        {"copy_only_s", o.copyOnlyS}, {"lead_s", o.leadS}, {"tail_s", o.tailS},
-                       {"gap_s", o.gapS}, {"largest_gap_s", o.largestGapS}, {"gaps", o.gaps}});
+                       {"gap_s", o.gapS}, {"largest_gap_s", o.largestGapS},
+                       {"largest_gap_at_s", o.largestGapAtS}, {"gaps", o.gaps}});
       out["occupancy"] = std::move(occ);
     }
     // A path need not be UTF-8: replace what is not, rather than fail after the run.

@@ -6,6 +6,7 @@
 #include "app/engine_factory.h"
 #include "core/bary/barycentric.h"
 #include "cli_common.h"
+#include "process_exit.h"
 #include "core/errors.h"
 #include "core/io/fits_file.h"
 #include "core/io/frame_io.h"
@@ -375,6 +376,9 @@ int runExtract(ExtractOptions& o, const std::string& prog) {
                 o.model.empty() ? "" : " and ", o.model.c_str());
     if (!r.profile.kernels.empty()) std::printf("\nkernel profile:\n%s", kernelTable(r.profile).c_str());
   }
+  // After a CUDA extraction the process's end (~0.1 s of kernel teardown) is left to
+  // a helper (process_exit.h): the outputs are complete and synced by now.
+  if (!mpi.active()) requestDetachedExit(engineName.rfind("cuda", 0) == 0);
   return reportUnusableBins(r, "extract");
 }
 

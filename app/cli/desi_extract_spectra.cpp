@@ -2,6 +2,7 @@
 // program as `spexlab-cli extract`, so desi_proc's line runs unchanged.
 #include "cli_common.h"
 #include "commands.h"
+#include "process_exit.h"
 
 #include <string>
 #include <vector>
@@ -9,5 +10,7 @@
 int main(int argc, char** argv) {
   const std::vector<std::string> args(argv + 1, argv + argc);
   const std::string prog = "desi_extract_spectra";
-  return spex::cli::guarded(prog, [&] { return spex::cli::cmdExtract(args, prog); });
+  const int rc = spex::cli::guarded(prog, [&] { return spex::cli::cmdExtract(args, prog); });
+  if (spex::cli::detachedExitRequested()) spex::cli::exitLeavingTeardown(rc);
+  return rc;
 }

@@ -64,10 +64,11 @@ std::string occupancyLines(const Profile& p) {
     std::snprintf(line, sizeof line,
                   "device %d over the %.1f ms run: busy %.1f ms (%.0f %%): kernels %.1f (two or more at once "
                   "%.1f), copies alone %.1f; idle %.1f ms: %.1f before the first activity, %.1f after the "
-                  "last, %.1f in %d gap%s (largest %.2f)\n",
+                  "last, %.1f in %d gap%s (largest %.2f, at %.1f)\n",
                   o.device, ms * o.windowS, ms * o.busyS, o.windowS > 0 ? 100 * o.busyS / o.windowS : 0.0,
                   ms * o.kernelS, ms * o.concurrentS, ms * o.copyOnlyS, ms * idle, ms * o.leadS, ms * o.tailS,
-                  ms * o.gapS, o.gaps, o.gaps == 1 ? "" : "s", ms * o.largestGapS);
+                  ms * o.gapS, o.gaps, o.gaps == 1 ? "" : "s", ms * o.largestGapS,
+                  ms * o.largestGapAtS);
     os << line;
   }
   return os.str();

@@ -2,6 +2,7 @@
 #include "app/engine_factory.h"
 #include "cli_common.h"
 #include "commands.h"
+#include "process_exit.h"
 #include "core/errors.h"
 
 #include <cstdio>
@@ -58,7 +59,11 @@ int main(int argc, char** argv) {
   args.erase(args.begin());
   const std::string prog = "spexlab-cli " + cmd;
   // `spexlab-cli <cmd> --help` prints that command's options (CLI11).
-  if (cmd == "extract") return spex::cli::guarded(prog, [&] { return spex::cli::cmdExtract(args, prog); });
+  if (cmd == "extract") {
+    const int rc = spex::cli::guarded(prog, [&] { return spex::cli::cmdExtract(args, prog); });
+    if (spex::cli::detachedExitRequested()) spex::cli::exitLeavingTeardown(rc);
+    return rc;
+  }
   if (cmd == "simulate") return spex::cli::guarded(prog, [&] { return spex::cli::cmdSimulate(args); });
   if (cmd == "bench") return spex::cli::guarded(prog, [&] { return spex::cli::cmdBench(args); });
   if (cmd == "compare") return spex::cli::guarded(prog, [&] { return spex::cli::cmdCompare(args); });

@@ -31,13 +31,6 @@ void checkShape(const char* what, int rows, int cols, int nfiber, int nwave) {
                      ", expected " + dims(nfiber, nwave));
 }
 
-template <class T>
-Array2D<float> toFloat(const Array2D<T>& a) {
-  Array2D<float> f(a.rows, a.cols);
-  for (std::size_t i = 0; i < a.size(); ++i) f.data[i] = static_cast<float>(a.data[i]);
-  return f;
-}
-
 // The extraction parameters in the frame header, 8-character keys.
 void writeParams(FitsFile& f, const ExtractionResult& r) {
   const PatchParams& p = r.params;
@@ -99,6 +92,49 @@ std::string origPsfOf(const FrameMeta& meta) {
   }
 }
 
+// A float32 image HDU of shape (slowest first) from doubles, written in pieces of
+// whole rows of the slowest axis (~1.6 MB of float32 each, at least one row): the next
+// piece is converted, and its data sum taken, on another thread while CFITSIO writes
+// this one; no image-sized float copy (RESOLUTION: 51 MB for 500 fibers, ~1/3 of the
+// write when made whole first). Same bytes and DATASUM as writeImage of the whole.
+void writeFloatInPieces(FitsFile& f, const std::string& extname, const std::vector<long>& shape,
+                        const double* data, std::size_t perRow) {
+  std::size_t total = 1;
+  for (long a : shape) total *= std::size_t(a);
+  const std::size_t target = std::size_t(400) << 10; // values per piece, ~1.6 MB of float32
+  const std::size_t rowsPerPiece = std::max<std::size_t>(1, target / std::max<std::size_t>(perRow, 1));
+  const std::size_t perPiece = rowsPerPiece * perRow;
+  const std::size_t pieces = (total + perPiece - 1) / perPiece;
+  struct Piece {
+    std::vector<float> v;
+    FitsDataSum sum;
+  };
+  Piece buf[2];
+  auto convert = [&](std::size_t k) {
+    Piece& p = buf[k % 2];
+    const std::size_t b = k * perPiece, e = std::min(total, b + perPiece);
+    p.v.resize(e - b);
+    for (std::size_t i = b; i < e; ++i) p.v[i - b] = static_cast<float>(data[i]);
+    p.sum = FitsDataSum{};
+    p.sum.addFloats(p.v.data(), static_cast<long long>(p.v.size()));
+  };
+  f.beginFloatImage(extname, shape);
+  if (pieces > 0) convert(0);
+  for (std::size_t k = 0; k < pieces; ++k) {
+    std::future<void> next;
+    if (k + 1 < pieces) next = std::async(std::launch::async, convert, k + 1);
+    try {
+      const Piece& p = buf[k % 2];
+      f.writeImagePart(p.v.data(), static_cast<long long>(p.v.size()), p.sum);
+    } catch (...) {
+      if (next.valid()) next.wait(); // it uses buf
+      throw;
+    }
+    if (next.valid()) next.get();
+  }
+  f.endImage();
+}
+
 } // namespace
 
 void writeFrame(const std::string& path, const ExtractionResult& r, const Image& image,
@@ -136,12 +172,12 @@ void writeFrame(const std::string& path, const ExtractionResult& r, const Image&
 
   std::optional<ScopedRange> step(std::in_place, meta.profile, "FLUX, IVAR, MASK");
   // FLUX: the input IMAGE header, then what this extraction adds (§5, docs/desi.md).
-  f.writeImage("FLUX", FitsPixel::Float32, toFloat(r.flux));
+  writeFloatInPieces(f, "FLUX", {long(nf), long(nw)}, r.flux.data.data(), std::size_t(nw));
   f.writeHeader(image.header);
   f.writeString("BUNIT", "electron/Angstrom");
   writeFrameKeywords(f, r, image, meta);
 
-  f.writeImage("IVAR", FitsPixel::Float32, toFloat(r.ivar));
+  writeFloatInPieces(f, "IVAR", {long(nf), long(nw)}, r.ivar.data.data(), std::size_t(nw));
   f.writeString("BUNIT", "Angstrom2/electron2");
   f.writeImage("MASK", FitsPixel::UInt32, r.mask);
   out.startWriteback(); // the disk works on these while RESOLUTION is converted
@@ -152,42 +188,8 @@ void writeFrame(const std::string& path, const ExtractionResult& r, const Image&
   f.writeString("BUNIT", "Angstrom");
 
   // [nfiber, 2 ndiag + 1, nwave]: NAXIS1 = nwave, NAXIS2 = 2 ndiag + 1, NAXIS3 = nfiber.
-  {
-    // In pieces of 16 fibers (~1.6 MB of float32): the next piece is converted, and its
-    // data sum taken, on another thread while CFITSIO writes this one; no frame-sized
-    // float copy (51 MB for 500 fibers, ~1/3 of the write when made whole first).
-    const std::size_t perFiber = std::size_t(nd) * nw;
-    const int fibersPerPiece = 16, pieces = (nf + fibersPerPiece - 1) / fibersPerPiece;
-    struct Piece {
-      std::vector<float> v;
-      FitsDataSum sum;
-    };
-    Piece buf[2];
-    auto convert = [&](int k) {
-      Piece& p = buf[k % 2];
-      const std::size_t b = std::size_t(k) * fibersPerPiece * perFiber;
-      const std::size_t e = std::min(r.resolution.size(), b + fibersPerPiece * perFiber);
-      p.v.resize(e - b);
-      for (std::size_t i = b; i < e; ++i) p.v[i - b] = static_cast<float>(r.resolution.data[i]);
-      p.sum = FitsDataSum{};
-      p.sum.addFloats(p.v.data(), static_cast<long long>(p.v.size()));
-    };
-    f.beginFloatImage("RESOLUTION", {long(nf), long(nd), long(nw)});
-    convert(0);
-    for (int k = 0; k < pieces; ++k) {
-      std::future<void> next;
-      if (k + 1 < pieces) next = std::async(std::launch::async, convert, k + 1);
-      try {
-        const Piece& p = buf[k % 2];
-        f.writeImagePart(p.v.data(), static_cast<long long>(p.v.size()), p.sum);
-      } catch (...) {
-        if (next.valid()) next.wait(); // it uses buf
-        throw;
-      }
-      if (next.valid()) next.get();
-    }
-    f.endImage();
-  }
+  writeFloatInPieces(f, "RESOLUTION", {long(nf), long(nd), long(nw)}, r.resolution.data.data(),
+                     std::size_t(nd) * nw);
   out.startWriteback();
 
   step.emplace(meta.profile, "FIBERMAP, CHI2PIX");
@@ -211,7 +213,7 @@ void writeFrame(const std::string& path, const ExtractionResult& r, const Image&
   if (r.chi2pix.empty())
     f.writeImage("CHI2PIX", FitsPixel::Float32, Array2D<float>(nf, nw, 0.0f));
   else
-    f.writeImage("CHI2PIX", FitsPixel::Float32, toFloat(r.chi2pix));
+    writeFloatInPieces(f, "CHI2PIX", {long(nf), long(nw)}, r.chi2pix.data.data(), std::size_t(nw));
 
   step.emplace(meta.profile, "SCORES");
   if (meta.scores) {
@@ -363,7 +365,7 @@ void writeModelHdu(AtomicOutput& out, const Array2D<double>& model, const Image&
   FitsFile& f = out.file();
   // desispec: fits.writeto(model, header=frame.meta): one primary image whose header
   // is the preproc IMAGE header (EXTNAME IMAGE) plus the frame's keywords.
-  f.writeImage("IMAGE", FitsPixel::Float32, toFloat(model));
+  writeFloatInPieces(f, "IMAGE", {long(model.rows), long(model.cols)}, model.data.data(), std::size_t(model.cols));
   out.startWriteback();
   f.writeHeader(image.header);
   f.writeString("BUNIT", "electron", "model of the CCD image, electrons per pixel");

@@ -242,7 +242,10 @@ std::vector<DeviceOccupancy> Profile::deviceOccupancy(int64_t t0, int64_t t1) co
         o.busyS += d;
       } else {
         o.gapS += d;
-        o.largestGapS = std::max(o.largestGapS, d);
+        if (d > o.largestGapS) {
+          o.largestGapS = d;
+          o.largestGapAtS = double(e[i].t) * 1e-9;
+        }
         o.gaps++;
       }
     }

@@ -101,6 +101,7 @@ struct DeviceOccupancy {
   double tailS = 0;        // from the last activity's end to the window's end
   double gapS = 0;         // idle between the first activity and the last
   double largestGapS = 0;  // the longest such idle stretch
+  double largestGapAtS = 0; // where it starts, on the profile's clock (s from its origin)
   int gaps = 0;            // how many idle stretches lie between the first and the last
 };
 

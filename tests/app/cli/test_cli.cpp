@@ -229,6 +229,57 @@ private slots:
     QCOMPARE(strict.code, 0);
   }
 
+  void detachedExitKeepsOutputsAndCodes() {
+    // process_exit.h: with SPEXLAB_DETACHED_EXIT=1 (a CUDA extraction's default) the
+    // process ends at once and a helper process does the teardown. The frame must be
+    // the same bytes (apart from the checksum cards' dates), the whole summary must
+    // reach the reader, and errors keep their code and message.
+    auto run = [&](const QString& detached, const QStringList& args) {
+      QProcess p;
+      QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+      env.insert("SPEXLAB_DETACHED_EXIT", detached);
+      p.setProcessEnvironment(env);
+      p.start(QStringLiteral(SPEXLAB_CLI), args);
+      p.waitForFinished(600000);
+      p.waitForReadyRead(1000); // the helper closes stdout once this process is gone
+      Run r;
+      r.crashed = p.exitStatus() != QProcess::NormalExit;
+      r.code = p.exitCode();
+      r.err = QString::fromUtf8(p.readAllStandardError());
+      r.out = QString::fromUtf8(p.readAllStandardOutput());
+      return r;
+    };
+    auto extract = [&](const std::string& out) {
+      return QStringList{"extract", "-i", QString::fromStdString(preproc), "-p", QString::fromStdString(psf),
+                         "-o", QString::fromStdString(out), "-w", "6000,6100,0.8", "-s", "0", "-n", "10",
+                         "--engine", "cpu", "--threads", "2"};
+    };
+    const Run a = run("1", extract(t("detached.fits"))), b = run("0", extract(t("inline.fits")));
+    QVERIFY2(a.code == 0 && !a.crashed, qPrintable(a.err));
+    QVERIFY2(b.code == 0 && !b.crashed, qPrintable(b.err));
+    QVERIFY(a.out.contains("extracted 10 fibers") && a.out.contains("wrote"));
+    auto bytes = [](const std::string& path) {
+      std::ifstream in(path, std::ios::binary);
+      return std::string((std::istreambuf_iterator<char>(in)), {});
+    };
+    const std::string fa = bytes(t("detached.fits")), fb = bytes(t("inline.fits"));
+    QVERIFY(!fa.empty());
+    QCOMPARE(fa.size(), fb.size());
+    int cardsDiffering = 0;
+    for (std::size_t c = 0; c + 80 <= fa.size(); c += 80) {
+      if (fa.compare(c, 80, fb, c, 80) == 0) continue;
+      const std::string card = fa.substr(c, 80);
+      QVERIFY2(card.rfind("CHECKSUM=", 0) == 0 || card.rfind("DATASUM =", 0) == 0, card.c_str());
+      ++cardsDiffering;
+    }
+    QVERIFY(cardsDiffering <= 2 * 8); // two cards per HDU at most
+    const Run bad = run("1", extract(t("never.fits")).replaceInStrings(QString::fromStdString(preproc),
+                                                                     QString::fromStdString(t("missing.fits"))));
+    QCOMPARE(bad.code, 1);
+    QVERIFY2(bad.err.contains("does not exist"), qPrintable(bad.err));
+    QVERIFY(!fs::exists(t("never.fits")));
+  }
+
   void profileKernelsOnTheCpuSaysSo() {
     // --profile-kernels asks the CUDA engine for CUPTI records; the CPU engine has no
     // kernels: the run goes on, says so once, and the trace holds no kernel records.

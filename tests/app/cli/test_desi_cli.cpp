@@ -4,6 +4,7 @@
 // option checks. Runs the real executables on the shared preproc and PSF.
 #include "core/io/fits_file.h"
 #include "core/io/frame_io.h"
+#include "core/profile/profile.h"
 #include "test_data.h"
 #include "cli_run.h"
 
@@ -138,6 +139,8 @@ private slots:
     QTest::newRow("bench --one-patch 0") << "bench" << QStringList{"--one-patch", "0"} << "--one-patch must be >= 1";
     QTest::newRow("bench --one-patch with --patches") << "bench" << QStringList{"--one-patch", "3", "--patches", "1,2"} << "leave out --patches";
     QTest::newRow("bench --one-patch with --repeat") << "bench" << QStringList{"--one-patch", "3", "--repeat", "2"} << "leave out --repeat";
+    QTest::newRow("bench --profile with --one-patch") << "bench" << QStringList{"--one-patch", "3", "--profile", "t.json"} << "--profile writes a whole run";
+    QTest::newRow("bench --profile into no directory") << "bench" << QStringList{"--profile", "/nonexistent-dir/t.json"} << "'/nonexistent-dir' does not exist";
     QTest::newRow("compare --max-sigma -1") << "compare" << QStringList{"a.fits", "b.fits", "--max-sigma", "-1"} << "--max-sigma";
     QTest::newRow("compare --max-sigma nan") << "compare" << QStringList{"a.fits", "b.fits", "--max-sigma", "nan"} << "--max-sigma";
   }
@@ -324,6 +327,26 @@ private slots:
     QCOMPARE(doc.object().value("source").toString(), "simulated through " + odd);
     QCOMPARE(doc.object().value("nfiber").toInt(), 2);
     QCOMPARE(doc.object().value("nwave").toInt(), 38);
+  }
+
+  // bench --profile FILE: the last run's Chrome trace, readable back, with the phases
+  // the table printed (its wall is the last of the walls).
+  void benchProfileWritesTheLastRunsTrace() {
+    const QString trace = tmp.path() + "/bench-trace.json";
+    const Run r = cli({"bench", "-p", P, "-n", "2", "-w", "6000,6030,0.8", "--engine", "cpu", "--threads", "2",
+                       "--repeat", "2", "--json", "--profile", trace});
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    QFile f(trace);
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    const spex::Profile prof = spex::Profile::fromChromeTrace(f.readAll().toStdString());
+    const QJsonObject o = QJsonDocument::fromJson(r.out.toUtf8()).object();
+    const QJsonArray walls = o.value("walls_s").toArray();
+    QCOMPARE(walls.size(), 2);
+    QCOMPARE(prof.wallNs * 1e-9, walls.last().toDouble());
+    bool extract = false;
+    for (const spex::ProfileRange& range : prof.ranges) extract = extract || range.name == "extract";
+    QVERIFY(extract);
+    QVERIFY(prof.phaseStats().size() >= 3);
   }
 
   // bench --one-patch N: N single-patch requests on one warm engine (the workbench's

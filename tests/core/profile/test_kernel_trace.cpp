@@ -400,7 +400,7 @@ private slots:
           for (int64_t t = std::max(r.startNs, t0); t < std::min(r.endNs, t1); ++t)
             (p.kernels[r.kernel].kind == "kernel" ? nk : nc)[std::size_t(t - t0)]++;
         }
-        double busy = 0, kern = 0, conc = 0, copyOnly = 0, gap = 0, largest = 0, run = 0;
+        double busy = 0, kern = 0, conc = 0, copyOnly = 0, gap = 0, largest = 0, run = 0, largestAt = 0;
         int64_t first = -1, last = -1;
         int gaps = 0;
         for (std::size_t t = 0; t < nk.size(); ++t)
@@ -418,7 +418,10 @@ private slots:
           if (nk[i] + nc[i] == 0) {
             gap += 1;
             if (run == 0) ++gaps;
-            largest = std::max(largest, ++run);
+            if (++run > largest) {
+              largest = run;
+              largestAt = double(t0 + t - run + 1);
+            }
           } else {
             run = 0;
           }
@@ -433,6 +436,7 @@ private slots:
         QCOMPARE(o.tailS, double(int64_t(nk.size()) - 1 - last) * ns);
         QCOMPARE(o.gapS, gap * ns);
         QCOMPARE(o.largestGapS, largest * ns);
+        if (gaps) QCOMPARE(o.largestGapAtS, largestAt * ns);
         QCOMPARE(o.gaps, gaps);
         QVERIFY(std::abs(o.busyS + o.leadS + o.tailS + o.gapS - o.windowS) < 1e-15);
       }
