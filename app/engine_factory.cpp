@@ -123,6 +123,10 @@ CudaEngineOptions cudaOptions(const EngineOptions& eo) {
       throw InputError("SPEXLAB_CUDA_INVERSE='" + e + "': expected selected or full");
     o.selectedInverse = e == "selected";
   }
+  if (const std::string e = env("SPEXLAB_CUDA_NORMAL"); !e.empty()) {
+    if (e != "pairs" && e != "scan") throw InputError("SPEXLAB_CUDA_NORMAL='" + e + "': expected pairs or scan");
+    o.normalPairs = e == "pairs";
+  }
   if (const std::string e = env("SPEXLAB_CUDA_WARMUP"); !e.empty()) {
     if (e != "0" && e != "1") throw InputError("SPEXLAB_CUDA_WARMUP='" + e + "': expected 0 or 1");
     o.warmUp = e == "1";

@@ -27,12 +27,20 @@ void enqueueBatch(Workspace& w, BatchView v, const DevPatch* table, int first, i
   const long long nn = (long long)n * n;
   cudaStream_t s = w.stream;
 
+  // What the later steps read of A: the lower triangle's block band the factor is
+  // computed on (cuSOLVER's potrf: all of it), and in noise mode the whole lower
+  // triangle (iCov decorrelated whole, cuSOLVER's syev with the lower fill).
+  v.band = (w.potrf || v.noise) ? v.F - 1 : shape.w;
   tl.phase(kPhaseNormal, w.lane, batchId, s, [&] {
-    SPEX_CUDA(cudaMemsetAsync(v.A, 0, sizeof(double) * nn * count, s));
-    SPEX_CUDA(cudaMemsetAsync(v.y, 0, sizeof(double) * n * count, s));
-    SPEX_CUDA(cudaMemsetAsync(v.fw, 0, sizeof(double) * n * count, s));
-    SPEX_CUDA(cudaMemsetAsync(v.pm, 0, sizeof(double) * n * count, s));
-    launchNormalEquations(v, s);
+    if (w.normalPairs && normalEquationsPairsFit(v)) {
+      launchNormalEquationsPairs(v, s); // writes all it must: no memsets
+    } else {
+      SPEX_CUDA(cudaMemsetAsync(v.A, 0, sizeof(double) * nn * count, s));
+      SPEX_CUDA(cudaMemsetAsync(v.y, 0, sizeof(double) * n * count, s));
+      SPEX_CUDA(cudaMemsetAsync(v.fw, 0, sizeof(double) * n * count, s));
+      SPEX_CUDA(cudaMemsetAsync(v.pm, 0, sizeof(double) * n * count, s));
+      launchNormalEquations(v, s);
+    }
     launchPrior(v, s);
     if (v.noise) // keep iCov with its prior: noise mode decorrelates it whole
       SPEX_CUDA(cudaMemcpyAsync(w.E.get(), v.A, sizeof(double) * nn * count,

@@ -161,6 +161,7 @@ CudaEngine::CudaEngine(CudaEngineOptions options) : m_options(std::move(options)
       w->cusolverEigh = m_options.eigh == CudaEngineOptions::Eigh::Cusolver;
       w->selected = m_options.selectedInverse;
       w->choleskyColumns = m_options.choleskyColumns;
+      w->normalPairs = m_options.normalPairs;
       SPEX_CUDA(cudaStreamCreateWithFlags(&w->stream, cudaStreamNonBlocking));
       checkCublas(cublasCreate(&w->cublas), "cublasCreate");
       checkCublas(cublasSetStream(w->cublas, w->stream), "cublasSetStream");

@@ -73,6 +73,14 @@ struct CudaEngineOptions {
   // older four launches. Factory switch: SPEXLAB_CUDA_CHOLESKY=tiled|fused|blocked.
   enum class CholeskyColumns { Tiled, Fused, Steps };
   CholeskyColumns choleskyColumns = CholeskyColumns::Tiled;
+  // Normal equations: true (default), the pair-list kernel (gpu/kernels.h
+  // launchNormalEquationsPairs): the overlapping stamp pairs of each unknown listed
+  // first, inside the factor's block band only, and every entry of that band of the
+  // lower triangle written by the kernel, so A is not cleared first; false, the older
+  // kernel (each unknown tests every later one, both triangles written where stamps
+  // overlap, A, y, fw and pm cleared by memsets first). iCov is the same to the bit.
+  // Factory switch: SPEXLAB_CUDA_NORMAL=pairs|scan.
+  bool normalPairs = true;
   // Normal equations on their block band (default): each patch's fiber coupling width
   // w is measured on the device from its stamps (fibers further apart than w share no
   // pixel, so those blocks of iCov are exactly zero); a batch's blocked Cholesky then

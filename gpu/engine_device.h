@@ -45,6 +45,9 @@ struct Workspace {
   // the selected inversion's C_ss (batched_selected_inverse.h).
   bool selected = false;
   CudaEngineOptions::CholeskyColumns choleskyColumns = CudaEngineOptions::CholeskyColumns::Tiled; // CholeskyKernel
+  // Normal equations by the pair-list kernel on the factor's band (kernels.h
+  // launchNormalEquationsPairs; CudaEngineOptions::normalPairs), no memsets first.
+  bool normalPairs = true;
   DeviceArray<double> A, X, T, C, y, fw, pm, f, mbuf, cbuf, chi2, E, W, syevWork;
   DeviceArray<double> K, KW, kWork; // library eigensolver of the kept fiber blocks
   // Per-patch model tiles of the batch (BatchView::tiles), allocated only for requests

@@ -77,6 +77,10 @@ struct BatchView {
   double regularize = 0;
   double psferr = 0.01;
   double* A = nullptr;      // [count][n][n] iCov, then its Cholesky factor L (lower)
+  // Fiber blocks below the diagonal that the steps after the normal equations read
+  // (the factor's band; F - 1: the whole lower triangle). launchNormalEquationsPairs
+  // writes exactly the lower triangle's blocks i - band .. i of every block row i.
+  int band = 0;
   double* X = nullptr;      // [count][n][n] L^-1 (lower; upper blocks stay zero); null with
                             // the selected inversion (batched_selected_inverse.h)
   double* T = nullptr;      // [count][nb][(F-1) nb] GEMM scratch
@@ -125,7 +129,16 @@ void launchGaussHermiteBasis(int deg, int hsize, const double* d, const double* 
 // stamps that overlap inside its box (blocks of iCov further apart are exactly zero).
 void launchFiberCoupling(const DevPatch* patches, int count, const SpotTable& st, int nb, int* out,
                          cudaStream_t stream);
+// iCov (both triangles, only where stamps overlap: A must be zero first), y, fw, pm of
+// the patches' real unknowns (y, fw, pm zero first too).
 void launchNormalEquations(const BatchView& b, cudaStream_t stream);
+// The same values to the bit, written as the later steps read them: every entry of the
+// lower triangle's block band (b.band), zeros included, and y, fw, pm of every unknown,
+// so nothing needs clearing first; the upper triangle and the lower blocks outside the
+// band keep what they held. Needs normalEquationsPairsFit (stamps of at most 65535 px,
+// fewer than 2^31 spots, 0 <= band < F); throws GpuError otherwise.
+bool normalEquationsPairsFit(const BatchView& b);
+void launchNormalEquationsPairs(const BatchView& b, cudaStream_t stream);
 void launchPrior(const BatchView& b, cudaStream_t stream);
 // L_kk^-1 of every diagonal block of the factors in b.A into D: block k of patch p at
 // D + p * strideD + k * stepD, leading dimension ldD (batched_cholesky.h DiagInverses;

@@ -3,6 +3,10 @@
 // and b, inside the patch box, of W S_a S_b.
 #include "kernels.h"
 
+#include "core/errors.h"
+
+#include <string>
+
 namespace spex::gpu {
 
 namespace {
@@ -114,6 +118,153 @@ __global__ void normalEquationsKernel(BatchView b) {
   }
 }
 
+// The same sums as normalEquationsKernel (each pair's pixels on the same lanes in the
+// same order, the same warp reduction: iCov identical to the bit), organised around
+// what the later steps read: the lower triangle's block band of b.band fiber blocks
+// (batch_pipeline.cpp). One block per (unknown a, patch) fills column a of A from row a
+// to the band's last row, zeros included, in one coalesced pass, and y, fw, pm of every
+// unknown (identity padding: zeros), so no memset clears A, y, fw or pm first; the upper
+// triangle and the lower blocks outside the band are not written (nothing reads them).
+// The candidates b (inside the band only) are tested by all 128 threads at once and the
+// overlapping ones listed in shared memory; the warps then share the list, a pair's
+// pixels split over the lanes by one reciprocal per pair and increments (no div/mod per
+// pixel). Shared memory: W S_a, the reductions, the column, the pair list
+// (normalEquationsPairsLayout).
+struct PairsLayout {
+  int cap;          // candidates of a column at most: (band + 1) nb
+  int colOff;       // doubles before the column buffer
+  int pairOff;      // doubles before the pair list (int4, 16-byte aligned)
+  std::size_t bytes;
+};
+__host__ __device__ inline PairsLayout pairsLayout(int npix, int band, int nb, int n) {
+  PairsLayout L;
+  L.cap = (band + 1) * nb < n ? (band + 1) * nb : n;
+  L.colOff = npix + 3 * (kNeThreads / 32);
+  L.pairOff = (L.colOff + L.cap + 1) & ~1;
+  L.bytes = sizeof(double) * std::size_t(L.pairOff) + sizeof(int4) * std::size_t(L.cap);
+  return L;
+}
+
+__global__ void __launch_bounds__(kNeThreads) normalEquationsPairsKernel(BatchView b) {
+  extern __shared__ double sh[];
+  __shared__ int npairs;
+  const int p = blockIdx.y, a = blockIdx.x;
+  const DevPatch pt = b.patches[p];
+  const int n = b.n, nb = b.nb;
+  const int nReal = pt.nfiberPad * nb;
+  const int i = a / nb;
+  const int rowEnd = min(n, (i + b.band + 1) * nb); // column a: rows a .. rowEnd - 1
+  double* colA = b.A + (long long)p * n * n + (long long)a * n;
+  const long long o = (long long)p * n + a;
+  if (a >= nReal) { // identity padding: zero below the diagonal (the prior sets it)
+    for (int r = a + threadIdx.x; r < rowEnd; r += blockDim.x) colA[r] = 0.0;
+    if (threadIdx.x == 0) b.y[o] = b.fw[o] = b.pm[o] = 0.0;
+    return;
+  }
+  const int ka = a - i * nb;
+  const SpotTable& st = b.spots;
+  const int nx = st.nx, ny = st.ny, npix = nx * ny;
+  const PairsLayout L = pairsLayout(npix, b.band, nb, n);
+  const long long ia = st.index(pt.fiberPad0 + i, pt.wavePad0 + ka);
+  const int2 ca = st.corner[ia];
+  const double* sa = st.v + ia * npix;
+  double* wsa = sh;              // W S_a over the stamp, 0 outside the box
+  double* red = sh + npix;       // 3 x warps
+  double* col = sh + L.colOff;   // column a, rows a .. rowEnd - 1
+  int4* pairs = reinterpret_cast<int4*>(sh + L.pairOff);
+  const int ncol = rowEnd - a;
+
+  double yv = 0.0, fwv = 0.0, pmv = 0.0;
+  for (int t = threadIdx.x; t < npix; t += blockDim.x) {
+    const int X = ca.x + t % nx, Y = ca.y + t / nx;
+    const double s = sa[t];
+    const bool inBox = X >= pt.x0 && X < pt.x1 && Y >= pt.y0 && Y < pt.y1;
+    double w = 0.0, pv = 0.0;
+    if (inBox) {
+      const long long q = (long long)Y * b.npixX + X;
+      w = b.ivar[q];
+      pv = b.pix[q];
+    }
+    const double ws = w * s;
+    wsa[t] = ws;
+    yv += ws * pv;
+    fwv += ws;
+    if (!inBox || w == 0.0) pmv += s; // §4.7: masked or outside the box
+  }
+  yv = warpSum(yv);
+  fwv = warpSum(fwv);
+  pmv = warpSum(pmv);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  if (lane == 0) {
+    red[warp] = yv;
+    red[nw + warp] = fwv;
+    red[2 * nw + warp] = pmv;
+  }
+  if (threadIdx.x == 0) npairs = 0;
+  for (int r = threadIdx.x; r < ncol; r += blockDim.x) col[r] = 0.0;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    double s0 = 0, s1 = 0, s2 = 0;
+    for (int w = 0; w < nw; ++w) {
+      s0 += red[w];
+      s1 += red[nw + w];
+      s2 += red[2 * nw + w];
+    }
+    b.y[o] = s0;
+    b.fw[o] = s1;
+    b.pm[o] = s2;
+  }
+
+  // The candidates b of the band (b >= a), one a thread; the overlapping ones listed
+  // with their overlap (offsets into both stamps, width and height).
+  const int cEnd = min(rowEnd, nReal);
+  for (int bb = a + threadIdx.x; bb < cEnd; bb += blockDim.x) {
+    const int j = bb / nb, kb = bb - j * nb;
+    const long long ib = st.index(pt.fiberPad0 + j, pt.wavePad0 + kb);
+    const int2 cb = st.corner[ib];
+    const int ox0 = max(max(ca.x, cb.x), pt.x0), ox1 = min(min(ca.x, cb.x) + nx, pt.x1);
+    const int oy0 = max(max(ca.y, cb.y), pt.y0), oy1 = min(min(ca.y, cb.y) + ny, pt.y1);
+    if (ox0 < ox1 && oy0 < oy1) {
+      const unsigned offA = unsigned((oy0 - ca.y) * nx + (ox0 - ca.x));
+      const unsigned offB = unsigned((oy0 - cb.y) * nx + (ox0 - cb.x));
+      const int s = atomicAdd(&npairs, 1);
+      pairs[s] = make_int4(int(ib), bb - a, int(offA | (offB << 16)),
+                           int(unsigned(ox1 - ox0) | (unsigned(oy1 - oy0) << 16)));
+    }
+  }
+  __syncthreads();
+
+  // A warp per listed pair: lane l takes pixels t = l, l + 32, .. of the overlap, row
+  // t / w and column t % w, as normalEquationsKernel (the same order, so the same sum).
+  const int np = npairs;
+  for (int q = warp; q < np; q += nw) {
+    const int4 pr = pairs[q];
+    const unsigned offs = unsigned(pr.z), wh = unsigned(pr.w);
+    const int w = int(wh & 0xffffu), h = int(wh >> 16), area = w * h;
+    // floor((l + 0.5) / w) is at least 0.5 / w from an integer: exact in float.
+    const float rw = __frcp_rn(float(w));
+    const int r0 = int((float(lane) + 0.5f) * rw), dr = int(32.5f * rw);
+    const int dc = 32 - dr * w, dq = dr * nx + dc, wrap = nx - w;
+    int c = lane - r0 * w, qo = r0 * nx + c;
+    const double* pa = wsa + (offs & 0xffffu);
+    const double* pb = st.v + (long long)pr.x * npix + (offs >> 16);
+    double acc = 0.0;
+    for (int t = lane; t < area; t += 32) {
+      acc += pa[qo] * __ldg(pb + qo);
+      c += dc;
+      qo += dq;
+      if (c >= w) {
+        c -= w;
+        qo += wrap;
+      }
+    }
+    acc = warpSum(acc);
+    if (lane == 0) col[pr.y] = acc;
+  }
+  __syncthreads();
+  for (int r = threadIdx.x; r < ncol; r += blockDim.x) colA[a + r] = col[r];
+}
+
 // §4.2: minweight = 1e-4 max(fluxweight); (minweight - fw)^2 where fw <= minweight,
 // else regularize^2; always + 1e-15. Identity-padding unknowns get diagonal 1.
 __global__ void priorKernel(BatchView b) {
@@ -209,6 +360,27 @@ void launchNormalEquations(const BatchView& b, cudaStream_t stream) {
                                    cudaFuncAttributeMaxDynamicSharedMemorySize, int(shm)));
   normalEquationsKernel<<<dim3(b.n, b.count), kNeThreads, shm, stream>>>(b);
   SPEX_CUDA_LAUNCH("normalEquationsKernel");
+}
+
+bool normalEquationsPairsFit(const BatchView& b) {
+  const int npix = b.spots.nx * b.spots.ny;
+  const long long nspot = (long long)b.spots.nf * b.spots.nk;
+  return npix <= 0xffff && b.spots.nx <= 0xffff && b.spots.ny <= 0xffff && nspot <= 0x7fffffffLL &&
+         b.band >= 0 && b.band < b.F;
+}
+
+void launchNormalEquationsPairs(const BatchView& b, cudaStream_t stream) {
+  if (!normalEquationsPairsFit(b))
+    throw GpuError("launchNormalEquationsPairs: stamps of " + std::to_string(b.spots.nx) + " x " +
+                   std::to_string(b.spots.ny) + " px, " + std::to_string((long long)b.spots.nf * b.spots.nk) +
+                   " spots, band " + std::to_string(b.band) + " of " + std::to_string(b.F) +
+                   " fiber blocks: outside what the pair list holds (normalEquationsPairsFit)");
+  const PairsLayout L = pairsLayout(b.spots.nx * b.spots.ny, b.band, b.nb, b.n);
+  if (L.bytes > 48 * 1024)
+    SPEX_CUDA(cudaFuncSetAttribute(normalEquationsPairsKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   int(L.bytes)));
+  normalEquationsPairsKernel<<<dim3(b.n, b.count), kNeThreads, L.bytes, stream>>>(b);
+  SPEX_CUDA_LAUNCH("normalEquationsPairsKernel");
 }
 
 void launchPrior(const BatchView& b, cudaStream_t stream) {

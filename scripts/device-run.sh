@@ -38,6 +38,10 @@
 #   cholprof  per-launch device time of the block-column kernel by block column (kernel trace of
 #             one extract, one stream, tiled and fused twice)
 #   raceeigh  compute-sanitizer racecheck on syevBatched (three workspace sizes)
+#   normab  warm medians with SPEXLAB_CUDA_NORMAL=pairs|scan (the pair-list normal equations
+#           or the older kernel), two streams alternating, then one stream each with the
+#           kernel profile (the normal-equations rows and the occupancy line), then
+#           test_cuda_engine normalEquationKernelsAgree and racecheck/memcheck of the pair kernel
 #   solverab  warm medians with SPEXLAB_CUDA_SOLVER=auto|dense (block band or dense), two
 #             streams alternating, then one stream each (phase times)
 #   guisel  spexlab-bench-gui's 6-patch selection, CUDA (warm) then CPU engine (bundle it:
@@ -227,6 +231,13 @@ for i, e in enumerate(ev): by.setdefault(i % 7, []).append(e["dur"])
 print("%s: %d block-column launches; by k: " % (sys.argv[2], len(ev)) + ", ".join("k%d %.1f us" % (k, statistics.median(v)) for k, v in sorted(by.items())))
 PY
               done ;;
+    normab) for k in pairs scan pairs scan; do echo "normal $k:"; SPEXLAB_CUDA_NORMAL=$k timeout 100 $B/spexlab-cli bench --engine cuda --psf $PSF --repeat 5 2>&1 \
+               | tee $OUT/bench_normal_$k.txt | grep -E "^wall|^normal|memory:"; done
+            for k in pairs scan; do echo "normal $k, 1 stream, kernel profile:"; SPEXLAB_CUDA_STREAMS=1 SPEXLAB_CUDA_NORMAL=$k timeout 100 $B/spexlab-cli bench --engine cuda --psf $PSF --repeat 5 --profile-kernels 2>&1 \
+               | tee $OUT/bench_normal1_$k.txt | grep -E "^wall|^normal|^  .*(ormalEquations|emset|priorKernel)|^device [0-9]"; done
+            timeout 200 $B/test_cuda_engine normalEquationKernelsAgree 2>&1 | tee $OUT/test_normal_agree.log | grep -E "PASS|FAIL|QINFO|Totals|Loc"
+            timeout 150 compute-sanitizer --tool racecheck --error-exitcode 9 $B/test_cuda_engine subsetAndSmallBatchesMatch 2>&1 \
+                | tee $OUT/racecheck_normal.log | grep -E "ERROR SUMMARY|RACE|PASS|FAIL|Totals"; echo "racecheck normal rc ${PIPESTATUS[0]}" ;;
     raceeigh) timeout 300 compute-sanitizer --tool racecheck --error-exitcode 9 $B/test_batched_eigh workspaceSizesAgree 2>&1 \
                 | tee $OUT/racecheck_eigh.log | grep -E "ERROR SUMMARY|RACE|PASS|FAIL|Totals"; echo "racecheck eigh rc ${PIPESTATUS[0]}" ;;
     racecheck) timeout 300 compute-sanitizer --tool racecheck --error-exitcode 9 $B/test_cuda_engine subsetAndSmallBatchesMatch 2>&1 \

@@ -140,7 +140,8 @@ private slots:
     for (const Case c : {Case{"SPEXLAB_CUDA_STREAMS", "two"}, Case{"SPEXLAB_CUDA_STREAMS", "0"},
                          Case{"SPEXLAB_CUDA_BATCH", "-5"}, Case{"SPEXLAB_CUDA_MEMORY", "lots"},
                          Case{"SPEXLAB_CUDA_EIGH", "lapack"}, Case{"SPEXLAB_CUDA_CHOLESKY", "lu"},
-                         Case{"SPEXLAB_CUDA_INVERSE", "dense"}, Case{"SPEXLAB_CUDA_WARMUP", "yes"}}) {
+                         Case{"SPEXLAB_CUDA_INVERSE", "dense"}, Case{"SPEXLAB_CUDA_WARMUP", "yes"},
+                         Case{"SPEXLAB_CUDA_NORMAL", "dense"}}) {
       qputenv(c.name, c.value);
       try {
         makeEngine("auto");

@@ -251,6 +251,70 @@ private slots:
     }
   }
 
+  void normalEquationKernelsAgree() {
+    // CudaEngineOptions::normalPairs: the pair-list kernel (every other test here runs
+    // it) fills only the lower triangle's block band the factor reads, with no memsets,
+    // so A's upper triangle and the blocks outside the band keep whatever the
+    // workspace held (an earlier batch's factor, the eigensolver's scratch); the older
+    // kernel clears A and writes both triangles. Both sum each entry over the same
+    // pixels in the same order, so flux, ivar, resolution, f and pixmask_fraction must
+    // agree to the bit (chi2pix and the model to rounding), on the band and
+    // dense, with cuSOLVER's potrf, in signal and noise mode, over several batches a
+    // workspace (small batches: every batch after the first starts on a used A).
+    SimulationOptions so;
+    so.wave = WaveGrid::fromRange(6000, 6800, 0.8);
+    so.fiberMin = 15;
+    so.nFiber = 20;
+    const Simulation sim = simulate(realPsf, so);
+    struct Variant { const char* name; bool banded, blocked; };
+    for (auto mode : {Decorrelation::Signal, Decorrelation::Noise}) {
+      PatchParams pp;
+      pp.mode = mode;
+      const ExtractionRequest req = request(realPsf, sim.image, so.wave, 15, 20, pp);
+      for (const Variant var : {Variant{"band", true, true}, Variant{"dense", false, true},
+                                Variant{"potrf", true, false}}) {
+        CudaEngineOptions o;
+        o.bandedSolve = var.banded;
+        o.blockedCholesky = var.blocked;
+        o.maxBatch = 7;
+        o.normalPairs = false;
+        CudaEngine scan(o);
+        o.normalPairs = true;
+        CudaEngine pairs(o);
+        const ExtractionResult r0 = runCuda(req, &scan), r1 = runCuda(req, &pairs), r2 = runCuda(req, &scan);
+        auto differing = [](const ExtractionResult& x, const ExtractionResult& y) {
+          long k = 0;
+          for (int f = 0; f < x.nfiber; ++f)
+            for (int w = 0; w < x.nwave; ++w) {
+              // chi2pix left out: the model it is made of is summed with atomics (the
+              // engine itself repeats it only to ~1e-15).
+              bool d = x.flux(f, w) != y.flux(f, w) || x.ivar(f, w) != y.ivar(f, w) ||
+                       x.deconvolved(f, w) != y.deconvolved(f, w) ||
+                       x.pixmaskFraction(f, w) != y.pixmaskFraction(f, w);
+              for (int j = 0; j <= 2 * x.ndiag; ++j) d = d || x.resolution(f, j, w) != y.resolution(f, j, w);
+              k += d;
+            }
+          return k;
+        };
+        const Diff diff = compare(r0, r1);
+        const long differ = differing(r0, r1), again = differing(r0, r2);
+        qInfo("%s, %s: pairs vs scan kernel: %s; bins not identical: %ld (scan twice: %ld; batches %d)",
+              mode == Decorrelation::Signal ? "signal" : "noise", var.name, qPrintable(diff.text()), differ,
+              again, pairs.memoryPlans().at(0).batches);
+        QVERIFY(pairs.memoryPlans().at(0).batches > 2);
+        requireAgreement(diff);
+        QVERIFY2(diff.flux < 1e-12 && diff.ivar < 1e-12 && diff.res < 1e-14 && diff.deconv < 1e-12,
+                 qPrintable(diff.text()));
+        // To the bit wherever the engine itself repeats to the bit.
+        if (again == 0) QCOMPARE(differ, 0L);
+        for (std::size_t i = 0; i < r0.patches.size(); ++i) {
+          QCOMPARE(r1.patches[i].regularized, r0.patches[i].regularized);
+          QCOMPARE(r1.patches[i].failed, r0.patches[i].failed);
+        }
+      }
+    }
+  }
+
   void selectedInverseMatchesFull() {
     // CudaEngineOptions::selectedInverse (every other test here runs it): the flux by
     // block substitution through the factor's band and the fiber blocks by the selected
