@@ -14,8 +14,14 @@ struct Run {
   QString err, out;
 };
 
-inline Run exec(const QString& program, const QStringList& args) {
+// env: "NAME=value" entries set on top of this process's environment.
+inline Run exec(const QString& program, const QStringList& args, const QStringList& env = {}) {
   QProcess p;
+  if (!env.isEmpty()) {
+    QProcessEnvironment e = QProcessEnvironment::systemEnvironment();
+    for (const QString& kv : env) e.insert(kv.section('=', 0, 0), kv.section('=', 1));
+    p.setProcessEnvironment(e);
+  }
   p.start(program, args);
   p.waitForFinished(600000);
   Run r;
@@ -27,7 +33,9 @@ inline Run exec(const QString& program, const QStringList& args) {
 }
 
 #ifdef SPEXLAB_CLI
-inline Run cli(const QStringList& args) { return exec(QStringLiteral(SPEXLAB_CLI), args); }
+inline Run cli(const QStringList& args, const QStringList& env = {}) {
+  return exec(QStringLiteral(SPEXLAB_CLI), args, env);
+}
 #endif
 
 } // namespace spextest

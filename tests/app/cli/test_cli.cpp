@@ -235,19 +235,7 @@ private slots:
     // the same bytes (apart from the checksum cards' dates), the whole summary must
     // reach the reader, and errors keep their code and message.
     auto run = [&](const QString& detached, const QStringList& args) {
-      QProcess p;
-      QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
-      env.insert("SPEXLAB_DETACHED_EXIT", detached);
-      p.setProcessEnvironment(env);
-      p.start(QStringLiteral(SPEXLAB_CLI), args);
-      p.waitForFinished(600000);
-      p.waitForReadyRead(1000); // the helper closes stdout once this process is gone
-      Run r;
-      r.crashed = p.exitStatus() != QProcess::NormalExit;
-      r.code = p.exitCode();
-      r.err = QString::fromUtf8(p.readAllStandardError());
-      r.out = QString::fromUtf8(p.readAllStandardOutput());
-      return r;
+      return cli(args, {"SPEXLAB_DETACHED_EXIT=" + detached});
     };
     auto extract = [&](const std::string& out) {
       return QStringList{"extract", "-i", QString::fromStdString(preproc), "-p", QString::fromStdString(psf),
