@@ -283,21 +283,20 @@ __device__ __forceinline__ double halfWarpSum(double x) {
   return x;
 }
 
-template <int K0, int KN>
-__device__ void formQTileRows(int n, const double* a, int ld, const double* tau, int tid, double* A, int lda) {
-  const int lane = tid & 31, tc = lane & 15, tr = ((tid >> 5) << 1) | (lane >> 4);
-  double q[KN][kQCols];
-#pragma unroll
-  for (int k = 0; k < KN; ++k)
-#pragma unroll
-    for (int l = 0; l < kQCols; ++l) q[k][l] = tr + 12 * (K0 + k) == tc + 16 * l ? 1.0 : 0.0;
+// Q <- Q H_0 H_1 ... H_{n-3} on the KN rows a thread's half-warp holds (q[k][l]: column
+// tc + 16 l): u = Q v by rows (partial sums over the thread's columns, reduced across
+// the half-warp), then Q -= tau u v^T. Reflector i is column i of v (leading dimension
+// ldv): v_i(i + 1) = 1, v_i(c) = v[i ldv + c] below, 0 above.
+template <int KN>
+__device__ __forceinline__ void applyReflectorsToRows(int n, const double* v, int ldv, const double* tau, int tc,
+                                                      double (&q)[KN][kQCols]) {
   for (int i = 0; i + 2 < n; ++i) {
     const double t = tau[i];
     double vc[kQCols];
 #pragma unroll
     for (int l = 0; l < kQCols; ++l) {
       const int c = tc + 16 * l;
-      vc[l] = c == i + 1 ? 1.0 : (c > i + 1 && c < n ? a[i * ld + c] : 0.0);
+      vc[l] = c == i + 1 ? 1.0 : (c > i + 1 && c < n ? v[i * ldv + c] : 0.0);
     }
 #pragma unroll
     for (int k = 0; k < KN; ++k) {
@@ -309,6 +308,17 @@ __device__ void formQTileRows(int n, const double* a, int ld, const double* tau,
       for (int l = 0; l < kQCols; ++l) q[k][l] -= s * vc[l];
     }
   }
+}
+
+template <int K0, int KN>
+__device__ void formQTileRows(int n, const double* a, int ld, const double* tau, int tid, double* A, int lda) {
+  const int lane = tid & 31, tc = lane & 15, tr = ((tid >> 5) << 1) | (lane >> 4);
+  double q[KN][kQCols];
+#pragma unroll
+  for (int k = 0; k < KN; ++k)
+#pragma unroll
+    for (int l = 0; l < kQCols; ++l) q[k][l] = tr + 12 * (K0 + k) == tc + 16 * l ? 1.0 : 0.0;
+  applyReflectorsToRows(n, a, ld, tau, tc, q);
 #pragma unroll
   for (int k = 0; k < KN; ++k)
 #pragma unroll
@@ -566,24 +576,7 @@ __global__ void __launch_bounds__(kFormQThreads, 2)
   for (int k = 0; k < kQCols; ++k)
 #pragma unroll
     for (int l = 0; l < kQCols; ++l) q[k][l] = tr + 16 * k == tc + 16 * l ? 1.0 : 0.0;
-  for (int i = 0; i + 2 < n; ++i) {
-    const double t = tau[i];
-    double vc[kQCols];
-#pragma unroll
-    for (int l = 0; l < kQCols; ++l) {
-      const int c = tc + 16 * l;
-      vc[l] = c == i + 1 ? 1.0 : (c > i + 1 && c < n ? st[i * ld + c] : 0.0);
-    }
-#pragma unroll
-    for (int k = 0; k < kQCols; ++k) {
-      double s = 0.0;
-#pragma unroll
-      for (int l = 0; l < kQCols; ++l) s = fma(q[k][l], vc[l], s);
-      s = t * halfWarpSum(s);
-#pragma unroll
-      for (int l = 0; l < kQCols; ++l) q[k][l] -= s * vc[l];
-    }
-  }
+  applyReflectorsToRows(n, st, ld, tau, tc, q);
   __syncthreads();
 #pragma unroll
   for (int k = 0; k < kQCols; ++k)

@@ -18,23 +18,10 @@ __device__ __forceinline__ double warpSum(double v) {
   return v;
 }
 
-// One block per (unknown a, patch). Row a of iCov for b >= a (mirrored), y[a],
-// fluxweight[a], pixmask_fraction[a].
-__global__ void normalEquationsKernel(BatchView b) {
-  extern __shared__ double sh[];
-  const int p = blockIdx.y, a = blockIdx.x;
-  const DevPatch pt = b.patches[p];
-  const int nReal = pt.nfiberPad * b.nb;
-  if (a >= nReal) return; // identity padding: the prior kernel sets its diagonal
-  const int i = a / b.nb, ka = a % b.nb;
-  const SpotTable& st = b.spots;
-  const int nx = st.nx, ny = st.ny, npix = nx * ny;
-  const long long ia = st.index(pt.fiberPad0 + i, pt.wavePad0 + ka);
-  const int2 ca = st.corner[ia];
-  const double* sa = st.v + ia * npix;
-  double* wsa = sh;              // W S_a over the stamp, 0 outside the box
-  double* red = sh + npix;       // 3 x warps
-
+// W S_a over stamp a (corner ca, values sa) into wsa, 0 outside the patch box, and each
+// warp's partial sums of y, fluxweight and pixmask_fraction (§4.7) into red (3 x warps).
+__device__ __forceinline__ void weighStamp(const BatchView& b, const DevPatch& pt, int2 ca, const double* sa,
+                                           int nx, int npix, double* wsa, double* red) {
   double yv = 0.0, fwv = 0.0, pmv = 0.0;
   for (int t = threadIdx.x; t < npix; t += blockDim.x) {
     const int X = ca.x + t % nx, Y = ca.y + t / nx;
@@ -61,19 +48,45 @@ __global__ void normalEquationsKernel(BatchView b) {
     red[nw + warp] = fwv;
     red[2 * nw + warp] = pmv;
   }
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    double s0 = 0, s1 = 0, s2 = 0;
-    for (int w = 0; w < nw; ++w) {
-      s0 += red[w];
-      s1 += red[nw + w];
-      s2 += red[2 * nw + w];
-    }
-    const long long o = (long long)p * b.n + a;
-    b.y[o] = s0;
-    b.fw[o] = s1;
-    b.pm[o] = s2;
+}
+
+// After a barrier behind weighStamp: thread 0 adds the warps' partials into y, fw and
+// pm of unknown o (the batch's flat index).
+__device__ __forceinline__ void storeRowSums(const BatchView& b, const double* red, long long o) {
+  if (threadIdx.x != 0) return;
+  const int nw = blockDim.x >> 5;
+  double s0 = 0, s1 = 0, s2 = 0;
+  for (int w = 0; w < nw; ++w) {
+    s0 += red[w];
+    s1 += red[nw + w];
+    s2 += red[2 * nw + w];
   }
+  b.y[o] = s0;
+  b.fw[o] = s1;
+  b.pm[o] = s2;
+}
+
+// One block per (unknown a, patch). Row a of iCov for b >= a (mirrored), y[a],
+// fluxweight[a], pixmask_fraction[a].
+__global__ void normalEquationsKernel(BatchView b) {
+  extern __shared__ double sh[];
+  const int p = blockIdx.y, a = blockIdx.x;
+  const DevPatch pt = b.patches[p];
+  const int nReal = pt.nfiberPad * b.nb;
+  if (a >= nReal) return; // identity padding: the prior kernel sets its diagonal
+  const int i = a / b.nb, ka = a % b.nb;
+  const SpotTable& st = b.spots;
+  const int nx = st.nx, ny = st.ny, npix = nx * ny;
+  const long long ia = st.index(pt.fiberPad0 + i, pt.wavePad0 + ka);
+  const int2 ca = st.corner[ia];
+  const double* sa = st.v + ia * npix;
+  double* wsa = sh;              // W S_a over the stamp, 0 outside the box
+  double* red = sh + npix;       // 3 x warps
+
+  weighStamp(b, pt, ca, sa, nx, npix, wsa, red);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  __syncthreads();
+  storeRowSums(b, red, (long long)p * b.n + a);
 
   double* A = b.A + (long long)p * b.n * b.n;
   // Candidates bb >= a are tested 32 at a time, one per lane (most of a row's 518
@@ -174,46 +187,12 @@ __global__ void __launch_bounds__(kNeThreads) normalEquationsPairsKernel(BatchVi
   int4* pairs = reinterpret_cast<int4*>(sh + L.pairOff);
   const int ncol = rowEnd - a;
 
-  double yv = 0.0, fwv = 0.0, pmv = 0.0;
-  for (int t = threadIdx.x; t < npix; t += blockDim.x) {
-    const int X = ca.x + t % nx, Y = ca.y + t / nx;
-    const double s = sa[t];
-    const bool inBox = X >= pt.x0 && X < pt.x1 && Y >= pt.y0 && Y < pt.y1;
-    double w = 0.0, pv = 0.0;
-    if (inBox) {
-      const long long q = (long long)Y * b.npixX + X;
-      w = b.ivar[q];
-      pv = b.pix[q];
-    }
-    const double ws = w * s;
-    wsa[t] = ws;
-    yv += ws * pv;
-    fwv += ws;
-    if (!inBox || w == 0.0) pmv += s; // §4.7: masked or outside the box
-  }
-  yv = warpSum(yv);
-  fwv = warpSum(fwv);
-  pmv = warpSum(pmv);
+  weighStamp(b, pt, ca, sa, nx, npix, wsa, red);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-  if (lane == 0) {
-    red[warp] = yv;
-    red[nw + warp] = fwv;
-    red[2 * nw + warp] = pmv;
-  }
   if (threadIdx.x == 0) npairs = 0;
   for (int r = threadIdx.x; r < ncol; r += blockDim.x) col[r] = 0.0;
   __syncthreads();
-  if (threadIdx.x == 0) {
-    double s0 = 0, s1 = 0, s2 = 0;
-    for (int w = 0; w < nw; ++w) {
-      s0 += red[w];
-      s1 += red[nw + w];
-      s2 += red[2 * nw + w];
-    }
-    b.y[o] = s0;
-    b.fw[o] = s1;
-    b.pm[o] = s2;
-  }
+  storeRowSums(b, red, o);
 
   // The candidates b of the band (b >= a), one a thread; the overlapping ones listed
   // with their overlap (offsets into both stamps, width and height).
