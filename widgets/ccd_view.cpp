@@ -618,6 +618,20 @@ void CcdView::drawPatchGrid(QImage& img, const QTransform& toImage, const QRectF
   }
 }
 
+// The heatmap's patches that meet `area` (CCD pixels), filled with their colour at
+// alpha 170; the painter is left with no pen and no brush.
+void CcdView::drawHeatmap(QPainter& p, const QRectF& area) const {
+  p.setPen(Qt::NoPen);
+  for (int i = 0; i < int(m_patchOutlines.size()); ++i) {
+    QColor c = patchHeatmapColor(i);
+    if (!c.isValid() || !m_patchBounds[i].intersects(area)) continue;
+    c.setAlpha(170);
+    p.setBrush(c);
+    p.drawPolygon(m_patchOutlines[i]);
+  }
+  p.setBrush(Qt::NoBrush);
+}
+
 void CcdView::drawOverlayLayer(QImage& img, const QTransform& toImage) {
   const QSizeF logical = QSizeF(img.size()) / img.devicePixelRatioF();
   const QRectF area = toImage.inverted().mapRect(QRectF(QPointF(0, 0), logical));
@@ -643,14 +657,7 @@ void CcdView::drawOverlayLayer(QImage& img, const QTransform& toImage) {
     markPaintSection(QStringLiteral("patch grid"));
   }
   if (!m_heatValues.isEmpty()) {
-    p.setPen(Qt::NoPen);
-    for (int i = 0; i < int(m_patchOutlines.size()); ++i) {
-      QColor c = patchHeatmapColor(i);
-      if (!c.isValid() || !m_patchBounds[i].intersects(area)) continue;
-      c.setAlpha(170);
-      p.setBrush(c);
-      p.drawPolygon(m_patchOutlines[i]);
-    }
+    drawHeatmap(p, area);
     markPaintSection(QStringLiteral("heatmap"));
   }
   // The lines below go through the coverage rasteriser: no thread-pool span fills,
@@ -710,17 +717,7 @@ void CcdView::drawStaticOverlaysVector(QPainter& p, const QRectF& vis) {
         if (m_patchBounds[i].intersects(vis)) p.drawPolyline(m_patchOutlines[i]);
     }
   }
-  if (!m_heatValues.isEmpty()) {
-    p.setPen(Qt::NoPen);
-    for (int i = 0; i < int(m_patchOutlines.size()); ++i) {
-      QColor c = patchHeatmapColor(i);
-      if (!c.isValid() || !m_patchBounds[i].intersects(vis)) continue;
-      c.setAlpha(170);
-      p.setBrush(c);
-      p.drawPolygon(m_patchOutlines[i]);
-    }
-    p.setBrush(Qt::NoBrush);
-  }
+  if (!m_heatValues.isEmpty()) drawHeatmap(p, vis);
   if (overlay(Overlay::Bundles)) {
     p.setPen(cosmeticPen(QColor(230, 80, 230, 200), 1, Qt::DashLine));
     for (const QPolygonF& line : m_bundleLines)

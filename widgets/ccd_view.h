@@ -124,6 +124,7 @@ private:
   QPointF overlayLayerFor(const QTransform& toW);
   void drawOverlayLayer(QImage& img, const QTransform& toImage);
   void drawPatchGrid(QImage& img, const QTransform& toImage, const QRectF& area) const;
+  void drawHeatmap(QPainter& p, const QRectF& area) const;
   void invalidateOverlayLayer() { ++m_revision; }
   // The layer's overlays drawn as strokes (painters that are not raster: PDF).
   void drawStaticOverlaysVector(QPainter& p, const QRectF& vis);
