@@ -8,6 +8,8 @@
 #include "kernels.h"
 
 #include <algorithm>
+#include <atomic>
+#include <barrier>
 #include <cstring>
 #include <exception>
 #include <thread>
@@ -25,12 +27,13 @@ PinnedStager::~PinnedStager() {
   if (m_ring) cudaFreeHost(m_ring);
 }
 
-std::vector<PinnedStager::Piece> PinnedStager::split(const std::vector<CopySegment>& segments) const {
+std::vector<PinnedStager::Piece> PinnedStager::split(const std::vector<CopySegment>& segments,
+                                                     std::size_t piece) const {
   std::vector<Piece> pieces;
   for (const CopySegment& s : segments)
-    for (std::size_t o = 0; o < s.bytes; o += m_chunk)
+    for (std::size_t o = 0; o < s.bytes; o += piece)
       pieces.push_back(Piece{static_cast<char*>(s.dst) + o, static_cast<const char*>(s.src) + o,
-                             std::min(m_chunk, s.bytes - o)});
+                             std::min(piece, s.bytes - o)});
   return pieces;
 }
 
@@ -95,6 +98,62 @@ void PinnedStager::upload(const std::vector<CopySegment>& segments, cudaStream_t
       m_used[slot] = 1;
     }
   });
+}
+
+void PinnedStager::uploadBlocks(const std::vector<std::vector<CopySegment>>& blocks, cudaStream_t stream,
+                                int device, std::size_t pieceBytes, const std::function<void(int)>& afterBlock) {
+  ensureRing(device);
+  const std::size_t piece = std::clamp<std::size_t>(pieceBytes, 4096, m_chunk);
+  std::vector<std::vector<Piece>> pieces;
+  for (const auto& b : blocks) pieces.push_back(split(b, piece));
+  std::atomic<bool> failed{false};
+  std::exception_ptr callbackError;
+  int current = 0;
+  // Runs on the last thread to arrive at the end of block `current`: all threads have
+  // enqueued their pieces of it (and of every block before) by then.
+  auto completion = [&]() noexcept {
+    if (!failed.load()) {
+      try {
+        afterBlock(current);
+      } catch (...) {
+        callbackError = std::current_exception();
+        failed = true;
+      }
+    }
+    ++current;
+  };
+  std::barrier sync(m_threads, completion);
+  runThreads(device, [&](int t) {
+    int j = 0; // this thread's pieces so far: piece j lives in slot j % S
+    try {
+      for (std::size_t b = 0; b < pieces.size(); ++b) {
+        const std::vector<Piece>& ps = pieces[b];
+        for (std::size_t c = t; c < ps.size() && !failed.load(); c += m_threads, ++j) {
+          const int slot = t * m_slots + j % m_slots;
+          char* buf = m_ring + std::size_t(slot) * m_chunk;
+          if (m_used[slot]) SPEX_CUDA(cudaEventSynchronize(m_done[slot])); // its last transfer read it
+          std::memcpy(buf, ps[c].src, ps[c].bytes);
+          SPEX_CUDA(cudaMemcpyAsync(ps[c].dst, buf, ps[c].bytes, cudaMemcpyHostToDevice, stream));
+          SPEX_CUDA(cudaEventRecord(m_done[slot], stream));
+          m_used[slot] = 1;
+        }
+        sync.arrive_and_wait();
+      }
+    } catch (...) {
+      failed = true;
+      sync.arrive_and_drop(); // the others pass the barriers without this thread
+      throw;
+    }
+  });
+  if (callbackError) std::rethrow_exception(callbackError);
+}
+
+char* PinnedStager::borrowRing(int device, std::size_t& bytes) {
+  ensureRing(device);
+  for (std::size_t k = 0; k < m_done.size(); ++k)
+    if (m_used[k]) SPEX_CUDA(cudaEventSynchronize(m_done[k]));
+  bytes = m_ringBytes;
+  return m_ring;
 }
 
 void PinnedStager::download(const std::vector<CopySegment>& segments, cudaStream_t stream, int device) {
