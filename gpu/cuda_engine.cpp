@@ -235,7 +235,8 @@ struct DeviceRun {
   // goes on uploading the image in row blocks on dev.upload (its own timeline, upTl)
   // after publishing `started`, while runDevice enqueues the batches: rows
   // [0, rowEnd[k]) are on the device once blockDone[k] completes, and that event is
-  // recorded once blocksReady > k. Everything of the run the prefetch touches before
+  // recorded once blockRecorded[k] (blocks may finish out of order, each event covers
+  // every block before its own). Everything of the run the prefetch touches before
   // `started` (tl, the event pool, the device's arrays) is runDevice's after it.
   bool rowUpload = false;
   int uploadLane = -1, downloadLane = -1;
@@ -244,7 +245,7 @@ struct DeviceRun {
   std::vector<int> rowEnd;
   std::mutex m;
   std::condition_variable cv;
-  int blocksReady = 0;
+  std::vector<char> blockRecorded;
   bool uploadEnded = false, uploadFailed = false;
   std::promise<void> startedPromise;
   std::future<void> started = startedPromise.get_future();
@@ -267,7 +268,7 @@ struct DeviceRun {
   void blockReady(int k) {
     {
       std::lock_guard lock(m);
-      blocksReady = k + 1;
+      blockRecorded[std::size_t(k)] = 1;
     }
     cv.notify_all();
   }
@@ -278,8 +279,8 @@ struct DeviceRun {
     int k = 0;
     while (k + 1 < int(rowEnd.size()) && rowEnd[std::size_t(k)] < y1) ++k;
     std::unique_lock lock(m);
-    cv.wait(lock, [&] { return blocksReady > k || uploadEnded; });
-    if (blocksReady <= k) throw GpuError("the image upload stopped before row " + std::to_string(y1));
+    cv.wait(lock, [&] { return blockRecorded[std::size_t(k)] || uploadEnded; });
+    if (!blockRecorded[std::size_t(k)]) throw GpuError("the image upload stopped before row " + std::to_string(y1));
     return blockDone[std::size_t(k)];
   }
   // Until the prefetch thread no longer uses the device's stager.
@@ -413,6 +414,7 @@ void prefetchInputs(CudaEngine::Device& dev, DeviceRun& run, const ExtractionReq
       run.blockDone.push_back(run.pool.acquire());
       run.rowEnd.push_back(std::min(image.ny, y + kRowsPerUploadBlock));
     }
+    run.blockRecorded.assign(run.rowEnd.size(), 0);
     run.uploaded = true;
     run.upTl.phase(kPhaseH2D, run.uploadLane, -1, dev.upload, [&] {
       run.publishStarted(); // the phase's events are taken
@@ -610,13 +612,15 @@ void reserveAhead(CudaEngine::Device& dev, const CudaEngineOptions& opt, const E
 // batch b = positions [b P, b P + P) on workspace b % W, its end batchDone[b]) are
 // enqueued: each wave step (the patches of one wave0, contiguous in todo) is copied
 // back as soon as the batches holding it are done, on dev.download into a slot of the
-// stager's pinned ring (2D copies of its bins of every row of the device), then
-// scattered into result's rows, marked covered and finalized (finalizeRegion) on this
-// thread while later batches run; a few slots in flight. false (nothing done) when the
-// ring holds fewer than two slots.
+// stager's pinned ring (2D copies of its bins of every row of the device), up to 8
+// steps in flight; T host threads (the stager's count), each with its share of the
+// rows, copy each step into result (once `allocated`), mark it covered and finalize
+// it (finalizeRegion) while later batches run. This thread queues the copies and hands
+// a slot back to the next step once every worker is done with it. false (nothing
+// done) when the ring holds fewer than two slots.
 bool downloadSteps(CudaEngine::Device& dev, DeviceRun& run, const DeviceJob& job, ExtractionResult& result,
-                   int P, int W, int nk, const std::vector<cudaEvent_t>& batchDone, long& noData,
-                   long& nonFinite, ProfileRecorder& rec) {
+                   const std::shared_future<void>& allocated, int P, int W, int nk,
+                   const std::vector<cudaEvent_t>& batchDone, long& noData, long& nonFinite, ProfileRecorder& rec) {
   const PatchPlan& plan = *job.plan;
   struct Step {
     int first = 0, end = 0; // positions in todo
@@ -637,7 +641,7 @@ bool downloadSteps(CudaEngine::Device& dev, DeviceRun& run, const DeviceJob& job
   std::size_t ringBytes = 0;
   char* ring = dev.stager.borrowRing(dev.index, ringBytes);
   const int nslots = int(std::min<std::size_t>(8, ringBytes / std::max<std::size_t>(slotDoubles * sizeof(double), 1)));
-  if (nslots < 2 || slotDoubles == 0) return false;
+  if (nslots < 2 || slotDoubles == 0 || nrow <= 0) return false;
   ScopedRange whole(&rec, "download and finalize");
   std::vector<cudaEvent_t> slotDone;
   struct EventsBack {
@@ -654,44 +658,116 @@ bool downloadSteps(CudaEngine::Device& dev, DeviceRun& run, const DeviceJob& job
   Array2D<double>* dst[5] = {&result.flux, &result.ivar, &result.chi2pix, &result.pixmaskFraction,
                              &result.deconvolved};
   const int nsteps = int(steps.size());
+
+  // Shared between this thread and the workers, under m: steps queued, and per step how
+  // many workers are done with it; stop: this thread failed.
+  const int T = std::clamp(dev.stager.threads(), 1, nrow);
+  std::mutex m;
+  std::condition_variable cv;
   int queued = 0;
-  for (int s = 0; s < nsteps; ++s) {
-    for (; queued < nsteps && queued < s + nslots; ++queued) {
-      const Step& st = steps[std::size_t(queued)];
+  bool stop = false;
+  std::vector<int> finished(std::size_t(nsteps), 0);
+  std::vector<long> workerNoData(std::size_t(T), 0), workerNonFinite(std::size_t(T), 0);
+  std::vector<std::exception_ptr> workerErrors(static_cast<std::size_t>(T));
+  auto worker = [&](int t) {
+    const int r0 = int(std::int64_t(nrow) * t / T), r1 = int(std::int64_t(nrow) * (t + 1) / T);
+    for (int s = 0; s < nsteps; ++s) {
+      {
+        std::unique_lock lock(m);
+        cv.wait(lock, [&] { return queued > s || stop; });
+        if (queued <= s) return;
+      }
+      try {
+        if (!workerErrors[std::size_t(t)] && r1 > r0) {
+          SPEX_CUDA(cudaSetDevice(dev.index));
+          SPEX_CUDA(cudaEventSynchronize(slotDone[std::size_t(s % nslots)]));
+          const Step& st = steps[std::size_t(s)];
+          const double* h = slot(s);
+          const std::size_t cols = std::size_t(st.c1 - st.c0), per = std::size_t(nrow) * cols;
+          for (int a = 0; a < 5; ++a)
+            for (int r = r0; r < r1; ++r)
+              std::memcpy(&(*dst[a])(job.rowLo + r, st.c0), h + a * per + std::size_t(r) * cols, cols * b);
+          for (int r = r0; r < r1; ++r)
+            for (int d = 0; d < nk; ++d)
+              std::memcpy(&result.resolution(job.rowLo + r, d, st.c0),
+                          h + 5 * per + (std::size_t(r) * nk + d) * cols, cols * b);
+          for (int i = st.first; i < st.end; ++i) {
+            const Patch& p = plan.patches[job.todo[i]];
+            for (int f = 0; f < p.nfiber; ++f) {
+              const int row = p.fiber0 + f - plan.fiberMin;
+              if (row - job.rowLo < r0 || row - job.rowLo >= r1) continue;
+              for (int k = 0; k < p.nwave; ++k) result.covered(row, p.wave0 + k) = 1;
+            }
+          }
+          const FinalizeCounts c = finalizeRegion(result, FrameRegion{job.rowLo + r0, job.rowLo + r1, st.c0, st.c1});
+          workerNoData[std::size_t(t)] += c.noData;
+          workerNonFinite[std::size_t(t)] += c.nonFinite;
+        }
+      } catch (...) {
+        workerErrors[std::size_t(t)] = std::current_exception();
+      }
+      {
+        std::lock_guard lock(m);
+        ++finished[std::size_t(s)];
+      }
+      cv.notify_all();
+    }
+  };
+  std::vector<std::thread> workers;
+  auto stopWorkers = [&] {
+    {
+      std::lock_guard lock(m);
+      stop = true;
+    }
+    cv.notify_all();
+    for (auto& th : workers)
+      if (th.joinable()) th.join();
+  };
+  try {
+    for (int q = 0; q < nsteps; ++q) {
+      if (q == nslots) { // the ring is full: the workers start on the first steps
+        allocated.get();
+        for (int t = 0; t < T; ++t) workers.emplace_back(worker, t);
+      }
+      if (q >= nslots) { // slot q % nslots: every worker done with step q - nslots
+        std::unique_lock lock(m);
+        cv.wait(lock, [&] { return finished[std::size_t(q - nslots)] == T; });
+      }
+      const Step& st = steps[std::size_t(q)];
       // Every batch up to the step's last, on each workspace (streams run in order).
       const int last = (st.end - 1) / P;
       for (int k = 0; k < W && last - k >= 0; ++k)
         SPEX_CUDA(cudaStreamWaitEvent(dev.download, batchDone[std::size_t(last - k)], 0));
-      double* h = slot(queued);
+      double* h = slot(q);
       const std::size_t cols = std::size_t(st.c1 - st.c0), per = std::size_t(nrow) * cols;
-      run.tl.phase(kPhaseD2H, run.downloadLane, queued, dev.download, [&] {
+      run.tl.phase(kPhaseD2H, run.downloadLane, q, dev.download, [&] {
         for (int a = 0; a < 5; ++a)
           SPEX_CUDA(cudaMemcpy2DAsync(h + a * per, cols * b, src[a] + st.c0, spitch, cols * b, std::size_t(nrow),
                                       cudaMemcpyDeviceToHost, dev.download));
         SPEX_CUDA(cudaMemcpy2DAsync(h + 5 * per, cols * b, dev.res.get() + st.c0, spitch, cols * b,
                                     std::size_t(nrow) * nk, cudaMemcpyDeviceToHost, dev.download));
       });
-      SPEX_CUDA(cudaEventRecord(slotDone[std::size_t(queued % nslots)], dev.download));
+      SPEX_CUDA(cudaEventRecord(slotDone[std::size_t(q % nslots)], dev.download));
+      {
+        std::lock_guard lock(m);
+        queued = q + 1;
+      }
+      cv.notify_all();
     }
-    const Step& st = steps[std::size_t(s)];
-    SPEX_CUDA(cudaEventSynchronize(slotDone[std::size_t(s % nslots)]));
-    const double* h = slot(s);
-    const std::size_t cols = std::size_t(st.c1 - st.c0), per = std::size_t(nrow) * cols;
-    for (int a = 0; a < 5; ++a)
-      for (int r = 0; r < nrow; ++r)
-        std::memcpy(&(*dst[a])(job.rowLo + r, st.c0), h + a * per + std::size_t(r) * cols, cols * b);
-    for (int r = 0; r < nrow; ++r)
-      for (int d = 0; d < nk; ++d)
-        std::memcpy(&result.resolution(job.rowLo + r, d, st.c0), h + 5 * per + (std::size_t(r) * nk + d) * cols,
-                    cols * b);
-    for (int i = st.first; i < st.end; ++i) {
-      const Patch& p = plan.patches[job.todo[i]];
-      for (int f = 0; f < p.nfiber; ++f)
-        for (int k = 0; k < p.nwave; ++k) result.covered(p.fiber0 + f - plan.fiberMin, p.wave0 + k) = 1;
+    if (workers.empty()) {
+      allocated.get();
+      for (int t = 0; t < T; ++t) workers.emplace_back(worker, t);
     }
-    const FinalizeCounts c = finalizeRegion(result, FrameRegion{job.rowLo, job.rowHi, st.c0, st.c1});
-    noData += c.noData;
-    nonFinite += c.nonFinite;
+    for (auto& th : workers) th.join();
+  } catch (...) {
+    stopWorkers();
+    throw;
+  }
+  for (auto& e : workerErrors)
+    if (e) std::rethrow_exception(e);
+  for (int t = 0; t < T; ++t) {
+    noData += workerNoData[std::size_t(t)];
+    nonFinite += workerNonFinite[std::size_t(t)];
   }
   return true;
 }
@@ -925,10 +1001,9 @@ void runDevice(CudaEngine::Device& dev, DeviceRun& run, const CudaEngineOptions&
   long stepNoData = 0, stepNonFinite = 0;
   if (overlap) {
     run.waitUploadEnded(); // the stager (its pinned ring) is free again
-    if (launched == ntodo && ntodo > 0) {
-      allocated.get(); // rethrows the allocation's failure
-      stepsDone = downloadSteps(dev, run, job, result, P, W, nk, batchDone, stepNoData, stepNonFinite, rec);
-    }
+    if (launched == ntodo && ntodo > 0)
+      stepsDone =
+          downloadSteps(dev, run, job, result, allocated, P, W, nk, batchDone, stepNoData, stepNonFinite, rec);
   }
   {
     ScopedRange r(&rec, "wait for the batches");

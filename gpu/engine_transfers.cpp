@@ -93,8 +93,8 @@ void uploadImageRows(const Image& image, CudaEngine::Device& dev, cudaStream_t s
                       CopySegment{dev.ivar.get() + off, image.ivar.data.data() + off, count * sizeof(double)}});
     ends.push_back(y1);
   }
-  // Pieces of 1 MiB: a block of ~260 DESI rows (2 x 8.5 MB) keeps 8 staging threads busy.
-  dev.stager.uploadBlocks(blocks, s, dev.index, std::size_t(1) << 20,
+  // Pieces of a whole chunk, as the plain upload (the threads never wait for each other).
+  dev.stager.uploadBlocks(blocks, s, dev.index, dev.stager.chunkBytes(),
                           [&](int k) { rowsDone(k, ends[std::size_t(k)]); });
 }
 

@@ -9,7 +9,7 @@
 
 #include <algorithm>
 #include <atomic>
-#include <barrier>
+#include <mutex>
 #include <cstring>
 #include <exception>
 #include <thread>
@@ -104,44 +104,52 @@ void PinnedStager::uploadBlocks(const std::vector<std::vector<CopySegment>>& blo
                                 int device, std::size_t pieceBytes, const std::function<void(int)>& afterBlock) {
   ensureRing(device);
   const std::size_t piece = std::clamp<std::size_t>(pieceBytes, 4096, m_chunk);
-  std::vector<std::vector<Piece>> pieces;
-  for (const auto& b : blocks) pieces.push_back(split(b, piece));
-  std::atomic<bool> failed{false};
-  std::exception_ptr callbackError;
-  int current = 0;
-  // Runs on the last thread to arrive at the end of block `current`: all threads have
-  // enqueued their pieces of it (and of every block before) by then.
-  auto completion = [&]() noexcept {
-    if (!failed.load()) {
-      try {
-        afterBlock(current);
-      } catch (...) {
-        callbackError = std::current_exception();
-        failed = true;
-      }
-    }
-    ++current;
+  // Piece g of all blocks in order goes to thread g % T, which works through its own
+  // pieces in order; no thread waits for another. Each thread, done with its pieces of
+  // block b, counts itself in arrived[b]; the last to arrive runs afterBlock(b): every
+  // piece of blocks 0..b has been enqueued by then (each thread goes through the blocks
+  // in order), so an event it records follows them all.
+  struct Item {
+    Piece piece;
+    int block;
   };
-  std::barrier sync(m_threads, completion);
-  runThreads(device, [&](int t) {
-    int j = 0; // this thread's pieces so far: piece j lives in slot j % S
+  std::vector<Item> items;
+  for (std::size_t b = 0; b < blocks.size(); ++b)
+    for (const Piece& p : split(blocks[b], piece)) items.push_back(Item{p, int(b)});
+  const int nblock = int(blocks.size());
+  std::vector<std::atomic<int>> arrived(std::size_t(std::max(nblock, 1)));
+  for (auto& a : arrived) a.store(0);
+  std::atomic<bool> failed{false};
+  std::mutex errorMutex;
+  std::exception_ptr callbackError;
+  auto arrive = [&](int b) {
+    if (arrived[std::size_t(b)].fetch_add(1, std::memory_order_acq_rel) + 1 != m_threads || failed.load()) return;
     try {
-      for (std::size_t b = 0; b < pieces.size(); ++b) {
-        const std::vector<Piece>& ps = pieces[b];
-        for (std::size_t c = t; c < ps.size() && !failed.load(); c += m_threads, ++j) {
-          const int slot = t * m_slots + j % m_slots;
-          char* buf = m_ring + std::size_t(slot) * m_chunk;
-          if (m_used[slot]) SPEX_CUDA(cudaEventSynchronize(m_done[slot])); // its last transfer read it
-          std::memcpy(buf, ps[c].src, ps[c].bytes);
-          SPEX_CUDA(cudaMemcpyAsync(ps[c].dst, buf, ps[c].bytes, cudaMemcpyHostToDevice, stream));
-          SPEX_CUDA(cudaEventRecord(m_done[slot], stream));
-          m_used[slot] = 1;
-        }
-        sync.arrive_and_wait();
+      afterBlock(b);
+    } catch (...) {
+      std::lock_guard lock(errorMutex);
+      if (!callbackError) callbackError = std::current_exception();
+      failed = true;
+    }
+  };
+  runThreads(device, [&](int t) {
+    int j = 0;     // this thread's pieces so far: piece j lives in slot j % S
+    int block = 0; // the block this thread is in (every earlier one it has arrived at)
+    try {
+      for (std::size_t g = std::size_t(t); g < items.size() && !failed.load(); g += m_threads, ++j) {
+        const Item& it = items[g];
+        for (; block < it.block; ++block) arrive(block);
+        const int slot = t * m_slots + j % m_slots;
+        char* buf = m_ring + std::size_t(slot) * m_chunk;
+        if (m_used[slot]) SPEX_CUDA(cudaEventSynchronize(m_done[slot])); // its last transfer read it
+        std::memcpy(buf, it.piece.src, it.piece.bytes);
+        SPEX_CUDA(cudaMemcpyAsync(it.piece.dst, buf, it.piece.bytes, cudaMemcpyHostToDevice, stream));
+        SPEX_CUDA(cudaEventRecord(m_done[slot], stream));
+        m_used[slot] = 1;
       }
+      for (; block < nblock; ++block) arrive(block);
     } catch (...) {
       failed = true;
-      sync.arrive_and_drop(); // the others pass the barriers without this thread
       throw;
     }
   });

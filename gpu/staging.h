@@ -44,13 +44,15 @@ public:
   // destination byte is written.
   void download(const std::vector<CopySegment>& segments, cudaStream_t stream, int device);
 
-  // Host -> device in blocks, in order (the CUDA engine's image by row blocks,
-  // docs/design.md "Pipeline ends"): every transfer of blocks 0..k is enqueued on
-  // `stream` before afterBlock(k) runs (on one staging thread, the others waiting at a
-  // barrier), so an event it records on `stream` completes once blocks 0..k are on the
-  // device. A block is cut into pieces of at most pieceBytes (<= chunkBytes()), dealt
-  // to the threads in turn. Returns once every source byte has been read. An exception
-  // of afterBlock or of a copy stops the rest and is rethrown here.
+  // Host -> device in blocks (the CUDA engine's image by row blocks, docs/design.md
+  // "Pipeline ends"): afterBlock(b) runs once every transfer of blocks 0..b is enqueued
+  // on `stream`, on the staging thread that enqueued the last of them (so calls for
+  // different blocks may come out of order and at once: afterBlock must be
+  // thread-safe), and an event it records on `stream` completes once blocks 0..b are
+  // on the device. The blocks are cut into pieces of at most pieceBytes (<=
+  // chunkBytes()), dealt to the threads in turn; no thread waits for another. Returns
+  // once every source byte has been read. An exception of afterBlock or of a copy stops
+  // the rest and is rethrown here.
   void uploadBlocks(const std::vector<std::vector<CopySegment>>& blocks, cudaStream_t stream, int device,
                     std::size_t pieceBytes, const std::function<void(int)>& afterBlock);
 

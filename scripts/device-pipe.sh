@@ -14,7 +14,7 @@ PSF=$D/data/psf-r0-00067784.fits
 OUT=${OUT:-/tmp/out}
 mkdir -p $OUT
 echo "=== A/B: bench --repeat 7, SPEXLAB_CUDA_OVERLAP=0 (old) and 1 (new), alternating"
-for k in 0 1 0 1; do
+for k in 0 1 0 1 0 1; do
   echo "overlap $k:"; SPEXLAB_CUDA_OVERLAP=$k timeout 60 $B/spexlab-cli bench --engine cuda --psf $PSF --repeat 7 2>&1 \
     | tee -a $OUT/bench_overlap$k.txt | grep -E "^wall|^H2D|^D2H|^finalize|peak"
 done
@@ -22,13 +22,13 @@ echo "=== traces (bench --repeat 3 --profile, last run) and their ends"
 for k in 0 1; do
   echo "overlap $k:"; SPEXLAB_CUDA_OVERLAP=$k timeout 60 $B/spexlab-cli bench --engine cuda --psf $PSF --repeat 3 --quiet \
     --profile $OUT/trace$k.json > $OUT/bench_trace$k.txt 2>&1; grep -E "^wall" $OUT/bench_trace$k.txt
-  python3 ./trace-summary.py $OUT/trace$k.json | tail -1
+  python3 ./trace-summary.py $OUT/trace$k.json | tail -2
 done
 echo "=== kernel profile: occupancy"
 for k in 0 1; do
   echo "overlap $k:"; SPEXLAB_CUDA_OVERLAP=$k timeout 60 $B/spexlab-cli bench --engine cuda --psf $PSF --repeat 3 \
     --profile-kernels --profile $OUT/tracek$k.json > $OUT/bench_kernels$k.txt 2>&1
-  grep -E "^wall|over the" $OUT/bench_kernels$k.txt; python3 ./trace-summary.py $OUT/tracek$k.json | tail -1
+  grep -E "^wall|over the" $OUT/bench_kernels$k.txt; python3 ./trace-summary.py $OUT/tracek$k.json | tail -2
 done
 echo "=== one patch per request (warm engine, 100 requests)"
 for k in 0 1; do
@@ -42,7 +42,7 @@ timeout 200 $B/test_cuda_engine 2>&1 | tee $OUT/test_cuda_engine.log | grep -E "
 echo "=== compute-sanitizer"
 timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 $B/test_cuda_engine nonSpdPatchesBehaveLikeCpu \
   wholeRequestWithItsPlan 2>&1 | tee $OUT/memcheck.log | grep -E "ERROR SUMMARY|PASS|FAIL|Totals"; echo "memcheck engine rc ${PIPESTATUS[0]}"
-timeout 60 compute-sanitizer --tool memcheck --error-exitcode 9 $B/test_staging blockUploadsInOrderWithAnEventPerBlock 2>&1 \
+timeout 60 compute-sanitizer --tool memcheck --error-exitcode 9 $B/test_staging blockUploadsWithAnEventPerBlock 2>&1 \
   | tee $OUT/memcheck_staging.log | grep -E "ERROR SUMMARY|PASS|FAIL|Totals"; echo "memcheck staging rc ${PIPESTATUS[0]}"
 timeout 120 compute-sanitizer --tool racecheck --error-exitcode 9 $B/test_cuda_engine nonSpdPatchesBehaveLikeCpu 2>&1 \
   | tee $OUT/racecheck.log | grep -E "ERROR SUMMARY|RACE|PASS|FAIL|Totals"; echo "racecheck rc ${PIPESTATUS[0]}"
