@@ -20,6 +20,12 @@
 //     chi2pix           model over the box, chi2pix, pixmask, f, model image
 //   retry     patches whose Cholesky failed, once, with regularize = 1e-4
 //   D2H       the device's rows of the frame arrays and the model image (pinned staging)
+// A whole frame (CudaEngineOptions::overlapEnds, docs/design.md "Pipeline ends"): the
+// image goes up by row blocks on a stream of its own while the batches start, the
+// patches in wavelength order, each batch waiting for its last row block; each wave
+// step's bins come back (download stream, pinned ring) and are finalized on host
+// threads while later batches run (downloadSteps); D2H at the end only for the model
+// image, or for a retry or a cancelled run.
 #include "cuda_engine.h"
 
 #include "batch_pipeline.h"
