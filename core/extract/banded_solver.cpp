@@ -44,7 +44,10 @@ double BlockBand::bandedFma(int kept0) const {
   return f;
 }
 
-SPEX_CLONES void invertLower(int n, double* x, int ldx) {
+namespace {
+// dtrti2's order: from the last column, each new column the triangular product of the
+// inverse already formed with L's column (short axpys: fine for small n only).
+SPEX_CLONES void invertLowerColumns(int n, double* x, int ldx) {
   const std::size_t ld = std::size_t(ldx);
   for (int j = n - 1; j >= 0; --j) {
     double* xj = x + std::size_t(j) * ld; // column j
@@ -60,6 +63,26 @@ SPEX_CLONES void invertLower(int n, double* x, int ldx) {
     }
     for (int r = j + 1; r < n; ++r) xj[r] *= ajj;
   }
+}
+} // namespace
+
+void invertLower(int n, double* x, int ldx) {
+  // Above 32 by halves (as dtrtri's blocked form): [L11 0; L21 L22]^-1 =
+  // [X11 0; -X22 L21 X11  X22], the two diagonal inverses by recursion and X21 by two
+  // triangular products (OpenBLAS dtrmm). At n = 74 the column form spent ~1.4 cycles
+  // per multiply-add in loop overhead (docs/benchmarks.md, "sixth pass").
+  if (n <= 32) {
+    invertLowerColumns(n, x, ldx);
+    return;
+  }
+  const std::size_t ld = std::size_t(ldx);
+  const int n1 = n / 2, n2 = n - n1;
+  double* x22 = x + std::size_t(n1) * (ld + 1);
+  double* x21 = x + n1;
+  invertLower(n2, x22, ldx);
+  invertLower(n1, x, ldx);
+  lapack::trmmL('L', 'N', n2, n1, -1.0, x22, ldx, x21, ldx);
+  lapack::trmmL('R', 'N', n2, n1, 1.0, x, ldx, x21, ldx);
 }
 
 int BandedCholesky::factor(const BlockBand& b, double* a, int lda) {

@@ -30,8 +30,9 @@ struct BlockBand {
 // The inverse of one nb x nb lower-triangular diagonal block for the selected inversion
 // (OpenBLAS's dtrtri spends 5 instructions per multiply-add at nb = 74; docs/benchmarks.md,
 // "fourth pass"). Column-major; x (ldx) holds L on entry and L^-1 on return, what is
-// above the diagonal is neither read nor written. dtrti2's order: from the last column,
-// each new column the triangular product of the inverse already formed with L's column.
+// above the diagonal is neither read nor written. Up to n = 32 in dtrti2's order (from
+// the last column, each new column the product of the inverse already formed with L's
+// column), above that by halves with two triangular products (as dtrtri).
 void invertLower(int n, double* x, int ldx);
 
 class BandedCholesky {

@@ -35,19 +35,56 @@ namespace {
 // 4 doubles as one value (two SSE2 or one AVX2 register), loaded from any address.
 typedef double Lanes4 __attribute__((vector_size(32), aligned(8), may_alias));
 
-// sum over rows r < nrow and i < len of w[r stride + i] b[r stride + i], in four lanes
-// (plus a scalar one for each row's last len % 4) added at the end in a fixed order,
-// the same in both clones of the caller (the x86-64-v3 one fuses the multiply-adds).
+typedef long long LanesI4 __attribute__((vector_size(32), aligned(8), may_alias));
+
+inline __attribute__((always_inline)) const Lanes4& load4(const double* p) { return *reinterpret_cast<const Lanes4*>(p); }
+inline __attribute__((always_inline)) double hsum(const Lanes4& v) { return (v[0] + v[1]) + (v[2] + v[3]); }
+
+// sum of w[i] b[i], i < len (one contiguous run): four accumulators of four lanes, so
+// the multiply-adds of consecutive steps do not wait on each other (one accumulator
+// made the loop latency-bound: one fused multiply-add's latency per four pixels), then
+// one of four lanes and a scalar tail, added at the end in a fixed order.
+inline __attribute__((always_inline)) double runDot(const double* w, const double* b, int len) {
+  Lanes4 v0 = {0, 0, 0, 0}, v1 = v0, v2 = v0, v3 = v0;
+  int i = 0;
+  for (; i + 16 <= len; i += 16) {
+    v0 += load4(w + i) * load4(b + i);
+    v1 += load4(w + i + 4) * load4(b + i + 4);
+    v2 += load4(w + i + 8) * load4(b + i + 8);
+    v3 += load4(w + i + 12) * load4(b + i + 12);
+  }
+  for (; i + 4 <= len; i += 4) v0 += load4(w + i) * load4(b + i);
+  double t = 0;
+  for (; i < len; ++i) t += w[i] * b[i];
+  return hsum((v0 + v1) + (v2 + v3)) + t;
+}
+
+// sum over rows r < nrow and i < len of w[r stride + i] b[r stride + i]: even and odd
+// rows in separate accumulators of four lanes (plus a scalar one each for the rows'
+// last len % 4), added at the end in a fixed order, the same in both clones of the
+// caller (the x86-64-v3 one fuses the multiply-adds).
 inline __attribute__((always_inline)) double overlapDot(const double* w, const double* b, int nrow, int len,
                                                         int stride) {
-  Lanes4 v = {0, 0, 0, 0};
-  double t = 0;
+  Lanes4 v0 = {0, 0, 0, 0}, v1 = v0;
+  double t0 = 0, t1 = 0;
   const int len4 = len & ~3;
-  for (int r = 0; r < nrow; ++r, w += stride, b += stride) {
-    for (int i = 0; i < len4; i += 4) v += *reinterpret_cast<const Lanes4*>(w + i) * *reinterpret_cast<const Lanes4*>(b + i);
-    for (int i = len4; i < len; ++i) t += w[i] * b[i];
+  int r = 0;
+  for (; r + 2 <= nrow; r += 2, w += 2 * stride, b += 2 * stride) {
+    const double *w1 = w + stride, *b1 = b + stride;
+    for (int i = 0; i < len4; i += 4) {
+      v0 += load4(w + i) * load4(b + i);
+      v1 += load4(w1 + i) * load4(b1 + i);
+    }
+    for (int i = len4; i < len; ++i) {
+      t0 += w[i] * b[i];
+      t1 += w1[i] * b1[i];
+    }
   }
-  return ((v[0] + v[1]) + (v[2] + v[3])) + t;
+  if (r < nrow) {
+    for (int i = 0; i < len4; i += 4) v0 += load4(w + i) * load4(b + i);
+    for (int i = len4; i < len; ++i) t0 += w[i] * b[i];
+  }
+  return hsum(v0 + v1) + (t0 + t1);
 }
 
 } // namespace
@@ -65,46 +102,64 @@ SPEX_CLONES void PatchSolver::normalEquations(const Patch& p, const Image& image
   // Per spot: W*S over its stamp (zero off the box), y = A^T W p, fluxweight =
   // column sums of W A, and pixmask_fraction = sum of S over masked or lost pixels.
   // The stamp's columns inside the box are found once per spot, not tested per pixel;
-  // the sums run in the same pixel order as a per-pixel test would (same bits).
+  // the three sums run in four lanes each (three serial chains of additions made this
+  // loop latency-bound), lanes added at the end in a fixed order.
+  const Lanes4 zero4 = {0, 0, 0, 0};
   for (int a = 0; a < n; ++a) {
     const SpotView& sp = m_sv[a];
     double* ws = m_ws.data() + std::size_t(a) * ns;
     const int in0 = std::clamp(box.x0 - sp.xc, 0, nx), in1 = std::clamp(box.x1 - sp.xc, in0, nx);
+    Lanes4 yv = zero4, fwv = zero4, pmv = zero4;
     double y = 0, fw = 0, pm = 0;
+    // Pixels off the box: W*S = 0, S counts as lost.
+    auto lost = [&](const double* srow, double* wrow, int x0, int x1) {
+      int ix = x0;
+      for (; ix + 4 <= x1; ix += 4) {
+        pmv += load4(srow + ix);
+        *reinterpret_cast<Lanes4*>(wrow + ix) = zero4;
+      }
+      for (; ix < x1; ++ix) {
+        pm += srow[ix];
+        wrow[ix] = 0.0;
+      }
+    };
     for (int iy = 0; iy < ny; ++iy) {
       const int Y = sp.yc + iy;
       const double* srow = sp.v + iy * nx;
       double* wrow = ws + iy * nx;
       if (Y < box.y0 || Y >= box.y1) {
-        for (int ix = 0; ix < nx; ++ix) {
-          pm += srow[ix];
-          wrow[ix] = 0.0;
-        }
+        lost(srow, wrow, 0, nx);
         continue;
       }
       const double* ivarRow = image.ivar.row(Y) + sp.xc;
       const double* pixRow = image.pix.row(Y) + sp.xc;
-      for (int ix = 0; ix < in0; ++ix) {
-        pm += srow[ix];
-        wrow[ix] = 0.0;
+      lost(srow, wrow, 0, in0);
+      int ix = in0;
+      for (; ix + 4 <= in1; ix += 4) {
+        const Lanes4 w = load4(ivarRow + ix), sv = load4(srow + ix);
+        const Lanes4 v = w * sv;
+        *reinterpret_cast<Lanes4*>(wrow + ix) = v;
+        fwv += v;
+        // A pixel of weight 0 adds +0 to fw and y (its value, maybe not finite, is
+        // masked out of the sum) and its S to pm.
+        const LanesI4 used = (LanesI4)(w != zero4); // all ones where w != 0
+        const Lanes4 vp = v * load4(pixRow + ix);
+        yv += (Lanes4)(used & (LanesI4)vp);
+        pmv += (Lanes4)(~used & (LanesI4)sv);
       }
-      for (int ix = in0; ix < in1; ++ix) {
+      for (; ix < in1; ++ix) {
         const double w = ivarRow[ix], sv = srow[ix];
-        // A pixel of weight 0 adds +0 to fw and y (never NaN: its value is not read).
         const double v = w * sv;
         wrow[ix] = v;
         fw += v;
         y += w != 0.0 ? v * pixRow[ix] : 0.0;
         pm += w == 0.0 ? sv : 0.0;
       }
-      for (int ix = in1; ix < nx; ++ix) {
-        pm += srow[ix];
-        wrow[ix] = 0.0;
-      }
+      lost(srow, wrow, in1, nx);
     }
-    m_y[a] = y;
-    m_fw[a] = fw;
-    out.pixmask[a] = pm;
+    m_y[a] = hsum(yv) + y;
+    m_fw[a] = hsum(fwv) + fw;
+    out.pixmask[a] = hsum(pmv) + pm;
   }
 
   // Fiber x-extents: a fiber whose stamps all lie left or right of a stamp shares no
@@ -187,8 +242,7 @@ SPEX_CLONES void PatchSolver::normalEquations(const Patch& p, const Image& image
         // one fiber), as one contiguous run of (iy1 - iy0) nx pixels.
         const double* wr = wsa + iy0 * nx + ix0;
         const double* br = sb.v + (iy0 - dy) * nx + ix0 - dx;
-        col[b] = dx == 0 ? overlapDot(wr, br, 1, (iy1 - iy0) * nx, nx)
-                         : overlapDot(wr, br, iy1 - iy0, ix1 - ix0, nx);
+        col[b] = dx == 0 ? runDot(wr, br, (iy1 - iy0) * nx) : overlapDot(wr, br, iy1 - iy0, ix1 - ix0, nx);
       }
     }
   }
@@ -282,14 +336,38 @@ SPEX_CLONES void PatchSolver::applyT(const double* t, int fiber, int nw, PatchSo
   }
   // Band of Q: diagonal k (offset d = k - nd) is Q[j + d, j] = sum_m T[j + d, m] T[j, m],
   // accumulated over m column by column (contiguous, vectorisable, no reduction).
-  std::fill(res, res + std::size_t(nk) * nw, 0.0);
+  // For ndiag = 5 (11 diagonals) the interior bins go four at a time with the eleven
+  // sums in registers (one load of T[j.., m] and eleven shifted ones per column, no
+  // stores; the column-by-column form loaded and stored every sum once per column).
+  int jb0 = 0, jb1 = 0; // bins [jb0, jb1) done in registers
+  if (nk == 11 && nw >= 2 * nd + 4) {
+    jb0 = nd;
+    jb1 = jb0 + (nw - 2 * nd) / 4 * 4;
+    for (int j = jb0; j < jb1; j += 4) {
+      Lanes4 acc[11] = {};
+      for (int m = 0; m < nw; ++m) {
+        const double* cj = t + m * ld + j;
+        const Lanes4 x = load4(cj);
+#pragma GCC unroll 11
+        for (int k = 0; k < 11; ++k) acc[k] += load4(cj + k - 5) * x;
+      }
+#pragma GCC unroll 11
+      for (int k = 0; k < 11; ++k) *reinterpret_cast<Lanes4*>(res + std::size_t(k) * nw + j) = acc[k];
+    }
+  }
+  for (int k = 0; k < nk; ++k) {
+    double* rk = res + std::size_t(k) * nw;
+    std::fill(rk, rk + jb0, 0.0);
+    std::fill(rk + jb1, rk + nw, 0.0);
+  }
   for (int m = 0; m < nw; ++m) {
     const double* col = t + m * ld;
     for (int k = 0; k < nk; ++k) {
       const int d = k - nd;
-      const int j0 = std::max(0, -d), j1 = std::min(nw, nw - d);
       double* rk = res + std::size_t(k) * nw;
-      for (int j = j0; j < j1; ++j) rk[j] += col[j + d] * col[j];
+      const int j0 = std::max(0, -d), j1 = std::min(nw, nw - d);
+      for (int j = j0; j < std::min(j1, jb0); ++j) rk[j] += col[j + d] * col[j];
+      for (int j = std::max(j0, jb1); j < j1; ++j) rk[j] += col[j + d] * col[j];
     }
   }
   for (int k = 0; k < nk; ++k) {
@@ -416,45 +494,77 @@ SPEX_CLONES void PatchSolver::chi2pix(const Patch& p, const Image& image, const 
   // chi^2 per pixel with the PSF error added to the variance, as desispec/gpu_specter:
   // 1/ivar_tot = 1/ivar + (psferr m)^2 for ANY m (zero and negative models included;
   // they write (m psferr + 1e-32)^2, the same to 1e-32); only ivar = 0 pixels are out.
-  std::vector<double> chi2(std::size_t(bw) * bh, 0.0);
-  std::vector<unsigned char> used(std::size_t(bw) * bh, 0);
+  // In four lanes with masks instead of a branch per pixel (the branch and the serial
+  // sums made these loops latency-bound); used holds 1.0 or 0.0 per pixel so the
+  // per-spot sums below are plain multiply-adds.
+  std::vector<double> chi2(std::size_t(bw) * bh), used(std::size_t(bw) * bh);
+  const Lanes4 zero4 = {0, 0, 0, 0}, one4 = {1, 1, 1, 1};
+  const Lanes4 psf4 = {opt.psferr, opt.psferr, opt.psferr, opt.psferr};
+  Lanes4 total4 = zero4, count4 = zero4;
   double total = 0;
   int count = 0;
   for (int y = 0; y < bh; ++y) {
     const double* iv = image.ivar.row(box.y0 + y) + box.x0;
     const double* px = image.pix.row(box.y0 + y) + box.x0;
-    for (int x = 0; x < bw; ++x) {
-      const std::size_t i = std::size_t(y) * bw + x;
+    const std::size_t i0 = std::size_t(y) * bw;
+    int x = 0;
+    for (; x + 4 <= bw; x += 4) {
+      const Lanes4 ivx = load4(iv + x), mv = load4(m.data() + i0 + x);
+      const LanesI4 use = (LanesI4)(ivx > zero4);
+      const Lanes4 pe = psf4 * mv;
+      const Lanes4 ivt = one4 / (one4 / ivx + pe * pe);
+      const Lanes4 d = load4(px + x) - mv;
+      const Lanes4 c = (Lanes4)(use & (LanesI4)(d * d * ivt)); // 0 where ivar <= 0 (maybe NaN there)
+      *reinterpret_cast<Lanes4*>(chi2.data() + i0 + x) = c;
+      const Lanes4 u = (Lanes4)(use & (LanesI4)one4);
+      *reinterpret_cast<Lanes4*>(used.data() + i0 + x) = u;
+      total4 += c;
+      count4 += u;
+    }
+    for (; x < bw; ++x) {
+      const std::size_t i = i0 + x;
       const double mv = m[i];
+      chi2[i] = 0.0;
+      used[i] = 0.0;
       if (iv[x] > 0) {
         const double pe = opt.psferr * mv;
         const double ivt = 1.0 / (1.0 / iv[x] + pe * pe);
         const double d = px[x] - mv;
         chi2[i] = d * d * ivt;
-        used[i] = 1;
+        used[i] = 1.0;
         total += chi2[i];
         ++count;
       }
     }
   }
+  total += hsum(total4);
+  count += int(hsum(count4));
   out.chi2 = count ? total / count : 0.0;
   out.npixUsed = count;
   out.chi2pix.assign(n, 0.0);
   for (int a = 0; a < n; ++a) {
     const SpotView& sp = m_sv[a];
     const Span q = span(sp);
+    Lanes4 num4 = zero4, den4 = zero4;
     double num = 0, den = 0;
     for (int iy = q.y0; iy < q.y1; ++iy) {
       const std::size_t row = std::size_t(sp.yc + iy - box.y0) * bw + (sp.xc - box.x0);
       const double* c = chi2.data() + row;
-      const unsigned char* u = used.data() + row;
+      const double* u = used.data() + row;
       const double* src = sp.v + iy * nx;
-      for (int ix = q.x0; ix < q.x1; ++ix) {
-        // Unused pixels have chi2 0 and add +0 to both sums (same bits as skipping).
+      // Unused pixels have chi2 0 and used 0: they add +0 to both sums.
+      int ix = q.x0;
+      for (; ix + 4 <= q.x1; ix += 4) {
+        num4 += load4(src + ix) * load4(c + ix);
+        den4 += load4(src + ix) * load4(u + ix);
+      }
+      for (; ix < q.x1; ++ix) {
         num += src[ix] * c[ix];
-        den += u[ix] ? src[ix] : 0.0;
+        den += src[ix] * u[ix];
       }
     }
+    num += hsum(num4);
+    den += hsum(den4);
     out.chi2pix[a] = den > 0 ? num / den : 0.0;
   }
 
