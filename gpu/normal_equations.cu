@@ -52,8 +52,8 @@ __device__ __forceinline__ void weighStamp(const BatchView& b, const DevPatch& p
 
 // After a barrier behind weighStamp: thread 0 adds the warps' partials into y, fw and
 // pm of unknown o (the batch's flat index).
-__device__ __forceinline__ void storeRowSums(const BatchView& b, const double* red, long long o) {
-  if (threadIdx.x != 0) return;
+// writeRowSums: the same, by whichever thread calls it (red: [y][fw][pm] x warps).
+__device__ __forceinline__ void writeRowSums(const BatchView& b, const double* red, long long o) {
   const int nw = blockDim.x >> 5;
   double s0 = 0, s1 = 0, s2 = 0;
   for (int w = 0; w < nw; ++w) {
@@ -64,6 +64,10 @@ __device__ __forceinline__ void storeRowSums(const BatchView& b, const double* r
   b.y[o] = s0;
   b.fw[o] = s1;
   b.pm[o] = s2;
+}
+
+__device__ __forceinline__ void storeRowSums(const BatchView& b, const double* red, long long o) {
+  if (threadIdx.x == 0) writeRowSums(b, red, o);
 }
 
 // One block per (unknown a, patch). Row a of iCov for b >= a (mirrored), y[a],
@@ -244,6 +248,257 @@ __global__ void __launch_bounds__(kNeThreads) normalEquationsPairsKernel(BatchVi
   for (int r = threadIdx.x; r < ncol; r += blockDim.x) colA[a + r] = col[r];
 }
 
+// The same sums as normalEquationsPairsKernel again (each pair's pixels on the same lanes
+// in the same order, the same reductions: iCov, y, fw and pm identical to the bit), one
+// thread block per group of kNeGroup consecutive unknowns of a patch (a tile of columns
+// of A) instead of one per unknown, so the chain of dependent loads a block starts with
+// (patch, corners, stamps and pixels, candidates' corners) is paid once for the group:
+//  1. the corners of the group's rows and of every candidate of their band, into shared
+//     memory in one pass;
+//  2. every row's stamp, ivar and pixels loaded kNeBatch elements a thread at a time
+//     (the loads in flight together), W S_a, the pixel values and the masked stamp kept
+//     in shared memory; then y, fw, pm summed from there by the same 128-thread
+//     partition and warp reductions as weighStamp;
+//  3. the candidates of all rows tested at once, the overlapping (row, candidate) pairs
+//     listed;
+//  4. a warp per listed pair, software-pipelined: the next pair's stamp values (up to
+//     kNePrefetch per lane) are loaded into registers before the current pair is
+//     summed, so a warp has a pair's loads in flight while it accumulates the previous
+//     one; a candidate's stamp serves several rows of the group (through L1);
+//  5. the group's columns written from the diagonal to the band's last row, zeros
+//     included (no memsets), as the pair kernel.
+constexpr int kNeGroup = 8;    // unknowns (columns of A) a block
+constexpr int kNeBatch = 4;    // stage-2 elements a thread loads together
+constexpr int kNePrefetch = 6; // a pair's pixels a lane holds ahead (stamps of <= 192 px whole)
+
+struct TileLayout {
+  int ccap;    // column length at most: min(n, (band + 1) nb)
+  int corCap;  // candidate corners at most
+  int uOff;    // doubles before the union (pixels and masked stamp; then columns and pairs)
+  int pairOff; // doubles before the pair list (ints), inside the union
+  int redOff;  // doubles before the reductions [G][3][warps]
+  int corOff;  // doubles before the corners (int2)
+  std::size_t bytes;
+};
+__host__ __device__ inline TileLayout tileLayout(int npix, int band, int nb, int n) {
+  TileLayout L;
+  const int G = kNeGroup;
+  L.ccap = (band + 1) * nb < n ? (band + 1) * nb : n;
+  L.corCap = (band + 1) * nb + G < n ? (band + 1) * nb + G : n;
+  L.uOff = G * npix;
+  L.pairOff = L.uOff + G * L.ccap;
+  const int pairsEnd = L.pairOff + (G * L.ccap + 1) / 2;
+  const int pixEnd = L.uOff + 2 * G * npix;
+  L.redOff = pairsEnd > pixEnd ? pairsEnd : pixEnd;
+  L.corOff = L.redOff + 3 * G * (kNeThreads / 32);
+  L.bytes = sizeof(double) * (std::size_t(L.corOff) + std::size_t(L.corCap));
+  return L;
+}
+
+// One listed pair as a lane walks it: W S_a in shared memory, S_b in global memory, the
+// lane's first pixel and the increments (as in normalEquationsPairsKernel).
+struct PairWalk {
+  const double* pa;
+  const double* pb;
+  int area, w, c, qo, dc, dq, wrap, dst;
+};
+
+__device__ __forceinline__ PairWalk pairWalk(int code, int a0, int nb, int nx, int ny, int npix,
+                                            const DevPatch& pt, const SpotTable& st, const int2* cor,
+                                            const double* wsa, int ccap, int lane) {
+  const int r = code >> 16, cb0 = code & 0xffff;
+  const int bb = a0 + cb0, a = a0 + r;
+  const int2 ca = cor[r], cb = cor[cb0];
+  const int ox0 = max(max(ca.x, cb.x), pt.x0), ox1 = min(min(ca.x, cb.x) + nx, pt.x1);
+  const int oy0 = max(max(ca.y, cb.y), pt.y0), oy1 = min(min(ca.y, cb.y) + ny, pt.y1);
+  const int j = bb / nb;
+  const long long ib = st.index(pt.fiberPad0 + j, pt.wavePad0 + (bb - j * nb));
+  PairWalk P;
+  P.w = ox1 - ox0;
+  P.area = P.w * (oy1 - oy0);
+  P.pa = wsa + r * npix + (oy0 - ca.y) * nx + (ox0 - ca.x);
+  P.pb = st.v + ib * npix + (oy0 - cb.y) * nx + (ox0 - cb.x);
+  const float rw = __frcp_rn(float(P.w));
+  const int r0 = int((float(lane) + 0.5f) * rw), dr = int(32.5f * rw);
+  P.dc = 32 - dr * P.w;
+  P.dq = dr * nx + P.dc;
+  P.wrap = nx - P.w;
+  P.c = lane - r0 * P.w;
+  P.qo = r0 * nx + P.c;
+  P.dst = r * ccap + (bb - a);
+  return P;
+}
+
+__device__ __forceinline__ void pairStep(PairWalk& P) {
+  P.c += P.dc;
+  P.qo += P.dq;
+  if (P.c >= P.w) {
+    P.c -= P.w;
+    P.qo += P.wrap;
+  }
+}
+
+__global__ void __launch_bounds__(kNeThreads, 4) normalEquationsTileKernel(BatchView b) {
+  extern __shared__ double sh[];
+  __shared__ int npairs;
+  constexpr int G = kNeGroup;
+  const int p = blockIdx.y, a0 = blockIdx.x * G;
+  const int n = b.n, nb = b.nb;
+  const DevPatch pt = b.patches[p];
+  const int nReal = pt.nfiberPad * nb;
+  const int nrow = min(G, n - a0);                  // the group's unknowns
+  const int nreal = max(0, min(nrow, nReal - a0));  // of which real (the rest identity padding)
+  const SpotTable& st = b.spots;
+  const int nx = st.nx, ny = st.ny, npix = nx * ny;
+  const TileLayout L = tileLayout(npix, b.band, nb, n);
+  double* wsa = sh;                                  // [G][npix] W S_a, 0 outside the box
+  double* pvs = sh + L.uOff;                         // [G][npix] pixel values (0 outside)
+  double* pmc = pvs + G * npix;                      // [G][npix] stamp where masked or outside, else 0
+  double* col = sh + L.uOff;                         // [G][ccap] after the row sums
+  int* pairs = reinterpret_cast<int*>(sh + L.pairOff);
+  double* red = sh + L.redOff;                       // [G][3][warps]
+  int2* cor = reinterpret_cast<int2*>(sh + L.corOff); // unknowns a0 .. cEnd - 1
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nw = kNeThreads / 32;
+  auto rowEnd = [&](int a) { return min(n, (a / nb + b.band + 1) * nb); };
+  const int cEnd = min(rowEnd(a0 + nrow - 1), nReal);
+
+  // 1. Corners.
+  for (int c = tid; c < cEnd - a0; c += kNeThreads) {
+    const int bb = a0 + c, j = bb / nb;
+    cor[c] = st.corner[st.index(pt.fiberPad0 + j, pt.wavePad0 + (bb - j * nb))];
+  }
+  if (tid == 0) npairs = 0;
+  __syncthreads();
+
+  // 2. The rows' stamps against the image, kNeBatch elements a thread in flight.
+  const int total = nreal * npix;
+  for (int e0 = tid; e0 < total; e0 += kNeBatch * kNeThreads) {
+    double s[kNeBatch], w[kNeBatch], pv[kNeBatch];
+    bool in[kNeBatch];
+#pragma unroll
+    for (int u = 0; u < kNeBatch; ++u) {
+      const int e = e0 + u * kNeThreads;
+      s[u] = w[u] = pv[u] = 0.0;
+      in[u] = false;
+      if (e < total) {
+        const int r = e / npix, t = e - r * npix;
+        const int a = a0 + r, i = a / nb;
+        const long long ia = st.index(pt.fiberPad0 + i, pt.wavePad0 + (a - i * nb));
+        const int2 ca = cor[r];
+        const int X = ca.x + t % nx, Y = ca.y + t / nx;
+        s[u] = __ldg(st.v + ia * npix + t);
+        in[u] = X >= pt.x0 && X < pt.x1 && Y >= pt.y0 && Y < pt.y1;
+        if (in[u]) {
+          const long long q = (long long)Y * b.npixX + X;
+          w[u] = __ldg(b.ivar + q);
+          pv[u] = __ldg(b.pix + q);
+        }
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kNeBatch; ++u) {
+      const int e = e0 + u * kNeThreads;
+      if (e < total) {
+        wsa[e] = w[u] * s[u];
+        pvs[e] = pv[u];
+        pmc[e] = (!in[u] || w[u] == 0.0) ? s[u] : 0.0;
+      }
+    }
+  }
+  __syncthreads();
+  // y, fw, pm of each real row: weighStamp's sums, term by term and in its order.
+  for (int r = 0; r < nreal; ++r) {
+    double yv = 0.0, fwv = 0.0, pmv = 0.0;
+    for (int t = tid; t < npix; t += kNeThreads) {
+      const double ws = wsa[r * npix + t];
+      yv += ws * pvs[r * npix + t];
+      fwv += ws;
+      pmv += pmc[r * npix + t];
+    }
+    yv = warpSum(yv);
+    fwv = warpSum(fwv);
+    pmv = warpSum(pmv);
+    if (lane == 0) {
+      red[(3 * r) * nw + warp] = yv;
+      red[(3 * r + 1) * nw + warp] = fwv;
+      red[(3 * r + 2) * nw + warp] = pmv;
+    }
+  }
+  __syncthreads(); // pixels and masked stamps done: the union becomes columns and pairs
+
+  if (tid < nrow) {
+    const long long o = (long long)p * n + a0 + tid;
+    if (tid < nreal) writeRowSums(b, red + 3 * tid * nw, o);
+    else b.y[o] = b.fw[o] = b.pm[o] = 0.0;
+  }
+  for (int e = tid; e < nrow * L.ccap; e += kNeThreads) col[e] = 0.0;
+  // 3. Candidates of every real row (b >= a, inside the band), tested all at once.
+  for (int e = tid; e < nreal * L.ccap; e += kNeThreads) {
+    const int r = e / L.ccap, a = a0 + r, bb = a + (e - r * L.ccap);
+    if (bb >= min(rowEnd(a), nReal)) continue;
+    const int2 ca = cor[r], cb = cor[bb - a0];
+    const int ox0 = max(max(ca.x, cb.x), pt.x0), ox1 = min(min(ca.x, cb.x) + nx, pt.x1);
+    const int oy0 = max(max(ca.y, cb.y), pt.y0), oy1 = min(min(ca.y, cb.y) + ny, pt.y1);
+    if (ox0 < ox1 && oy0 < oy1) pairs[atomicAdd(&npairs, 1)] = (r << 16) | (bb - a0);
+  }
+  __syncthreads();
+
+  // 4. A warp per listed pair, the next pair's loads issued before this one is summed.
+  const int np = npairs;
+  int q = warp;
+  if (q < np) {
+    PairWalk cur = pairWalk(pairs[q], a0, nb, nx, ny, npix, pt, st, cor, wsa, L.ccap, lane);
+    double vb[kNePrefetch];
+    {
+      PairWalk P = cur;
+#pragma unroll
+      for (int k = 0; k < kNePrefetch; ++k) {
+        vb[k] = lane + 32 * k < P.area ? __ldg(P.pb + P.qo) : 0.0;
+        pairStep(P);
+      }
+    }
+    for (; q < np; q += nw) {
+      PairWalk nxt = cur;
+      double vn[kNePrefetch] = {};
+      if (q + nw < np) {
+        nxt = pairWalk(pairs[q + nw], a0, nb, nx, ny, npix, pt, st, cor, wsa, L.ccap, lane);
+        PairWalk P = nxt;
+#pragma unroll
+        for (int k = 0; k < kNePrefetch; ++k) {
+          vn[k] = lane + 32 * k < P.area ? __ldg(P.pb + P.qo) : 0.0;
+          pairStep(P);
+        }
+      }
+      double acc = 0.0;
+      int t = lane;
+#pragma unroll
+      for (int k = 0; k < kNePrefetch; ++k, t += 32) {
+        if (t < cur.area) {
+          acc += cur.pa[cur.qo] * vb[k];
+          pairStep(cur);
+        }
+      }
+      for (; t < cur.area; t += 32) { // stamps larger than the prefetch
+        acc += cur.pa[cur.qo] * __ldg(cur.pb + cur.qo);
+        pairStep(cur);
+      }
+      acc = warpSum(acc);
+      if (lane == 0) col[cur.dst] = acc;
+      cur = nxt;
+#pragma unroll
+      for (int k = 0; k < kNePrefetch; ++k) vb[k] = vn[k];
+    }
+  }
+  __syncthreads();
+
+  // 5. Columns a0 .. a0 + nrow - 1 of A, rows a .. rowEnd(a) - 1.
+  double* A = b.A + (long long)p * n * n;
+  for (int e = tid; e < nrow * L.ccap; e += kNeThreads) {
+    const int r = e / L.ccap, a = a0 + r, k = e - r * L.ccap;
+    if (a + k < rowEnd(a)) A[(long long)a * n + a + k] = col[e];
+  }
+}
+
 // §4.2: minweight = 1e-4 max(fluxweight); (minweight - fw)^2 where fw <= minweight,
 // else regularize^2; always + 1e-15. Identity-padding unknowns get diagonal 1.
 __global__ void priorKernel(BatchView b) {
@@ -360,6 +615,28 @@ void launchNormalEquationsPairs(const BatchView& b, cudaStream_t stream) {
                                    int(L.bytes)));
   normalEquationsPairsKernel<<<dim3(b.n, b.count), kNeThreads, L.bytes, stream>>>(b);
   SPEX_CUDA_LAUNCH("normalEquationsPairsKernel");
+}
+
+bool normalEquationsTileFit(const BatchView& b) {
+  if (!normalEquationsPairsFit(b) || b.n > 0xffff) return false;
+  int dev = 0, optin = 0;
+  SPEX_CUDA(cudaGetDevice(&dev));
+  SPEX_CUDA(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+  return tileLayout(b.spots.nx * b.spots.ny, b.band, b.nb, b.n).bytes <= std::size_t(optin);
+}
+
+void launchNormalEquationsTile(const BatchView& b, cudaStream_t stream) {
+  if (!normalEquationsTileFit(b))
+    throw GpuError("launchNormalEquationsTile: stamps of " + std::to_string(b.spots.nx) + " x " +
+                   std::to_string(b.spots.ny) + " px, " + std::to_string(b.n) + " unknowns, band " +
+                   std::to_string(b.band) + " of " + std::to_string(b.F) +
+                   " fiber blocks: outside what the tile kernel holds (normalEquationsTileFit)");
+  const TileLayout L = tileLayout(b.spots.nx * b.spots.ny, b.band, b.nb, b.n);
+  if (L.bytes > 48 * 1024)
+    SPEX_CUDA(cudaFuncSetAttribute(normalEquationsTileKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   int(L.bytes)));
+  normalEquationsTileKernel<<<dim3((b.n + kNeGroup - 1) / kNeGroup, b.count), kNeThreads, L.bytes, stream>>>(b);
+  SPEX_CUDA_LAUNCH("normalEquationsTileKernel");
 }
 
 void launchPrior(const BatchView& b, cudaStream_t stream) {
