@@ -252,46 +252,45 @@ __global__ void __launch_bounds__(kNeThreads) normalEquationsPairsKernel(BatchVi
 // in the same order, the same reductions: iCov, y, fw and pm identical to the bit), one
 // thread block per group of kNeGroup consecutive unknowns of a patch (a tile of columns
 // of A) instead of one per unknown, so the chain of dependent loads a block starts with
-// (patch, corners, stamps and pixels, candidates' corners) is paid once for the group:
-//  1. the corners of the group's rows and of every candidate of their band, into shared
-//     memory in one pass;
-//  2. every row's stamp, ivar and pixels loaded kNeBatch elements a thread at a time
-//     (the loads in flight together), W S_a, the pixel values and the masked stamp kept
-//     in shared memory; then y, fw, pm summed from there by the same 128-thread
-//     partition and warp reductions as weighStamp;
-//  3. the candidates of all rows tested at once, the overlapping (row, candidate) pairs
-//     listed;
+// (patch, corners, stamps and pixels, candidates' corners) is paid once for the group.
+// Every stage is laid out without integer division by a runtime width:
+//  1. the corners and stamp indices of the group's rows and of every candidate of their
+//     band, into shared memory in one pass;
+//  2. the rows' stamps, ivar and pixels 4 rows at a time (their loads in flight
+//     together), a thread on pixels t = tid, tid + 128, .. of each row as weighStamp, so
+//     y, fw and pm are summed in registers in weighStamp's order; W S_a kept in shared
+//     memory;
+//  3. a warp per row: its column of the band cleared in A (zeros included, no memsets)
+//     and its candidates tested 32 at a time, the overlapping ones appended to the
+//     block's pair list by one atomic a warp (ballot);
 //  4. a warp per listed pair, software-pipelined: the next pair's stamp values (up to
-//     kNePrefetch per lane) are loaded into registers before the current pair is
-//     summed, so a warp has a pair's loads in flight while it accumulates the previous
-//     one; a candidate's stamp serves several rows of the group (through L1);
-//  5. the group's columns written from the diagonal to the band's last row, zeros
-//     included (no memsets), as the pair kernel.
+//     kNePrefetch a lane, the pair's own count of them) are loaded into registers before
+//     the current pair is summed; the sum goes straight into A (its entry was cleared
+//     in step 3; a candidate's stamp serves several rows of the group through L1).
 constexpr int kNeGroup = 8;    // unknowns (columns of A) a block
-constexpr int kNeBatch = 4;    // stage-2 elements a thread loads together
-constexpr int kNePrefetch = 6; // a pair's pixels a lane holds ahead (stamps of <= 192 px whole)
+constexpr int kNeRows = 4;     // stage-2 rows a thread loads together
+constexpr int kNePrefetch = 6; // a pair's pixels a lane holds ahead (overlaps of <= 192 px whole)
 
 struct TileLayout {
-  int ccap;    // column length at most: min(n, (band + 1) nb)
   int corCap;  // candidate corners at most
-  int uOff;    // doubles before the union (pixels and masked stamp; then columns and pairs)
-  int pairOff; // doubles before the pair list (ints), inside the union
+  int pairCap; // listed pairs at most
+  int pairOff; // doubles before the pair list (ints)
   int redOff;  // doubles before the reductions [G][3][warps]
   int corOff;  // doubles before the corners (int2)
+  int ibOff;   // doubles before the stamp indices (ints)
   std::size_t bytes;
 };
 __host__ __device__ inline TileLayout tileLayout(int npix, int band, int nb, int n) {
   TileLayout L;
   const int G = kNeGroup;
-  L.ccap = (band + 1) * nb < n ? (band + 1) * nb : n;
+  const int ccap = (band + 1) * nb < n ? (band + 1) * nb : n;
   L.corCap = (band + 1) * nb + G < n ? (band + 1) * nb + G : n;
-  L.uOff = G * npix;
-  L.pairOff = L.uOff + G * L.ccap;
-  const int pairsEnd = L.pairOff + (G * L.ccap + 1) / 2;
-  const int pixEnd = L.uOff + 2 * G * npix;
-  L.redOff = pairsEnd > pixEnd ? pairsEnd : pixEnd;
+  L.pairCap = G * ccap;
+  L.pairOff = G * npix;
+  L.redOff = L.pairOff + (L.pairCap + 1) / 2;
   L.corOff = L.redOff + 3 * G * (kNeThreads / 32);
-  L.bytes = sizeof(double) * (std::size_t(L.corOff) + std::size_t(L.corCap));
+  L.ibOff = L.corOff + L.corCap;
+  L.bytes = sizeof(double) * (std::size_t(L.ibOff) + std::size_t(L.corCap + 1) / 2);
   return L;
 }
 
@@ -300,24 +299,23 @@ __host__ __device__ inline TileLayout tileLayout(int npix, int band, int nb, int
 struct PairWalk {
   const double* pa;
   const double* pb;
-  int area, w, c, qo, dc, dq, wrap, dst;
+  double* dst;
+  int area, w, c, qo, dc, dq, wrap;
 };
 
-__device__ __forceinline__ PairWalk pairWalk(int code, int a0, int nb, int nx, int ny, int npix,
-                                            const DevPatch& pt, const SpotTable& st, const int2* cor,
-                                            const double* wsa, int ccap, int lane) {
+__device__ __forceinline__ PairWalk pairWalk(int code, int a0, int nx, int ny, int npix, const DevPatch& pt,
+                                            const double* sv, const int2* cor, const int* ib,
+                                            const double* wsa, double* A, int n, int lane) {
   const int r = code >> 16, cb0 = code & 0xffff;
-  const int bb = a0 + cb0, a = a0 + r;
   const int2 ca = cor[r], cb = cor[cb0];
   const int ox0 = max(max(ca.x, cb.x), pt.x0), ox1 = min(min(ca.x, cb.x) + nx, pt.x1);
   const int oy0 = max(max(ca.y, cb.y), pt.y0), oy1 = min(min(ca.y, cb.y) + ny, pt.y1);
-  const int j = bb / nb;
-  const long long ib = st.index(pt.fiberPad0 + j, pt.wavePad0 + (bb - j * nb));
   PairWalk P;
   P.w = ox1 - ox0;
   P.area = P.w * (oy1 - oy0);
   P.pa = wsa + r * npix + (oy0 - ca.y) * nx + (ox0 - ca.x);
-  P.pb = st.v + ib * npix + (oy0 - cb.y) * nx + (ox0 - cb.x);
+  P.pb = sv + (long long)ib[cb0] * npix + (oy0 - cb.y) * nx + (ox0 - cb.x);
+  P.dst = A + (long long)(a0 + r) * n + (a0 + cb0);
   const float rw = __frcp_rn(float(P.w));
   const int r0 = int((float(lane) + 0.5f) * rw), dr = int(32.5f * rw);
   P.dc = 32 - dr * P.w;
@@ -325,7 +323,6 @@ __device__ __forceinline__ PairWalk pairWalk(int code, int a0, int nb, int nx, i
   P.wrap = nx - P.w;
   P.c = lane - r0 * P.w;
   P.qo = r0 * nx + P.c;
-  P.dst = r * ccap + (bb - a);
   return P;
 }
 
@@ -338,7 +335,19 @@ __device__ __forceinline__ void pairStep(PairWalk& P) {
   }
 }
 
-__global__ void __launch_bounds__(kNeThreads, 4) normalEquationsTileKernel(BatchView b) {
+// The pair's first kNePrefetch values of S_b a lane needs (its own count: uniform over the warp).
+__device__ __forceinline__ void pairLoad(PairWalk P, int lane, double (&v)[kNePrefetch]) {
+  const int m = (P.area + 31) >> 5;
+#pragma unroll
+  for (int k = 0; k < kNePrefetch; ++k) {
+    if (k < m) {
+      v[k] = lane + 32 * k < P.area ? __ldg(P.pb + P.qo) : 0.0;
+      pairStep(P);
+    }
+  }
+}
+
+__global__ void __launch_bounds__(kNeThreads, 6) normalEquationsTileKernel(BatchView b) {
   extern __shared__ double sh[];
   __shared__ int npairs;
   constexpr int G = kNeGroup;
@@ -351,151 +360,144 @@ __global__ void __launch_bounds__(kNeThreads, 4) normalEquationsTileKernel(Batch
   const SpotTable& st = b.spots;
   const int nx = st.nx, ny = st.ny, npix = nx * ny;
   const TileLayout L = tileLayout(npix, b.band, nb, n);
-  double* wsa = sh;                                  // [G][npix] W S_a, 0 outside the box
-  double* pvs = sh + L.uOff;                         // [G][npix] pixel values (0 outside)
-  double* pmc = pvs + G * npix;                      // [G][npix] stamp where masked or outside, else 0
-  double* col = sh + L.uOff;                         // [G][ccap] after the row sums
+  double* wsa = sh;                                   // [G][npix] W S_a, 0 outside the box
   int* pairs = reinterpret_cast<int*>(sh + L.pairOff);
-  double* red = sh + L.redOff;                       // [G][3][warps]
+  double* red = sh + L.redOff;                        // [G][3][warps]
   int2* cor = reinterpret_cast<int2*>(sh + L.corOff); // unknowns a0 .. cEnd - 1
+  int* ib = reinterpret_cast<int*>(sh + L.ibOff);     // their stamps' indices
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nw = kNeThreads / 32;
+  double* A = b.A + (long long)p * n * n;
   auto rowEnd = [&](int a) { return min(n, (a / nb + b.band + 1) * nb); };
   const int cEnd = min(rowEnd(a0 + nrow - 1), nReal);
 
-  // 1. Corners.
-  for (int c = tid; c < cEnd - a0; c += kNeThreads) {
-    const int bb = a0 + c, j = bb / nb;
-    cor[c] = st.corner[st.index(pt.fiberPad0 + j, pt.wavePad0 + (bb - j * nb))];
+  // 1. Corners and stamp indices (fiber by fiber: no division a candidate).
+  for (int j = a0 / nb; j * nb < cEnd; ++j) {
+    const int lo = max(a0, j * nb), hi = min(cEnd, (j + 1) * nb);
+    const long long base = st.index(pt.fiberPad0 + j, pt.wavePad0 + (lo - j * nb));
+    for (int c = tid; c < hi - lo; c += kNeThreads) {
+      cor[lo - a0 + c] = st.corner[base + c];
+      ib[lo - a0 + c] = int(base + c);
+    }
   }
   if (tid == 0) npairs = 0;
   __syncthreads();
 
-  // 2. The rows' stamps against the image, kNeBatch elements a thread in flight.
-  const int total = nreal * npix;
-  for (int e0 = tid; e0 < total; e0 += kNeBatch * kNeThreads) {
-    double s[kNeBatch], w[kNeBatch], pv[kNeBatch];
-    bool in[kNeBatch];
+  // 2. W S_a of each real row and its y, fw, pm (weighStamp's partition and order).
+  for (int h = 0; h < nreal; h += kNeRows) {
+    double yv[kNeRows], fwv[kNeRows], pmv[kNeRows];
 #pragma unroll
-    for (int u = 0; u < kNeBatch; ++u) {
-      const int e = e0 + u * kNeThreads;
-      s[u] = w[u] = pv[u] = 0.0;
-      in[u] = false;
-      if (e < total) {
-        const int r = e / npix, t = e - r * npix;
-        const int a = a0 + r, i = a / nb;
-        const long long ia = st.index(pt.fiberPad0 + i, pt.wavePad0 + (a - i * nb));
-        const int2 ca = cor[r];
-        const int X = ca.x + t % nx, Y = ca.y + t / nx;
-        s[u] = __ldg(st.v + ia * npix + t);
-        in[u] = X >= pt.x0 && X < pt.x1 && Y >= pt.y0 && Y < pt.y1;
-        if (in[u]) {
-          const long long q = (long long)Y * b.npixX + X;
-          w[u] = __ldg(b.ivar + q);
-          pv[u] = __ldg(b.pix + q);
+    for (int u = 0; u < kNeRows; ++u) yv[u] = fwv[u] = pmv[u] = 0.0;
+    for (int t = tid; t < npix; t += kNeThreads) {
+      const int ty = t / nx, tx = t - ty * nx;
+      double s[kNeRows], w[kNeRows], pv[kNeRows];
+      bool in[kNeRows];
+#pragma unroll
+      for (int u = 0; u < kNeRows; ++u) {
+        s[u] = w[u] = pv[u] = 0.0;
+        in[u] = false;
+        if (h + u < nreal) {
+          const int2 ca = cor[h + u];
+          const int X = ca.x + tx, Y = ca.y + ty;
+          s[u] = __ldg(st.v + (long long)ib[h + u] * npix + t);
+          in[u] = X >= pt.x0 && X < pt.x1 && Y >= pt.y0 && Y < pt.y1;
+          if (in[u]) {
+            const long long q = (long long)Y * b.npixX + X;
+            w[u] = __ldg(b.ivar + q);
+            pv[u] = __ldg(b.pix + q);
+          }
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kNeRows; ++u) {
+        if (h + u < nreal) {
+          const double ws = w[u] * s[u];
+          wsa[(h + u) * npix + t] = ws;
+          yv[u] += ws * pv[u];
+          fwv[u] += ws;
+          if (!in[u] || w[u] == 0.0) pmv[u] += s[u]; // §4.7: masked or outside the box
         }
       }
     }
 #pragma unroll
-    for (int u = 0; u < kNeBatch; ++u) {
-      const int e = e0 + u * kNeThreads;
-      if (e < total) {
-        wsa[e] = w[u] * s[u];
-        pvs[e] = pv[u];
-        pmc[e] = (!in[u] || w[u] == 0.0) ? s[u] : 0.0;
+    for (int u = 0; u < kNeRows; ++u) {
+      if (h + u < nreal) { // the same for the whole block
+        const double ys = warpSum(yv[u]), fs = warpSum(fwv[u]), ps = warpSum(pmv[u]);
+        if (lane == 0) {
+          red[(3 * (h + u)) * nw + warp] = ys;
+          red[(3 * (h + u) + 1) * nw + warp] = fs;
+          red[(3 * (h + u) + 2) * nw + warp] = ps;
+        }
       }
     }
   }
   __syncthreads();
-  // y, fw, pm of each real row: weighStamp's sums, term by term and in its order.
-  for (int r = 0; r < nreal; ++r) {
-    double yv = 0.0, fwv = 0.0, pmv = 0.0;
-    for (int t = tid; t < npix; t += kNeThreads) {
-      const double ws = wsa[r * npix + t];
-      yv += ws * pvs[r * npix + t];
-      fwv += ws;
-      pmv += pmc[r * npix + t];
-    }
-    yv = warpSum(yv);
-    fwv = warpSum(fwv);
-    pmv = warpSum(pmv);
-    if (lane == 0) {
-      red[(3 * r) * nw + warp] = yv;
-      red[(3 * r + 1) * nw + warp] = fwv;
-      red[(3 * r + 2) * nw + warp] = pmv;
-    }
-  }
-  __syncthreads(); // pixels and masked stamps done: the union becomes columns and pairs
 
   if (tid < nrow) {
     const long long o = (long long)p * n + a0 + tid;
     if (tid < nreal) writeRowSums(b, red + 3 * tid * nw, o);
     else b.y[o] = b.fw[o] = b.pm[o] = 0.0;
   }
-  for (int e = tid; e < nrow * L.ccap; e += kNeThreads) col[e] = 0.0;
-  // 3. Candidates of every real row (b >= a, inside the band), tested all at once.
-  for (int e = tid; e < nreal * L.ccap; e += kNeThreads) {
-    const int r = e / L.ccap, a = a0 + r, bb = a + (e - r * L.ccap);
-    if (bb >= min(rowEnd(a), nReal)) continue;
-    const int2 ca = cor[r], cb = cor[bb - a0];
-    const int ox0 = max(max(ca.x, cb.x), pt.x0), ox1 = min(min(ca.x, cb.x) + nx, pt.x1);
-    const int oy0 = max(max(ca.y, cb.y), pt.y0), oy1 = min(min(ca.y, cb.y) + ny, pt.y1);
-    if (ox0 < ox1 && oy0 < oy1) pairs[atomicAdd(&npairs, 1)] = (r << 16) | (bb - a0);
+  // 3. A warp per row: the column cleared from the diagonal to the band's last row
+  // (identity padding too: the prior sets its diagonal), the row's overlapping
+  // candidates listed.
+  for (int r = warp; r < nrow; r += nw) {
+    const int a = a0 + r, end = rowEnd(a);
+    double* colA = A + (long long)a * n;
+    for (int k = a + lane; k < end; k += 32) colA[k] = 0.0;
+    if (r >= nreal) continue;
+    const int cEndR = min(end, nReal);
+    const int2 ca = cor[r];
+    for (int base = a; base < cEndR; base += 32) {
+      const int bb = base + lane;
+      bool hit = false;
+      if (bb < cEndR) {
+        const int2 cb = cor[bb - a0];
+        const int ox0 = max(max(ca.x, cb.x), pt.x0), ox1 = min(min(ca.x, cb.x) + nx, pt.x1);
+        const int oy0 = max(max(ca.y, cb.y), pt.y0), oy1 = min(min(ca.y, cb.y) + ny, pt.y1);
+        hit = ox0 < ox1 && oy0 < oy1;
+      }
+      const unsigned m = __ballot_sync(0xffffffffu, hit);
+      if (m) {
+        int s0 = 0;
+        if (lane == 0) s0 = atomicAdd(&npairs, __popc(m));
+        s0 = __shfl_sync(0xffffffffu, s0, 0);
+        if (hit) pairs[s0 + __popc(m & ((1u << lane) - 1u))] = (r << 16) | (bb - a0);
+      }
+    }
   }
-  __syncthreads();
+  __syncthreads(); // the columns' zeros are written before any pair's sum
 
   // 4. A warp per listed pair, the next pair's loads issued before this one is summed.
   const int np = npairs;
   int q = warp;
-  if (q < np) {
-    PairWalk cur = pairWalk(pairs[q], a0, nb, nx, ny, npix, pt, st, cor, wsa, L.ccap, lane);
-    double vb[kNePrefetch];
-    {
-      PairWalk P = cur;
-#pragma unroll
-      for (int k = 0; k < kNePrefetch; ++k) {
-        vb[k] = lane + 32 * k < P.area ? __ldg(P.pb + P.qo) : 0.0;
-        pairStep(P);
-      }
+  if (q >= np) return;
+  PairWalk cur = pairWalk(pairs[q], a0, nx, ny, npix, pt, st.v, cor, ib, wsa, A, n, lane);
+  double vb[kNePrefetch] = {};
+  pairLoad(cur, lane, vb);
+  for (; q < np; q += nw) {
+    PairWalk nxt = cur;
+    double vn[kNePrefetch] = {};
+    if (q + nw < np) {
+      nxt = pairWalk(pairs[q + nw], a0, nx, ny, npix, pt, st.v, cor, ib, wsa, A, n, lane);
+      pairLoad(nxt, lane, vn);
     }
-    for (; q < np; q += nw) {
-      PairWalk nxt = cur;
-      double vn[kNePrefetch] = {};
-      if (q + nw < np) {
-        nxt = pairWalk(pairs[q + nw], a0, nb, nx, ny, npix, pt, st, cor, wsa, L.ccap, lane);
-        PairWalk P = nxt;
+    double acc = 0.0;
 #pragma unroll
-        for (int k = 0; k < kNePrefetch; ++k) {
-          vn[k] = lane + 32 * k < P.area ? __ldg(P.pb + P.qo) : 0.0;
-          pairStep(P);
-        }
-      }
-      double acc = 0.0;
-      int t = lane;
-#pragma unroll
-      for (int k = 0; k < kNePrefetch; ++k, t += 32) {
-        if (t < cur.area) {
-          acc += cur.pa[cur.qo] * vb[k];
-          pairStep(cur);
-        }
-      }
-      for (; t < cur.area; t += 32) { // stamps larger than the prefetch
-        acc += cur.pa[cur.qo] * __ldg(cur.pb + cur.qo);
+    for (int k = 0; k < kNePrefetch; ++k) {
+      if (lane + 32 * k < cur.area) {
+        acc += cur.pa[cur.qo] * vb[k];
         pairStep(cur);
       }
-      acc = warpSum(acc);
-      if (lane == 0) col[cur.dst] = acc;
-      cur = nxt;
-#pragma unroll
-      for (int k = 0; k < kNePrefetch; ++k) vb[k] = vn[k];
     }
-  }
-  __syncthreads();
-
-  // 5. Columns a0 .. a0 + nrow - 1 of A, rows a .. rowEnd(a) - 1.
-  double* A = b.A + (long long)p * n * n;
-  for (int e = tid; e < nrow * L.ccap; e += kNeThreads) {
-    const int r = e / L.ccap, a = a0 + r, k = e - r * L.ccap;
-    if (a + k < rowEnd(a)) A[(long long)a * n + a + k] = col[e];
+    for (int t = lane + 32 * kNePrefetch; t < cur.area; t += 32) { // overlaps larger than the prefetch
+      acc += cur.pa[cur.qo] * __ldg(cur.pb + cur.qo);
+      pairStep(cur);
+    }
+    acc = warpSum(acc);
+    if (lane == 0) *cur.dst = acc;
+    cur = nxt;
+#pragma unroll
+    for (int k = 0; k < kNePrefetch; ++k) vb[k] = vn[k];
   }
 }
 

@@ -207,6 +207,25 @@ struct SpotWarpShared {
   }
 };
 
+// t / n and t % n of t = lane, lane + 32, .. by increments (one division a walk).
+struct Div32 {
+  int q, r, n, dq, dr;
+  __device__ Div32(int t, int n_) : n(n_) {
+    q = t / n;
+    r = t - q * n;
+    dq = 32 / n;
+    dr = 32 - dq * n;
+  }
+  __device__ void step() {
+    r += dr;
+    q += dq;
+    if (r >= n) {
+      r -= n;
+      ++q;
+    }
+  }
+};
+
 __device__ void spotWarp(const DevPsf& psf, int fiber, double w, double* outV, int2* outCorner, double* sh) {
   const SpotWarpShared L(psf.hsizeX, psf.hsizeY, psf.degX, psf.degY);
   const int nx = L.nx, ny = L.ny, lane = threadIdx.x & 31;
@@ -241,19 +260,24 @@ __device__ void spotWarp(const DevPsf& psf, int fiber, double w, double* outV, i
     }
   }
   __syncwarp();
-  const int nbx = (L.degX + 1) * nx, nby = (L.degY + 1) * ny;
-  for (int t = lane; t < nbx + nby; t += 32) {
-    const bool isX = t < nbx;
-    const int tt = isX ? t : t - nbx, n = isX ? nx : ny, s = isX ? sX : sY;
-    const int k = tt / n, c = tt % n;
-    const double* lo = sh + (isX ? L.oEdgeX : L.oEdgeY) + c * s;
-    const double* hi = lo + s;
-    const double v = k == 0 ? 0.5 * (hi[0] - lo[0]) : lo[2 + k - 1] * lo[1] - hi[2 + k - 1] * hi[1];
-    sh[(isX ? L.oBx : L.oBy) + tt] = v;
+  // X then Y: degree k = tt / n, column c = tt % n by increments.
+  for (int axis = 0; axis < 2; ++axis) {
+    const int n = axis == 0 ? nx : ny, s = axis == 0 ? sX : sY, deg = axis == 0 ? L.degX : L.degY;
+    const double* edge = sh + (axis == 0 ? L.oEdgeX : L.oEdgeY);
+    double* out = sh + (axis == 0 ? L.oBx : L.oBy);
+    Div32 kc(lane, n);
+    for (int tt = lane; tt < (deg + 1) * n; tt += 32, kc.step()) {
+      const int k = kc.q;
+      const double* lo = edge + kc.r * s;
+      const double* hi = lo + s;
+      const double v = k == 0 ? 0.5 * (hi[0] - lo[0]) : lo[2 + k - 1] * lo[1] - hi[2 + k - 1] * hi[1];
+      out[tt] = v;
+    }
   }
   __syncwarp();
-  for (int t = lane; t < (L.degY + 1) * nx; t += 32) {
-    const int j = t / nx, ix = t % nx;
+  Div32 jx(lane, nx);
+  for (int t = lane; t < (L.degY + 1) * nx; t += 32, jx.step()) {
+    const int j = jx.q, ix = jx.r;
     double cs = 0.0;
     for (int i = 0; i <= L.degX; ++i) {
       const double a = coef[i * (L.degY + 1) + j];
@@ -267,12 +291,14 @@ __device__ void spotWarp(const DevPsf& psf, int fiber, double w, double* outV, i
   double part[kParts];
 #pragma unroll
   for (int u = 0; u < kParts; ++u) part[u] = 0.0;
+  Div32 yx(lane, nx); // t = lane, lane + 32, .. in the order of the loops below
   for (int t0 = lane; t0 < nx * ny; t0 += kSpotThreads) {
 #pragma unroll
     for (int u = 0; u < kParts; ++u) {
       const int t = t0 + 32 * u;
       if (t < nx * ny) {
-        const int iy = t / nx, ix = t % nx;
+        const int iy = yx.q, ix = yx.r;
+        yx.step();
         double v = 0.0;
         for (int j = 0; j <= L.degY; ++j) v += sh[L.oBy + j * ny + iy] * sh[L.oCol + j * nx + ix];
         if (v < 0.0) v = 0.0;

@@ -43,7 +43,7 @@
 #           kernel profile (the normal-equations rows and the occupancy line), then
 #           test_cuda_engine normalEquationKernelsAgree and racecheck/memcheck of the pair kernel
 #   norm2ab warm medians (bench --repeat 7) alternating SPEXLAB_CUDA_NORMAL=tile|pairs with
-#           SPEXLAB_CUDA_SPOTS=warp|block (new kernels against the fifth round's), two streams, then
+#           SPEXLAB_CUDA_SPOTS=warp|block (tile warp, pairs block, pairs warp), two streams, then
 #           one stream each with the kernel profile; test_cuda_engine normalEquationKernelsAgree,
 #           test_device_psf spotKernelsAgreeToTheBit; racecheck and memcheck of both new kernels
 #   solverab  warm medians with SPEXLAB_CUDA_SOLVER=auto|dense (block band or dense), two
@@ -242,7 +242,7 @@ PY
             timeout 200 $B/test_cuda_engine normalEquationKernelsAgree 2>&1 | tee $OUT/test_normal_agree.log | grep -E "PASS|FAIL|QINFO|Totals|Loc"
             timeout 150 compute-sanitizer --tool racecheck --error-exitcode 9 $B/test_cuda_engine subsetAndSmallBatchesMatch 2>&1 \
                 | tee $OUT/racecheck_normal.log | grep -E "ERROR SUMMARY|RACE|PASS|FAIL|Totals"; echo "racecheck normal rc ${PIPESTATUS[0]}" ;;
-    norm2ab) for r in 1 2; do for k in "tile warp" "pairs block"; do set -- $k; echo "normal $1, spots $2:"
+    norm2ab) for r in 1 2; do for k in "tile warp" "pairs block" "pairs warp"; do set -- $k; echo "normal $1, spots $2:"
                SPEXLAB_CUDA_NORMAL=$1 SPEXLAB_CUDA_SPOTS=$2 timeout 100 $B/spexlab-cli bench --engine cuda --psf $PSF --repeat 7 2>&1 \
                | tee $OUT/bench_norm2_$1_$r.txt | grep -E "^wall|memory:"; done; done
             for k in "tile warp" "pairs block"; do set -- $k; echo "normal $1, spots $2, 1 stream, kernel profile:"
