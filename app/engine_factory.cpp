@@ -125,7 +125,7 @@ CudaEngineOptions cudaOptions(const EngineOptions& eo) {
   }
   if (const std::string e = env("SPEXLAB_CUDA_NORMAL"); !e.empty()) {
     if (e != "tile" && e != "pairs" && e != "scan")
-      throw InputError("SPEXLAB_CUDA_NORMAL='" + e + "': expected tile, pairs or scan");
+      throw InputError("SPEXLAB_CUDA_NORMAL='" + e + "': expected pairs, tile or scan");
     o.normalKernel = e == "tile"    ? CudaEngineOptions::NormalKernel::Tile
                      : e == "pairs" ? CudaEngineOptions::NormalKernel::Pairs
                                     : CudaEngineOptions::NormalKernel::Scan;

@@ -73,17 +73,18 @@ struct CudaEngineOptions {
   // older four launches. Factory switch: SPEXLAB_CUDA_CHOLESKY=tiled|fused|blocked.
   enum class CholeskyColumns { Tiled, Fused, Steps };
   CholeskyColumns choleskyColumns = CholeskyColumns::Tiled;
-  // Normal equations. Tile (default): a thread block per group of 8 unknowns (gpu/kernels.h
-  // launchNormalEquationsTile), the group's corners and weighted stamps in shared
-  // memory, its candidates' overlaps listed at once, the pairs' stamp loads pipelined.
-  // Pairs: a block per unknown (launchNormalEquationsPairs), the overlapping stamp pairs
-  // listed first. Both test candidates inside the factor's block band only and write
-  // every entry of that band of the lower triangle, so A is not cleared first. Scan:
+  // Normal equations. Pairs (default): a thread block per unknown (gpu/kernels.h
+  // launchNormalEquationsPairs), the overlapping stamp pairs listed first. Tile: a block
+  // per group of 8 unknowns (launchNormalEquationsTile), the group's corners and
+  // weighted stamps in shared memory, the pairs' stamp loads pipelined; measured slower
+  // on an H100 (docs/benchmarks.md, "sixth round"), kept for A/B. Both test candidates
+  // inside the factor's block band only and write every entry of that band of the
+  // lower triangle, so A is not cleared first. Scan:
   // the older kernel (each unknown tests every later one, both triangles written where
   // stamps overlap, A, y, fw and pm cleared by memsets first). iCov, y, fw and pm are
   // the same to the bit. Factory switch: SPEXLAB_CUDA_NORMAL=tile|pairs|scan.
   enum class NormalKernel { Tile, Pairs, Scan };
-  NormalKernel normalKernel = NormalKernel::Tile;
+  NormalKernel normalKernel = NormalKernel::Pairs;
   // The frame's spot table: true (default), a warp per spot (gpu/kernels.h SpotKernel::Warp);
   // false, a 128-thread block per spot (the older kernel). The same stamps to the bit.
   // Factory switch: SPEXLAB_CUDA_SPOTS=warp|block.

@@ -144,7 +144,7 @@ bool normalEquationsPairsFit(const BatchView& b);
 void launchNormalEquationsPairs(const BatchView& b, cudaStream_t stream);
 // The same values to the bit, written as launchNormalEquationsPairs writes them, by one
 // thread block per group of 8 unknowns (shared corners and stamps, pipelined pair
-// loads). Needs normalEquationsTileFit (normalEquationsPairsFit, n < 65536 and the
+// loads); slower than the pair kernel on an H100 (23.3 vs 16.7 ms a frame), kept for A/B. Needs normalEquationsTileFit (normalEquationsPairsFit, n < 65536 and the
 // block's shared memory within the device's); throws GpuError otherwise.
 bool normalEquationsTileFit(const BatchView& b);
 void launchNormalEquationsTile(const BatchView& b, cudaStream_t stream);

@@ -267,6 +267,10 @@ __global__ void __launch_bounds__(kNeThreads) normalEquationsPairsKernel(BatchVi
 //     kNePrefetch a lane, the pair's own count of them) are loaded into registers before
 //     the current pair is summed; the sum goes straight into A (its entry was cleared
 //     in step 3; a candidate's stamp serves several rows of the group through L1).
+// Measured on an H100 (docs/benchmarks.md, "sixth round"): 23.3 ms a frame against the
+// pair kernel's 16.7 (a first version, with division per element and a fixed 6-slot
+// walk a pair, 31.3): the ~160 pairs a block keep the instruction count of the pair
+// kernel while 24 resident warps an SM hide less of their latency than its 48.
 constexpr int kNeGroup = 8;    // unknowns (columns of A) a block
 constexpr int kNeRows = 4;     // stage-2 rows a thread loads together
 constexpr int kNePrefetch = 6; // a pair's pixels a lane holds ahead (overlaps of <= 192 px whole)

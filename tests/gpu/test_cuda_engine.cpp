@@ -252,8 +252,8 @@ private slots:
   }
 
   void normalEquationKernelsAgree() {
-    // CudaEngineOptions::normalKernel: the tile kernel (a block per 8 unknowns; every
-    // other test here runs it) and the pair-list kernel (a block per unknown) fill only
+    // CudaEngineOptions::normalKernel: the pair-list kernel (a block per unknown; every
+    // other test here runs it) and the tile kernel (a block per 8 unknowns) fill only
     // the lower triangle's block band the factor reads, with no memsets, so A's upper
     // triangle and the blocks outside the band keep whatever the workspace held (an
     // earlier batch's factor, the eigensolver's scratch); the older scan kernel clears A
