@@ -124,8 +124,15 @@ CudaEngineOptions cudaOptions(const EngineOptions& eo) {
     o.selectedInverse = e == "selected";
   }
   if (const std::string e = env("SPEXLAB_CUDA_NORMAL"); !e.empty()) {
-    if (e != "pairs" && e != "scan") throw InputError("SPEXLAB_CUDA_NORMAL='" + e + "': expected pairs or scan");
-    o.normalPairs = e == "pairs";
+    if (e != "tile" && e != "pairs" && e != "scan")
+      throw InputError("SPEXLAB_CUDA_NORMAL='" + e + "': expected pairs, tile or scan");
+    o.normalKernel = e == "tile"    ? CudaEngineOptions::NormalKernel::Tile
+                     : e == "pairs" ? CudaEngineOptions::NormalKernel::Pairs
+                                    : CudaEngineOptions::NormalKernel::Scan;
+  }
+  if (const std::string e = env("SPEXLAB_CUDA_SPOTS"); !e.empty()) {
+    if (e != "warp" && e != "block") throw InputError("SPEXLAB_CUDA_SPOTS='" + e + "': expected warp or block");
+    o.spotWarps = e == "warp";
   }
   if (const std::string e = env("SPEXLAB_CUDA_WARMUP"); !e.empty()) {
     if (e != "0" && e != "1") throw InputError("SPEXLAB_CUDA_WARMUP='" + e + "': expected 0 or 1");

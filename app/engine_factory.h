@@ -41,8 +41,11 @@ struct EngineChoice {
 //                                          sweep, by four launches, or cuSOLVER
 //   SPEXLAB_CUDA_SOLVER=auto|dense         blocked Cholesky and L^-1 on the block band, or dense
 //   SPEXLAB_CUDA_INVERSE=selected|full     fiber blocks of C by selected inversion on the band (no L^-1), or from L^-1
-//   SPEXLAB_CUDA_NORMAL=pairs|scan         normal equations by the pair-list kernel on the factor's band
-//                                          (default, no memsets) or the older kernel (A/B timing)
+//   SPEXLAB_CUDA_NORMAL=pairs|tile|scan    normal equations on the factor's band by a block per
+//                                          unknown (default) or per 8 unknowns (no memsets either),
+//                                          or the older kernel (A/B timing)
+//   SPEXLAB_CUDA_SPOTS=warp|block          the frame's spot table by a warp per spot (default) or a
+//                                          block per spot (A/B timing; the same stamps)
 //   SPEXLAB_CUDA_LOAD=parallel|serial      cuBLAS/cuSOLVER opened beside the driver's start
 //                                          (default) or before it (A/B timing)
 struct EngineOptions {

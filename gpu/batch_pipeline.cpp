@@ -32,7 +32,10 @@ void enqueueBatch(Workspace& w, BatchView v, const DevPatch* table, int first, i
   // triangle (iCov decorrelated whole, cuSOLVER's syev with the lower fill).
   v.band = (w.potrf || v.noise) ? v.F - 1 : shape.w;
   tl.phase(kPhaseNormal, w.lane, batchId, s, [&] {
-    if (w.normalPairs && normalEquationsPairsFit(v)) {
+    using NK = CudaEngineOptions::NormalKernel;
+    if (w.normalKernel == NK::Tile && normalEquationsTileFit(v)) {
+      launchNormalEquationsTile(v, s); // writes all it must: no memsets
+    } else if (w.normalKernel != NK::Scan && normalEquationsPairsFit(v)) {
       launchNormalEquationsPairs(v, s); // writes all it must: no memsets
     } else {
       SPEX_CUDA(cudaMemsetAsync(v.A, 0, sizeof(double) * nn * count, s));

@@ -10,6 +10,8 @@ namespace spex::gpu {
 
 namespace {
 
+constexpr int kChi2Ahead = 6; // a spot's values a lane loads before its atomics (stamps of <= 192 px whole)
+
 // kShared: the box model lives in shared memory (the usual case: a box of ~10^4
 // pixels), else in the global scratch slot of the patch.
 template <bool kShared>
@@ -57,7 +59,20 @@ __global__ void __launch_bounds__(512) chi2ModelKernel(BatchView b) {
       const long long ia = st.index(pt.fiberPad0 + i, pt.wavePad0 + (a - i * b.nb));
       const int2 c = st.corner[ia];
       const double* sa = st.v + ia * npix;
-      for (int q = lane; q < npix; q += 32) {
+      // The lane's first kChi2Ahead stamp values loaded together, then added.
+      double sv[kChi2Ahead];
+#pragma unroll
+      for (int k = 0; k < kChi2Ahead; ++k) sv[k] = lane + 32 * k < npix ? __ldg(sa + lane + 32 * k) : 0.0;
+#pragma unroll
+      for (int k = 0; k < kChi2Ahead; ++k) {
+        const int q = lane + 32 * k;
+        if (q >= npix) break;
+        const int iy = q / nx;
+        const int X = c.x + q - iy * nx, Y = c.y + iy;
+        if (X < pt.x0 || X >= pt.x1 || Y < pt.y0 || Y >= pt.y1) continue;
+        atomicAdd(m + (Y - pt.y0) * bw + (X - pt.x0), sv[k] * fa);
+      }
+      for (int q = lane + 32 * kChi2Ahead; q < npix; q += 32) {
         const int iy = q / nx;
         const int X = c.x + q - iy * nx, Y = c.y + iy;
         if (X < pt.x0 || X >= pt.x1 || Y < pt.y0 || Y >= pt.y1) continue;
@@ -69,6 +84,7 @@ __global__ void __launch_bounds__(512) chi2ModelKernel(BatchView b) {
   // chi^2 per pixel: 1/ivar_tot = 1/ivar + (psferr m)^2 wherever ivar > 0, for any m
   // (zero and negative models too), as desispec/gpu_specter and the CPU engine.
   double sum = 0.0, cnt = 0.0;
+#pragma unroll 4
   for (int t = tid; t < area; t += nt) {
     const int X = pt.x0 + t % bw, Y = pt.y0 + t / bw;
     const std::size_t q = (std::size_t)Y * b.npixX + X;
@@ -115,7 +131,25 @@ __global__ void __launch_bounds__(512) chi2ModelKernel(BatchView b) {
     const double* sa = st.v + ia * npix;
     const double fa = f[a];
     double num = 0.0, den = 0.0;
-    for (int q = lane; q < npix; q += 32) {
+    double sv[kChi2Ahead]; // the lane's first stamp values loaded together
+#pragma unroll
+    for (int k = 0; k < kChi2Ahead; ++k) sv[k] = lane + 32 * k < npix ? __ldg(sa + lane + 32 * k) : 0.0;
+#pragma unroll
+    for (int k = 0; k < kChi2Ahead; ++k) {
+      const int q = lane + 32 * k;
+      if (q >= npix) break;
+      const int X = c.x + q % nx, Y = c.y + q / nx;
+      if (X < pt.x0 || X >= pt.x1 || Y < pt.y0 || Y >= pt.y1) continue;
+      const double s = sv[k];
+      const double cv = cb[(Y - pt.y0) * bw + (X - pt.x0)];
+      if (cv >= 0.0) {
+        num += s * cv;
+        den += s;
+      }
+      if (o.model) atomicAdd(o.model + (std::size_t)Y * b.npixX + X, s * fa);
+      if (tile) atomicAdd(tile + (Y - pt.y0) * bw + (X - pt.x0), s * fa);
+    }
+    for (int q = lane + 32 * kChi2Ahead; q < npix; q += 32) {
       const int X = c.x + q % nx, Y = c.y + q / nx;
       if (X < pt.x0 || X >= pt.x1 || Y < pt.y0 || Y >= pt.y1) continue;
       const double s = sa[q];

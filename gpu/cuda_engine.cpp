@@ -169,6 +169,7 @@ CudaEngine::CudaEngine(CudaEngineOptions options) : m_options(std::move(options)
                      "; this build needs 8.0 or newer");
     auto dev = std::make_unique<Device>();
     dev->index = d;
+    dev->spotKernel = m_options.spotWarps ? gpu::SpotKernel::Warp : gpu::SpotKernel::Block;
     SPEX_CUDA(cudaSetDevice(d));
     SPEX_CUDA(cudaStreamCreateWithFlags(&dev->main, cudaStreamNonBlocking));
     if (m_options.overlapEnds) {
@@ -181,7 +182,7 @@ CudaEngine::CudaEngine(CudaEngineOptions options) : m_options(std::move(options)
       w->cusolverEigh = m_options.eigh == CudaEngineOptions::Eigh::Cusolver;
       w->selected = m_options.selectedInverse;
       w->choleskyColumns = m_options.choleskyColumns;
-      w->normalPairs = m_options.normalPairs;
+      w->normalKernel = m_options.normalKernel;
       SPEX_CUDA(cudaStreamCreateWithFlags(&w->stream, cudaStreamNonBlocking));
       checkCublas(cublasCreate(&w->cublas), "cublasCreate");
       checkCublas(cublasSetStream(w->cublas, w->stream), "cublasSetStream");
@@ -399,7 +400,7 @@ void prefetchInputs(CudaEngine::Device& dev, DeviceRun& run, const ExtractionReq
       dev.track();
       st.v = dev.spotV.get();
       st.corner = dev.corner.get();
-      gpu::launchSpotTable(run.psf, st, req.wave.wmin, req.wave.dw, w0.stream);
+      gpu::launchSpotTable(run.psf, st, req.wave.wmin, req.wave.dw, w0.stream, dev.spotKernel);
     });
     run.spotsDone = run.pool.acquire();
     SPEX_CUDA(cudaEventRecord(run.spotsDone, w0.stream));
@@ -877,7 +878,7 @@ void runDevice(CudaEngine::Device& dev, DeviceRun& run, const CudaEngineOptions&
     dev.track();
     st.v = dev.spotV.get();
     st.corner = dev.corner.get();
-    if (!spotsMade) gpu::launchSpotTable(dpsf, st, plan.wave.wmin, plan.wave.dw, ms);
+    if (!spotsMade) gpu::launchSpotTable(dpsf, st, plan.wave.wmin, plan.wave.dw, ms, dev.spotKernel);
     if (opt.bandedSolve && ntodo > 0) {
       // Each patch's fiber coupling, for the batches' band (read back before they start).
       dev.coupling.need(ntodo, &dev.held, "fiber coupling");

@@ -73,14 +73,22 @@ struct CudaEngineOptions {
   // older four launches. Factory switch: SPEXLAB_CUDA_CHOLESKY=tiled|fused|blocked.
   enum class CholeskyColumns { Tiled, Fused, Steps };
   CholeskyColumns choleskyColumns = CholeskyColumns::Tiled;
-  // Normal equations: true (default), the pair-list kernel (gpu/kernels.h
-  // launchNormalEquationsPairs): the overlapping stamp pairs of each unknown listed
-  // first, inside the factor's block band only, and every entry of that band of the
-  // lower triangle written by the kernel, so A is not cleared first; false, the older
-  // kernel (each unknown tests every later one, both triangles written where stamps
-  // overlap, A, y, fw and pm cleared by memsets first). iCov is the same to the bit.
-  // Factory switch: SPEXLAB_CUDA_NORMAL=pairs|scan.
-  bool normalPairs = true;
+  // Normal equations. Pairs (default): a thread block per unknown (gpu/kernels.h
+  // launchNormalEquationsPairs), the overlapping stamp pairs listed first. Tile: a block
+  // per group of 8 unknowns (launchNormalEquationsTile), the group's corners and
+  // weighted stamps in shared memory, the pairs' stamp loads pipelined; measured slower
+  // on an H100 (docs/benchmarks.md, "sixth round"), kept for A/B. Both test candidates
+  // inside the factor's block band only and write every entry of that band of the
+  // lower triangle, so A is not cleared first. Scan:
+  // the older kernel (each unknown tests every later one, both triangles written where
+  // stamps overlap, A, y, fw and pm cleared by memsets first). iCov, y, fw and pm are
+  // the same to the bit. Factory switch: SPEXLAB_CUDA_NORMAL=tile|pairs|scan.
+  enum class NormalKernel { Tile, Pairs, Scan };
+  NormalKernel normalKernel = NormalKernel::Pairs;
+  // The frame's spot table: true (default), a warp per spot (gpu/kernels.h SpotKernel::Warp);
+  // false, a 128-thread block per spot (the older kernel). The same stamps to the bit.
+  // Factory switch: SPEXLAB_CUDA_SPOTS=warp|block.
+  bool spotWarps = true;
   // Normal equations on their block band (default): each patch's fiber coupling width
   // w is measured on the device from its stamps (fibers further apart than w share no
   // pixel, so those blocks of iCov are exactly zero); a batch's blocked Cholesky then

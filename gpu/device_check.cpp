@@ -54,7 +54,7 @@ std::vector<double> deviceGaussHermiteBasis(int deg, int hsize, const std::vecto
 }
 
 std::vector<Spot> deviceSpots(const GaussHermitePsf& psf, const std::vector<int>& fibers,
-                              const std::vector<double>& waves) {
+                              const std::vector<double>& waves, bool warpPerSpot) {
   const PackedPsf packed = packPsf(psf);
   DevVec<double> dpool(packed.pool);
   DevVec<DevLegendre> dsets(packed.sets);
@@ -63,7 +63,8 @@ std::vector<Spot> deviceSpots(const GaussHermitePsf& psf, const std::vector<int>
   DevVec<int> df(fibers);
   DevVec<double> dw(waves), dv(fibers.size() * npix);
   DevVec<int2> dc(fibers.size());
-  launchSpotList(dp, df.p, dw.p, int(fibers.size()), dv.p, dc.p, nullptr);
+  launchSpotList(dp, df.p, dw.p, int(fibers.size()), dv.p, dc.p, nullptr,
+                 warpPerSpot ? SpotKernel::Warp : SpotKernel::Block);
   SPEX_CUDA(cudaDeviceSynchronize());
   const std::vector<double> v = dv.host();
   const std::vector<int2> c = dc.host();

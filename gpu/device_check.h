@@ -19,9 +19,10 @@ std::vector<double> deviceLegendreSums(const std::vector<double>& coeff,
 std::vector<double> deviceGaussHermiteBasis(int deg, int hsize, const std::vector<double>& d,
                                             const std::vector<double>& sigma);
 
-// psf.spot(fibers[i], waves[i]) evaluated on the device.
+// psf.spot(fibers[i], waves[i]) evaluated on the device, a warp per spot (the engine's
+// default spot kernel) or, with warpPerSpot false, a 128-thread block per spot.
 std::vector<Spot> deviceSpots(const GaussHermitePsf& psf, const std::vector<int>& fibers,
-                              const std::vector<double>& waves);
+                              const std::vector<double>& waves, bool warpPerSpot = true);
 
 // The corner table of a plan over `range` (its f0, f1, k0, k1) on grid wave, evaluated
 // by the engine's launchCornerTable: the x and y of range filled (PlanCorners).

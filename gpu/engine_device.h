@@ -46,9 +46,9 @@ struct Workspace {
   // the selected inversion's C_ss (batched_selected_inverse.h).
   bool selected = false;
   CudaEngineOptions::CholeskyColumns choleskyColumns = CudaEngineOptions::CholeskyColumns::Tiled; // CholeskyKernel
-  // Normal equations by the pair-list kernel on the factor's band (kernels.h
-  // launchNormalEquationsPairs; CudaEngineOptions::normalPairs), no memsets first.
-  bool normalPairs = true;
+  // Normal-equation kernel (CudaEngineOptions::normalKernel): Tile and Pairs write the
+  // factor's band with no memsets first.
+  CudaEngineOptions::NormalKernel normalKernel = CudaEngineOptions::NormalKernel::Pairs;
   DeviceArray<double> A, X, T, C, y, fw, pm, f, mbuf, cbuf, chi2, E, W, syevWork;
   DeviceArray<double> K, KW, kWork; // library eigensolver of the kept fiber blocks
   // Per-patch model tiles of the batch (BatchView::tiles), allocated only for requests
@@ -75,6 +75,7 @@ struct Workspace {
 
 struct CudaEngine::Device {
   int index = 0;
+  gpu::SpotKernel spotKernel = gpu::SpotKernel::Warp; // CudaEngineOptions::spotWarps
   std::size_t held = 0;      // bytes allocated by the engine now
   std::size_t peak = 0;
   cudaStream_t main = nullptr;

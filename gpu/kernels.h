@@ -109,12 +109,15 @@ struct BatchView {
 };
 
 // Launchers (each checks the launch and throws GpuError on failure).
+// Warp (default): a warp per spot, four a block; Block: a 128-thread block per spot (the
+// older kernel). The same values and corners to the bit.
+enum class SpotKernel { Warp, Block };
 void launchSpotTable(const DevPsf& psf, const SpotTable& table, double wmin, double dw,
-                     cudaStream_t stream);
+                     cudaStream_t stream, SpotKernel kind = SpotKernel::Warp);
 // Spots at arbitrary (fiber, w) pairs into table-shaped storage (nf = count, nk = 1);
 // used by the tests against the C++ evaluation.
 void launchSpotList(const DevPsf& psf, const int* fibers, const double* waves, int count,
-                    double* v, int2* corner, cudaStream_t stream);
+                    double* v, int2* corner, cudaStream_t stream, SpotKernel kind = SpotKernel::Warp);
 // Stamp corners (GaussHermitePsf::corner, to the bit) of fibers [f0, f0 + nf) at grid
 // bins [k0, k0 + nk) (w = wmin + k dw) into x and y at [(f - f0) * nk + (k - k0)]: the
 // corner table a patch plan is made from (core/plan/patch_plan.h PlanCorners).
@@ -139,6 +142,12 @@ void launchNormalEquations(const BatchView& b, cudaStream_t stream);
 // fewer than 2^31 spots, 0 <= band < F); throws GpuError otherwise.
 bool normalEquationsPairsFit(const BatchView& b);
 void launchNormalEquationsPairs(const BatchView& b, cudaStream_t stream);
+// The same values to the bit, written as launchNormalEquationsPairs writes them, by one
+// thread block per group of 8 unknowns (shared corners and stamps, pipelined pair
+// loads); slower than the pair kernel on an H100 (23.3 vs 16.7 ms a frame), kept for A/B. Needs normalEquationsTileFit (normalEquationsPairsFit, n < 65536 and the
+// block's shared memory within the device's); throws GpuError otherwise.
+bool normalEquationsTileFit(const BatchView& b);
+void launchNormalEquationsTile(const BatchView& b, cudaStream_t stream);
 void launchPrior(const BatchView& b, cudaStream_t stream);
 // L_kk^-1 of every diagonal block of the factors in b.A into D: block k of patch p at
 // D + p * strideD + k * stepD, leading dimension ldD (batched_cholesky.h DiagInverses;

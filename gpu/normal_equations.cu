@@ -52,8 +52,8 @@ __device__ __forceinline__ void weighStamp(const BatchView& b, const DevPatch& p
 
 // After a barrier behind weighStamp: thread 0 adds the warps' partials into y, fw and
 // pm of unknown o (the batch's flat index).
-__device__ __forceinline__ void storeRowSums(const BatchView& b, const double* red, long long o) {
-  if (threadIdx.x != 0) return;
+// writeRowSums: the same, by whichever thread calls it (red: [y][fw][pm] x warps).
+__device__ __forceinline__ void writeRowSums(const BatchView& b, const double* red, long long o) {
   const int nw = blockDim.x >> 5;
   double s0 = 0, s1 = 0, s2 = 0;
   for (int w = 0; w < nw; ++w) {
@@ -64,6 +64,10 @@ __device__ __forceinline__ void storeRowSums(const BatchView& b, const double* r
   b.y[o] = s0;
   b.fw[o] = s1;
   b.pm[o] = s2;
+}
+
+__device__ __forceinline__ void storeRowSums(const BatchView& b, const double* red, long long o) {
+  if (threadIdx.x == 0) writeRowSums(b, red, o);
 }
 
 // One block per (unknown a, patch). Row a of iCov for b >= a (mirrored), y[a],
@@ -244,6 +248,263 @@ __global__ void __launch_bounds__(kNeThreads) normalEquationsPairsKernel(BatchVi
   for (int r = threadIdx.x; r < ncol; r += blockDim.x) colA[a + r] = col[r];
 }
 
+// The same sums as normalEquationsPairsKernel again (each pair's pixels on the same lanes
+// in the same order, the same reductions: iCov, y, fw and pm identical to the bit), one
+// thread block per group of kNeGroup consecutive unknowns of a patch (a tile of columns
+// of A) instead of one per unknown, so the chain of dependent loads a block starts with
+// (patch, corners, stamps and pixels, candidates' corners) is paid once for the group.
+// Every stage is laid out without integer division by a runtime width:
+//  1. the corners and stamp indices of the group's rows and of every candidate of their
+//     band, into shared memory in one pass;
+//  2. the rows' stamps, ivar and pixels 4 rows at a time (their loads in flight
+//     together), a thread on pixels t = tid, tid + 128, .. of each row as weighStamp, so
+//     y, fw and pm are summed in registers in weighStamp's order; W S_a kept in shared
+//     memory;
+//  3. a warp per row: its column of the band cleared in A (zeros included, no memsets)
+//     and its candidates tested 32 at a time, the overlapping ones appended to the
+//     block's pair list by one atomic a warp (ballot);
+//  4. a warp per listed pair, software-pipelined: the next pair's stamp values (up to
+//     kNePrefetch a lane, the pair's own count of them) are loaded into registers before
+//     the current pair is summed; the sum goes straight into A (its entry was cleared
+//     in step 3; a candidate's stamp serves several rows of the group through L1).
+// Measured on an H100 (docs/benchmarks.md, "sixth round"): 23.3 ms a frame against the
+// pair kernel's 16.7 (a first version, with division per element and a fixed 6-slot
+// walk a pair, 31.3): the ~160 pairs a block keep the instruction count of the pair
+// kernel while 24 resident warps an SM hide less of their latency than its 48.
+constexpr int kNeGroup = 8;    // unknowns (columns of A) a block
+constexpr int kNeRows = 4;     // stage-2 rows a thread loads together
+constexpr int kNePrefetch = 6; // a pair's pixels a lane holds ahead (overlaps of <= 192 px whole)
+
+struct TileLayout {
+  int corCap;  // candidate corners at most
+  int pairCap; // listed pairs at most
+  int pairOff; // doubles before the pair list (ints)
+  int redOff;  // doubles before the reductions [G][3][warps]
+  int corOff;  // doubles before the corners (int2)
+  int ibOff;   // doubles before the stamp indices (ints)
+  std::size_t bytes;
+};
+__host__ __device__ inline TileLayout tileLayout(int npix, int band, int nb, int n) {
+  TileLayout L;
+  const int G = kNeGroup;
+  const int ccap = (band + 1) * nb < n ? (band + 1) * nb : n;
+  L.corCap = (band + 1) * nb + G < n ? (band + 1) * nb + G : n;
+  L.pairCap = G * ccap;
+  L.pairOff = G * npix;
+  L.redOff = L.pairOff + (L.pairCap + 1) / 2;
+  L.corOff = L.redOff + 3 * G * (kNeThreads / 32);
+  L.ibOff = L.corOff + L.corCap;
+  L.bytes = sizeof(double) * (std::size_t(L.ibOff) + std::size_t(L.corCap + 1) / 2);
+  return L;
+}
+
+// One listed pair as a lane walks it: W S_a in shared memory, S_b in global memory, the
+// lane's first pixel and the increments (as in normalEquationsPairsKernel).
+struct PairWalk {
+  const double* pa;
+  const double* pb;
+  double* dst;
+  int area, w, c, qo, dc, dq, wrap;
+};
+
+__device__ __forceinline__ PairWalk pairWalk(int code, int a0, int nx, int ny, int npix, const DevPatch& pt,
+                                            const double* sv, const int2* cor, const int* ib,
+                                            const double* wsa, double* A, int n, int lane) {
+  const int r = code >> 16, cb0 = code & 0xffff;
+  const int2 ca = cor[r], cb = cor[cb0];
+  const int ox0 = max(max(ca.x, cb.x), pt.x0), ox1 = min(min(ca.x, cb.x) + nx, pt.x1);
+  const int oy0 = max(max(ca.y, cb.y), pt.y0), oy1 = min(min(ca.y, cb.y) + ny, pt.y1);
+  PairWalk P;
+  P.w = ox1 - ox0;
+  P.area = P.w * (oy1 - oy0);
+  P.pa = wsa + r * npix + (oy0 - ca.y) * nx + (ox0 - ca.x);
+  P.pb = sv + (long long)ib[cb0] * npix + (oy0 - cb.y) * nx + (ox0 - cb.x);
+  P.dst = A + (long long)(a0 + r) * n + (a0 + cb0);
+  const float rw = __frcp_rn(float(P.w));
+  const int r0 = int((float(lane) + 0.5f) * rw), dr = int(32.5f * rw);
+  P.dc = 32 - dr * P.w;
+  P.dq = dr * nx + P.dc;
+  P.wrap = nx - P.w;
+  P.c = lane - r0 * P.w;
+  P.qo = r0 * nx + P.c;
+  return P;
+}
+
+__device__ __forceinline__ void pairStep(PairWalk& P) {
+  P.c += P.dc;
+  P.qo += P.dq;
+  if (P.c >= P.w) {
+    P.c -= P.w;
+    P.qo += P.wrap;
+  }
+}
+
+// The pair's first kNePrefetch values of S_b a lane needs (its own count: uniform over the warp).
+__device__ __forceinline__ void pairLoad(PairWalk P, int lane, double (&v)[kNePrefetch]) {
+  const int m = (P.area + 31) >> 5;
+#pragma unroll
+  for (int k = 0; k < kNePrefetch; ++k) {
+    if (k < m) {
+      v[k] = lane + 32 * k < P.area ? __ldg(P.pb + P.qo) : 0.0;
+      pairStep(P);
+    }
+  }
+}
+
+__global__ void __launch_bounds__(kNeThreads, 6) normalEquationsTileKernel(BatchView b) {
+  extern __shared__ double sh[];
+  __shared__ int npairs;
+  constexpr int G = kNeGroup;
+  const int p = blockIdx.y, a0 = blockIdx.x * G;
+  const int n = b.n, nb = b.nb;
+  const DevPatch pt = b.patches[p];
+  const int nReal = pt.nfiberPad * nb;
+  const int nrow = min(G, n - a0);                  // the group's unknowns
+  const int nreal = max(0, min(nrow, nReal - a0));  // of which real (the rest identity padding)
+  const SpotTable& st = b.spots;
+  const int nx = st.nx, ny = st.ny, npix = nx * ny;
+  const TileLayout L = tileLayout(npix, b.band, nb, n);
+  double* wsa = sh;                                   // [G][npix] W S_a, 0 outside the box
+  int* pairs = reinterpret_cast<int*>(sh + L.pairOff);
+  double* red = sh + L.redOff;                        // [G][3][warps]
+  int2* cor = reinterpret_cast<int2*>(sh + L.corOff); // unknowns a0 .. cEnd - 1
+  int* ib = reinterpret_cast<int*>(sh + L.ibOff);     // their stamps' indices
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nw = kNeThreads / 32;
+  double* A = b.A + (long long)p * n * n;
+  auto rowEnd = [&](int a) { return min(n, (a / nb + b.band + 1) * nb); };
+  const int cEnd = min(rowEnd(a0 + nrow - 1), nReal);
+
+  // 1. Corners and stamp indices (fiber by fiber: no division a candidate).
+  for (int j = a0 / nb; j * nb < cEnd; ++j) {
+    const int lo = max(a0, j * nb), hi = min(cEnd, (j + 1) * nb);
+    const long long base = st.index(pt.fiberPad0 + j, pt.wavePad0 + (lo - j * nb));
+    for (int c = tid; c < hi - lo; c += kNeThreads) {
+      cor[lo - a0 + c] = st.corner[base + c];
+      ib[lo - a0 + c] = int(base + c);
+    }
+  }
+  if (tid == 0) npairs = 0;
+  __syncthreads();
+
+  // 2. W S_a of each real row and its y, fw, pm (weighStamp's partition and order).
+  for (int h = 0; h < nreal; h += kNeRows) {
+    double yv[kNeRows], fwv[kNeRows], pmv[kNeRows];
+#pragma unroll
+    for (int u = 0; u < kNeRows; ++u) yv[u] = fwv[u] = pmv[u] = 0.0;
+    for (int t = tid; t < npix; t += kNeThreads) {
+      const int ty = t / nx, tx = t - ty * nx;
+      double s[kNeRows], w[kNeRows], pv[kNeRows];
+      bool in[kNeRows];
+#pragma unroll
+      for (int u = 0; u < kNeRows; ++u) {
+        s[u] = w[u] = pv[u] = 0.0;
+        in[u] = false;
+        if (h + u < nreal) {
+          const int2 ca = cor[h + u];
+          const int X = ca.x + tx, Y = ca.y + ty;
+          s[u] = __ldg(st.v + (long long)ib[h + u] * npix + t);
+          in[u] = X >= pt.x0 && X < pt.x1 && Y >= pt.y0 && Y < pt.y1;
+          if (in[u]) {
+            const long long q = (long long)Y * b.npixX + X;
+            w[u] = __ldg(b.ivar + q);
+            pv[u] = __ldg(b.pix + q);
+          }
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kNeRows; ++u) {
+        if (h + u < nreal) {
+          const double ws = w[u] * s[u];
+          wsa[(h + u) * npix + t] = ws;
+          yv[u] += ws * pv[u];
+          fwv[u] += ws;
+          if (!in[u] || w[u] == 0.0) pmv[u] += s[u]; // §4.7: masked or outside the box
+        }
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kNeRows; ++u) {
+      if (h + u < nreal) { // the same for the whole block
+        const double ys = warpSum(yv[u]), fs = warpSum(fwv[u]), ps = warpSum(pmv[u]);
+        if (lane == 0) {
+          red[(3 * (h + u)) * nw + warp] = ys;
+          red[(3 * (h + u) + 1) * nw + warp] = fs;
+          red[(3 * (h + u) + 2) * nw + warp] = ps;
+        }
+      }
+    }
+  }
+  __syncthreads();
+
+  if (tid < nrow) {
+    const long long o = (long long)p * n + a0 + tid;
+    if (tid < nreal) writeRowSums(b, red + 3 * tid * nw, o);
+    else b.y[o] = b.fw[o] = b.pm[o] = 0.0;
+  }
+  // 3. A warp per row: the column cleared from the diagonal to the band's last row
+  // (identity padding too: the prior sets its diagonal), the row's overlapping
+  // candidates listed.
+  for (int r = warp; r < nrow; r += nw) {
+    const int a = a0 + r, end = rowEnd(a);
+    double* colA = A + (long long)a * n;
+    for (int k = a + lane; k < end; k += 32) colA[k] = 0.0;
+    if (r >= nreal) continue;
+    const int cEndR = min(end, nReal);
+    const int2 ca = cor[r];
+    for (int base = a; base < cEndR; base += 32) {
+      const int bb = base + lane;
+      bool hit = false;
+      if (bb < cEndR) {
+        const int2 cb = cor[bb - a0];
+        const int ox0 = max(max(ca.x, cb.x), pt.x0), ox1 = min(min(ca.x, cb.x) + nx, pt.x1);
+        const int oy0 = max(max(ca.y, cb.y), pt.y0), oy1 = min(min(ca.y, cb.y) + ny, pt.y1);
+        hit = ox0 < ox1 && oy0 < oy1;
+      }
+      const unsigned m = __ballot_sync(0xffffffffu, hit);
+      if (m) {
+        int s0 = 0;
+        if (lane == 0) s0 = atomicAdd(&npairs, __popc(m));
+        s0 = __shfl_sync(0xffffffffu, s0, 0);
+        if (hit) pairs[s0 + __popc(m & ((1u << lane) - 1u))] = (r << 16) | (bb - a0);
+      }
+    }
+  }
+  __syncthreads(); // the columns' zeros are written before any pair's sum
+
+  // 4. A warp per listed pair, the next pair's loads issued before this one is summed.
+  const int np = npairs;
+  int q = warp;
+  if (q >= np) return;
+  PairWalk cur = pairWalk(pairs[q], a0, nx, ny, npix, pt, st.v, cor, ib, wsa, A, n, lane);
+  double vb[kNePrefetch] = {};
+  pairLoad(cur, lane, vb);
+  for (; q < np; q += nw) {
+    PairWalk nxt = cur;
+    double vn[kNePrefetch] = {};
+    if (q + nw < np) {
+      nxt = pairWalk(pairs[q + nw], a0, nx, ny, npix, pt, st.v, cor, ib, wsa, A, n, lane);
+      pairLoad(nxt, lane, vn);
+    }
+    double acc = 0.0;
+#pragma unroll
+    for (int k = 0; k < kNePrefetch; ++k) {
+      if (lane + 32 * k < cur.area) {
+        acc += cur.pa[cur.qo] * vb[k];
+        pairStep(cur);
+      }
+    }
+    for (int t = lane + 32 * kNePrefetch; t < cur.area; t += 32) { // overlaps larger than the prefetch
+      acc += cur.pa[cur.qo] * __ldg(cur.pb + cur.qo);
+      pairStep(cur);
+    }
+    acc = warpSum(acc);
+    if (lane == 0) *cur.dst = acc;
+    cur = nxt;
+#pragma unroll
+    for (int k = 0; k < kNePrefetch; ++k) vb[k] = vn[k];
+  }
+}
+
 // §4.2: minweight = 1e-4 max(fluxweight); (minweight - fw)^2 where fw <= minweight,
 // else regularize^2; always + 1e-15. Identity-padding unknowns get diagonal 1.
 __global__ void priorKernel(BatchView b) {
@@ -360,6 +621,28 @@ void launchNormalEquationsPairs(const BatchView& b, cudaStream_t stream) {
                                    int(L.bytes)));
   normalEquationsPairsKernel<<<dim3(b.n, b.count), kNeThreads, L.bytes, stream>>>(b);
   SPEX_CUDA_LAUNCH("normalEquationsPairsKernel");
+}
+
+bool normalEquationsTileFit(const BatchView& b) {
+  if (!normalEquationsPairsFit(b) || b.n > 0xffff) return false;
+  int dev = 0, optin = 0;
+  SPEX_CUDA(cudaGetDevice(&dev));
+  SPEX_CUDA(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+  return tileLayout(b.spots.nx * b.spots.ny, b.band, b.nb, b.n).bytes <= std::size_t(optin);
+}
+
+void launchNormalEquationsTile(const BatchView& b, cudaStream_t stream) {
+  if (!normalEquationsTileFit(b))
+    throw GpuError("launchNormalEquationsTile: stamps of " + std::to_string(b.spots.nx) + " x " +
+                   std::to_string(b.spots.ny) + " px, " + std::to_string(b.n) + " unknowns, band " +
+                   std::to_string(b.band) + " of " + std::to_string(b.F) +
+                   " fiber blocks: outside what the tile kernel holds (normalEquationsTileFit)");
+  const TileLayout L = tileLayout(b.spots.nx * b.spots.ny, b.band, b.nb, b.n);
+  if (L.bytes > 48 * 1024)
+    SPEX_CUDA(cudaFuncSetAttribute(normalEquationsTileKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   int(L.bytes)));
+  normalEquationsTileKernel<<<dim3((b.n + kNeGroup - 1) / kNeGroup, b.count), kNeThreads, L.bytes, stream>>>(b);
+  SPEX_CUDA_LAUNCH("normalEquationsTileKernel");
 }
 
 void launchPrior(const BatchView& b, cudaStream_t stream) {

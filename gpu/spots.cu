@@ -177,6 +177,185 @@ std::size_t spotSharedBytes(const DevPsf& psf) {
   return sizeof(double) * SpotShared(psf.hsizeX, psf.hsizeY, psf.degX, psf.degY).total;
 }
 
+
+// A warp per spot (kSpotThreads / 32 spots a block): spotBlock's values to the bit, each
+// computed by one lane with the same expression, and the normalising sum by the same
+// partition (lane l holds the partials of spotBlock's threads l, l + 32, l + 64, l + 96,
+// each reduced over the warp as blockSum does and added in warp order). No block-wide
+// barriers: the warps of a block run their spots' stages independently, so an SM
+// interleaves ~40 spots' latency chains (Legendre loads, erf/exp) where spotBlock had
+// 16 blocks with most of their 128 threads idle in the narrow stages. The edge
+// quantities are dead once the basis is made: the spot's values reuse their space.
+struct SpotWarpShared {
+  int nx, ny, degX, degY, ncoef;
+  int oCoef, oEdgeX, oEdgeY, oV, oBx, oBy, oCol, total;
+  __host__ __device__ SpotWarpShared(int hx, int hy, int dX, int dY) {
+    nx = 2 * hx + 1;
+    ny = 2 * hy + 1;
+    degX = dX;
+    degY = dY;
+    ncoef = (dX + 1) * (dY + 1);
+    oCoef = 0;
+    oEdgeX = oCoef + ncoef + 4;
+    oEdgeY = oEdgeX + (nx + 1) * (2 + dX);
+    const int edgeEnd = oEdgeY + (ny + 1) * (2 + dY);
+    oV = oEdgeX;
+    oBx = edgeEnd > oV + nx * ny ? edgeEnd : oV + nx * ny;
+    oBy = oBx + (dX + 1) * nx;
+    oCol = oBy + (dY + 1) * ny;
+    total = oCol + (dY + 1) * nx;
+  }
+};
+
+// t / n and t % n of t = lane, lane + 32, .. by increments (one division a walk).
+struct Div32 {
+  int q, r, n, dq, dr;
+  __device__ Div32(int t, int n_) : n(n_) {
+    q = t / n;
+    r = t - q * n;
+    dq = 32 / n;
+    dr = 32 - dq * n;
+  }
+  __device__ void step() {
+    r += dr;
+    q += dq;
+    if (r >= n) {
+      r -= n;
+      ++q;
+    }
+  }
+};
+
+__device__ void spotWarp(const DevPsf& psf, int fiber, double w, double* outV, int2* outCorner, double* sh) {
+  const SpotWarpShared L(psf.hsizeX, psf.hsizeY, psf.degX, psf.degY);
+  const int nx = L.nx, ny = L.ny, lane = threadIdx.x & 31;
+  double* coef = sh + L.oCoef;
+  for (int t = lane; t < L.ncoef + 4; t += 32) {
+    double v;
+    if (t < L.ncoef) {
+      const DevLegendre d = psf.sets[kSetGH + t];
+      const DevLegendre s = psf.sets[kSetSigX];
+      const double u = (d.wmin == s.wmin && d.wmax == s.wmax) ? legendreUDev(w, s.wmin, s.wmax)
+                                                             : legendreUDev(w, d.wmin, d.wmax);
+      v = legendreSumDev(psf.pool + d.offset + (long long)fiber * d.ncoeff, d.ncoeff, u);
+    } else {
+      v = evalSet(psf, t - L.ncoef, fiber, w);
+    }
+    coef[t] = v;
+  }
+  __syncwarp();
+  const double xx = coef[L.ncoef + kSetX], yy = coef[L.ncoef + kSetY];
+  const double sx = coef[L.ncoef + kSetSigX], sy = coef[L.ncoef + kSetSigY];
+  const double dx = (xx + 0.5) - floor(xx + 0.5) - 0.5;
+  const double dy = (yy + 0.5) - floor(yy + 0.5) - 0.5;
+  const int sX = 2 + L.degX, sY = 2 + L.degY;
+  for (int e = lane; e < (nx + 1) + (ny + 1); e += 32) {
+    if (e <= nx) {
+      double* r = sh + L.oEdgeX + e * sX;
+      basisEdge(e, L.degX, psf.hsizeX, dx, sx, r, r + 1, r + 2);
+    } else {
+      const int ey = e - (nx + 1);
+      double* r = sh + L.oEdgeY + ey * sY;
+      basisEdge(ey, L.degY, psf.hsizeY, dy, sy, r, r + 1, r + 2);
+    }
+  }
+  __syncwarp();
+  // X then Y: degree k = tt / n, column c = tt % n by increments.
+  for (int axis = 0; axis < 2; ++axis) {
+    const int n = axis == 0 ? nx : ny, s = axis == 0 ? sX : sY, deg = axis == 0 ? L.degX : L.degY;
+    const double* edge = sh + (axis == 0 ? L.oEdgeX : L.oEdgeY);
+    double* out = sh + (axis == 0 ? L.oBx : L.oBy);
+    Div32 kc(lane, n);
+    for (int tt = lane; tt < (deg + 1) * n; tt += 32, kc.step()) {
+      const int k = kc.q;
+      const double* lo = edge + kc.r * s;
+      const double* hi = lo + s;
+      const double v = k == 0 ? 0.5 * (hi[0] - lo[0]) : lo[2 + k - 1] * lo[1] - hi[2 + k - 1] * hi[1];
+      out[tt] = v;
+    }
+  }
+  __syncwarp();
+  Div32 jx(lane, nx);
+  for (int t = lane; t < (L.degY + 1) * nx; t += 32, jx.step()) {
+    const int j = jx.q, ix = jx.r;
+    double cs = 0.0;
+    for (int i = 0; i <= L.degX; ++i) {
+      const double a = coef[i * (L.degY + 1) + j];
+      if (a == 0.0) continue;
+      cs += a * sh[L.oBx + i * nx + ix];
+    }
+    sh[L.oCol + t] = cs;
+  }
+  __syncwarp(); // the edges are no longer read: V takes their place
+  constexpr int kParts = kSpotThreads / 32;
+  double part[kParts];
+#pragma unroll
+  for (int u = 0; u < kParts; ++u) part[u] = 0.0;
+  Div32 yx(lane, nx); // t = lane, lane + 32, .. in the order of the loops below
+  for (int t0 = lane; t0 < nx * ny; t0 += kSpotThreads) {
+#pragma unroll
+    for (int u = 0; u < kParts; ++u) {
+      const int t = t0 + 32 * u;
+      if (t < nx * ny) {
+        const int iy = yx.q, ix = yx.r;
+        yx.step();
+        double v = 0.0;
+        for (int j = 0; j <= L.degY; ++j) v += sh[L.oBy + j * ny + iy] * sh[L.oCol + j * nx + ix];
+        if (v < 0.0) v = 0.0;
+        sh[L.oV + t] = v;
+        part[u] += v;
+      }
+    }
+  }
+  double sum = 0.0;
+#pragma unroll
+  for (int u = 0; u < kParts; ++u) {
+    double v = part[u];
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+    sum += v; // lane 0's is blockSum's
+  }
+  sum = __shfl_sync(0xffffffffu, sum, 0);
+  __syncwarp();
+  for (int t = lane; t < nx * ny; t += 32) {
+    const double v = sh[L.oV + t];
+    outV[t] = sum > 0.0 ? v / sum : v;
+  }
+  if (lane == 0) {
+    outCorner->x = int(floor(xx - psf.hsizeX + 0.5));
+    outCorner->y = int(floor(yy - psf.hsizeY + 0.5));
+  }
+}
+
+__global__ void spotTableWarpKernel(DevPsf psf, SpotTable table, double wmin,
+                                                                    double dw) {
+  extern __shared__ double sh[];
+  const long long count = (long long)table.nf * table.nk;
+  const int warp = threadIdx.x >> 5;
+  const long long idx = (long long)blockIdx.x * (kSpotThreads / 32) + warp;
+  if (idx >= count) return;
+  const int fiber = table.f0 + int(idx / table.nk);
+  const int k = table.k0 + int(idx % table.nk);
+  const double w = wmin + k * dw; // WaveGrid::at
+  const int stride = SpotWarpShared(psf.hsizeX, psf.hsizeY, psf.degX, psf.degY).total;
+  spotWarp(psf, fiber, w, table.v + idx * (table.nx * table.ny), table.corner + idx, sh + warp * stride);
+}
+
+__global__ void spotListWarpKernel(DevPsf psf, const int* fibers,
+                                                                   const double* waves, int count, double* v,
+                                                                   int2* corner) {
+  extern __shared__ double sh[];
+  const int warp = threadIdx.x >> 5;
+  const int idx = blockIdx.x * (kSpotThreads / 32) + warp;
+  if (idx >= count) return;
+  const int npix = (2 * psf.hsizeX + 1) * (2 * psf.hsizeY + 1);
+  const int stride = SpotWarpShared(psf.hsizeX, psf.hsizeY, psf.degX, psf.degY).total;
+  spotWarp(psf, fibers[idx], waves[idx], v + (long long)idx * npix, corner + idx, sh + warp * stride);
+}
+
+std::size_t spotWarpSharedBytes(const DevPsf& psf) {
+  return sizeof(double) * (kSpotThreads / 32) * SpotWarpShared(psf.hsizeX, psf.hsizeY, psf.degX, psf.degY).total;
+}
+
 } // namespace
 
 void throwIfCuda(cudaError_t err, const char* what, const char* file, int line) {
@@ -187,9 +366,19 @@ void throwIfCuda(cudaError_t err, const char* what, const char* file, int line) 
 }
 
 void launchSpotTable(const DevPsf& psf, const SpotTable& table, double wmin, double dw,
-                     cudaStream_t stream) {
+                     cudaStream_t stream, SpotKernel kind) {
   const long long count = (long long)table.nf * table.nk;
   if (count <= 0) return;
+  if (kind == SpotKernel::Warp) {
+    const std::size_t shm = spotWarpSharedBytes(psf);
+    if (shm > 48 * 1024)
+      SPEX_CUDA(cudaFuncSetAttribute(spotTableWarpKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     int(shm)));
+    constexpr int per = kSpotThreads / 32;
+    spotTableWarpKernel<<<unsigned((count + per - 1) / per), kSpotThreads, shm, stream>>>(psf, table, wmin, dw);
+    SPEX_CUDA_LAUNCH("spotTableWarpKernel");
+    return;
+  }
   const std::size_t shm = spotSharedBytes(psf);
   if (shm > 48 * 1024)
     SPEX_CUDA(cudaFuncSetAttribute(spotTableKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -250,8 +439,19 @@ void launchCornerTable(const DevPsf& psf, int f0, int nf, int k0, int nk, double
 }
 
 void launchSpotList(const DevPsf& psf, const int* fibers, const double* waves, int count,
-                    double* v, int2* corner, cudaStream_t stream) {
+                    double* v, int2* corner, cudaStream_t stream, SpotKernel kind) {
   if (count <= 0) return;
+  if (kind == SpotKernel::Warp) {
+    const std::size_t shm = spotWarpSharedBytes(psf);
+    if (shm > 48 * 1024)
+      SPEX_CUDA(cudaFuncSetAttribute(spotListWarpKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     int(shm)));
+    constexpr int per = kSpotThreads / 32;
+    spotListWarpKernel<<<(count + per - 1) / per, kSpotThreads, shm, stream>>>(psf, fibers, waves, count, v,
+                                                                               corner);
+    SPEX_CUDA_LAUNCH("spotListWarpKernel");
+    return;
+  }
   const std::size_t shm = spotSharedBytes(psf);
   if (shm > 48 * 1024)
     SPEX_CUDA(cudaFuncSetAttribute(spotListKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,

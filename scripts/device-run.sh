@@ -42,6 +42,10 @@
 #           or the older kernel), two streams alternating, then one stream each with the
 #           kernel profile (the normal-equations rows and the occupancy line), then
 #           test_cuda_engine normalEquationKernelsAgree and racecheck/memcheck of the pair kernel
+#   norm2ab warm medians (bench --repeat 7) alternating SPEXLAB_CUDA_NORMAL=tile|pairs with
+#           SPEXLAB_CUDA_SPOTS=warp|block (tile warp, pairs block, pairs warp), two streams, then
+#           one stream each with the kernel profile; test_cuda_engine normalEquationKernelsAgree,
+#           test_device_psf spotKernelsAgreeToTheBit; racecheck and memcheck of both new kernels
 #   solverab  warm medians with SPEXLAB_CUDA_SOLVER=auto|dense (block band or dense), two
 #             streams alternating, then one stream each (phase times)
 #   guisel  spexlab-bench-gui's 6-patch selection, CUDA (warm) then CPU engine (bundle it:
@@ -238,6 +242,22 @@ PY
             timeout 200 $B/test_cuda_engine normalEquationKernelsAgree 2>&1 | tee $OUT/test_normal_agree.log | grep -E "PASS|FAIL|QINFO|Totals|Loc"
             timeout 150 compute-sanitizer --tool racecheck --error-exitcode 9 $B/test_cuda_engine subsetAndSmallBatchesMatch 2>&1 \
                 | tee $OUT/racecheck_normal.log | grep -E "ERROR SUMMARY|RACE|PASS|FAIL|Totals"; echo "racecheck normal rc ${PIPESTATUS[0]}" ;;
+    norm2ab) for r in 1 2; do for k in "tile warp" "pairs block" "pairs warp"; do set -- $k; echo "normal $1, spots $2:"
+               SPEXLAB_CUDA_NORMAL=$1 SPEXLAB_CUDA_SPOTS=$2 timeout 100 $B/spexlab-cli bench --engine cuda --psf $PSF --repeat 7 2>&1 \
+               | tee $OUT/bench_norm2_$1_$r.txt | grep -E "^wall|memory:"; done; done
+            for k in "tile warp" "pairs block"; do set -- $k; echo "normal $1, spots $2, 1 stream, kernel profile:"
+               SPEXLAB_CUDA_STREAMS=1 SPEXLAB_CUDA_NORMAL=$1 SPEXLAB_CUDA_SPOTS=$2 timeout 100 $B/spexlab-cli bench --engine cuda --psf $PSF --repeat 5 --profile-kernels 2>&1 \
+               | tee $OUT/bench_norm2_1s_$1.txt | grep -E "^wall|^normal|^spots|^chi2|^  .*(ormalEquations|spotTable|priorKernel|chi2|Chi2)|^device [0-9]"; done
+            timeout 200 $B/test_cuda_engine normalEquationKernelsAgree 2>&1 | tee $OUT/test_normal_agree.log | grep -E "PASS|FAIL|QINFO|Totals|Loc"
+            timeout 100 $B/test_device_psf 2>&1 | tee $OUT/test_device_psf.log | grep -E "PASS|FAIL|QINFO|Totals|Loc"
+            timeout 150 compute-sanitizer --tool racecheck --error-exitcode 9 $B/test_cuda_engine subsetAndSmallBatchesMatch 2>&1 \
+                | tee $OUT/racecheck_normal.log | grep -E "ERROR SUMMARY|RACE|PASS|FAIL|Totals"; echo "racecheck tile rc ${PIPESTATUS[0]}"
+            timeout 100 compute-sanitizer --tool racecheck --error-exitcode 9 $B/test_device_psf spotKernelsAgreeToTheBit 2>&1 \
+                | tee $OUT/racecheck_spots.log | grep -E "ERROR SUMMARY|RACE|PASS|FAIL|Totals"; echo "racecheck spots rc ${PIPESTATUS[0]}"
+            timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 $B/test_cuda_engine subsetAndSmallBatchesMatch 2>&1 \
+                | tee $OUT/memcheck_normal.log | grep -E "ERROR SUMMARY|PASS|FAIL|Totals"; echo "memcheck normal rc ${PIPESTATUS[0]}"
+            timeout 100 compute-sanitizer --tool memcheck --error-exitcode 9 $B/test_device_psf spotKernelsAgreeToTheBit 2>&1 \
+                | tee $OUT/memcheck_spots.log | grep -E "ERROR SUMMARY|PASS|FAIL|Totals"; echo "memcheck spots rc ${PIPESTATUS[0]}" ;;
     raceeigh) timeout 300 compute-sanitizer --tool racecheck --error-exitcode 9 $B/test_batched_eigh workspaceSizesAgree 2>&1 \
                 | tee $OUT/racecheck_eigh.log | grep -E "ERROR SUMMARY|RACE|PASS|FAIL|Totals"; echo "racecheck eigh rc ${PIPESTATUS[0]}" ;;
     racecheck) timeout 300 compute-sanitizer --tool racecheck --error-exitcode 9 $B/test_cuda_engine subsetAndSmallBatchesMatch 2>&1 \

@@ -252,21 +252,24 @@ private slots:
   }
 
   void normalEquationKernelsAgree() {
-    // CudaEngineOptions::normalPairs: the pair-list kernel (every other test here runs
-    // it) fills only the lower triangle's block band the factor reads, with no memsets,
-    // so A's upper triangle and the blocks outside the band keep whatever the
-    // workspace held (an earlier batch's factor, the eigensolver's scratch); the older
-    // kernel clears A and writes both triangles. Both sum each entry over the same
-    // pixels in the same order, so flux, ivar, resolution, f and pixmask_fraction must
-    // agree to the bit (chi2pix and the model to rounding), on the band and
-    // dense, with cuSOLVER's potrf, in signal and noise mode, over several batches a
-    // workspace (small batches: every batch after the first starts on a used A).
+    // CudaEngineOptions::normalKernel: the pair-list kernel (a block per unknown; every
+    // other test here runs it) and the tile kernel (a block per 8 unknowns) fill only
+    // the lower triangle's block band the factor reads, with no memsets, so A's upper
+    // triangle and the blocks outside the band keep whatever the workspace held (an
+    // earlier batch's factor, the eigensolver's scratch); the older scan kernel clears A
+    // and writes both triangles. All three sum each entry over the same pixels in the
+    // same order, so flux, ivar, resolution, f and pixmask_fraction must agree to the
+    // bit (chi2pix and the model to rounding), on the band and dense, with cuSOLVER's
+    // potrf, in signal and noise mode, over several batches a workspace (small batches:
+    // every batch after the first starts on a used A; 7 patches of 20 fibers: groups of
+    // 8 unknowns straddle fiber blocks and reach the identity padding).
     SimulationOptions so;
     so.wave = WaveGrid::fromRange(6000, 6800, 0.8);
     so.fiberMin = 15;
     so.nFiber = 20;
     const Simulation sim = simulate(realPsf, so);
     struct Variant { const char* name; bool banded, blocked; };
+    using NK = CudaEngineOptions::NormalKernel;
     for (auto mode : {Decorrelation::Signal, Decorrelation::Noise}) {
       PatchParams pp;
       pp.mode = mode;
@@ -277,11 +280,13 @@ private slots:
         o.bandedSolve = var.banded;
         o.blockedCholesky = var.blocked;
         o.maxBatch = 7;
-        o.normalPairs = false;
+        o.normalKernel = NK::Scan;
         CudaEngine scan(o);
-        o.normalPairs = true;
+        o.normalKernel = NK::Pairs;
         CudaEngine pairs(o);
-        const ExtractionResult r0 = runCuda(req, &scan), r1 = runCuda(req, &pairs), r2 = runCuda(req, &scan);
+        o.normalKernel = NK::Tile;
+        CudaEngine tile(o);
+        const ExtractionResult r0 = runCuda(req, &scan), r2 = runCuda(req, &scan);
         auto differing = [](const ExtractionResult& x, const ExtractionResult& y) {
           long k = 0;
           for (int f = 0; f < x.nfiber; ++f)
@@ -296,20 +301,24 @@ private slots:
             }
           return k;
         };
-        const Diff diff = compare(r0, r1);
-        const long differ = differing(r0, r1), again = differing(r0, r2);
-        qInfo("%s, %s: pairs vs scan kernel: %s; bins not identical: %ld (scan twice: %ld; batches %d)",
-              mode == Decorrelation::Signal ? "signal" : "noise", var.name, qPrintable(diff.text()), differ,
-              again, pairs.memoryPlans().at(0).batches);
-        QVERIFY(pairs.memoryPlans().at(0).batches > 2);
-        requireAgreement(diff);
-        QVERIFY2(diff.flux < 1e-12 && diff.ivar < 1e-12 && diff.res < 1e-14 && diff.deconv < 1e-12,
-                 qPrintable(diff.text()));
-        // To the bit wherever the engine itself repeats to the bit.
-        if (again == 0) QCOMPARE(differ, 0L);
-        for (std::size_t i = 0; i < r0.patches.size(); ++i) {
-          QCOMPARE(r1.patches[i].regularized, r0.patches[i].regularized);
-          QCOMPARE(r1.patches[i].failed, r0.patches[i].failed);
+        const long again = differing(r0, r2);
+        for (CudaEngine* e : {&pairs, &tile}) {
+          const ExtractionResult r1 = runCuda(req, e);
+          const Diff diff = compare(r0, r1);
+          const long differ = differing(r0, r1);
+          qInfo("%s, %s: %s vs scan kernel: %s; bins not identical: %ld (scan twice: %ld; batches %d)",
+                mode == Decorrelation::Signal ? "signal" : "noise", var.name, e == &tile ? "tile" : "pairs",
+                qPrintable(diff.text()), differ, again, e->memoryPlans().at(0).batches);
+          QVERIFY(e->memoryPlans().at(0).batches > 2);
+          requireAgreement(diff);
+          QVERIFY2(diff.flux < 1e-12 && diff.ivar < 1e-12 && diff.res < 1e-14 && diff.deconv < 1e-12,
+                   qPrintable(diff.text()));
+          // To the bit wherever the engine itself repeats to the bit.
+          if (again == 0) QCOMPARE(differ, 0L);
+          for (std::size_t i = 0; i < r0.patches.size(); ++i) {
+            QCOMPARE(r1.patches[i].regularized, r0.patches[i].regularized);
+            QCOMPARE(r1.patches[i].failed, r0.patches[i].failed);
+          }
         }
       }
     }
