@@ -127,6 +127,10 @@ CudaEngineOptions cudaOptions(const EngineOptions& eo) {
     if (e != "pairs" && e != "scan") throw InputError("SPEXLAB_CUDA_NORMAL='" + e + "': expected pairs or scan");
     o.normalPairs = e == "pairs";
   }
+  if (const std::string e = env("SPEXLAB_CUDA_GEMM"); !e.empty()) {
+    if (e != "tensor" && e != "cublas") throw InputError("SPEXLAB_CUDA_GEMM='" + e + "': expected tensor or cublas");
+    o.gemm = e == "cublas" ? CudaEngineOptions::Gemm::Cublas : CudaEngineOptions::Gemm::Tensor;
+  }
   if (const std::string e = env("SPEXLAB_CUDA_WARMUP"); !e.empty()) {
     if (e != "0" && e != "1") throw InputError("SPEXLAB_CUDA_WARMUP='" + e + "': expected 0 or 1");
     o.warmUp = e == "1";
