@@ -1,14 +1,20 @@
 // Batched fp64 GEMM on the FP64 tensor cores (batched_gemm.h says what and why).
 //
-// A thread block: one 80 x 80 tile of one C_b. Its four warps (2 x 2) own 40 x 40 each,
-// 5 x 5 fragments of the m8n8k4 DMMA (8 x 8 accumulators, k = 4 a step). op(A) and op(B)
-// go through shared memory in chunks of 16 along k, both stored k-major with the tile's
-// 80 rows (resp. columns) contiguous at a leading dimension of 88 doubles: a fragment
-// load (lane l reads row l / 4 of k-row l % 4) then falls into two wavefronts without
-// bank conflicts (88 = 8 mod 16). The loads of a chunk are 8-byte `cp.async`s (zero-filled
-// outside the matrix), in two stages; where the matrix is contiguous along the tile's
-// rows 32 lanes read 32 consecutive rows, where it is contiguous along k each lane
-// group of 4 reads 4 consecutive k (a 32-byte sector) of one of 8 rows.
+// A thread block: one 80 x 80 tile of one C_b. Its five warps own 16 rows each, all 80
+// columns: 10 fragments of the m16n8k8 DMMA (sm_90; on sm_80, which has only m8n8k4,
+// each is four m8n8k4 on the same registers). Why that shape: on an H100 m8n8k4 issues
+// at half the FP64 tensor rate of the m16n8 shapes (~32 against ~64 TFLOP/s), and the
+// first version of this kernel (5 x 5 m8n8k4 fragments a warp, four warps) ran the
+// engine's products at ~9 TFLOP/s, slower than cuBLAS (docs/benchmarks.md, "Issue 12,
+// sixth round"). op(A) and op(B) go through shared memory in chunks of 16 along k, both
+// stored k-major with the tile's 80 rows (resp. columns) contiguous at a leading
+// dimension of 88 doubles: a fragment load (lane l reads row l / 4 of k-row l % 4)
+// then falls into two wavefronts without bank conflicts (88 = 8 mod 16). A chunk's
+// loads are 8-byte `cp.async`s (zero-filled outside the matrix) in two stages; each
+// thread stages 8 elements of each matrix at fixed offsets from one pointer: where the
+// matrix is contiguous along the tile's rows a thread keeps its row and steps along k,
+// where it is contiguous along k each group of 4 lanes reads 4 consecutive k (a 32-byte
+// sector) of one of 8 rows.
 #include "batched_gemm.h"
 
 #include "device_memory.h"
@@ -25,9 +31,11 @@ namespace {
 constexpr int kTile = 80;    // rows and columns of C per thread block
 constexpr int kChunk = 16;   // k per shared-memory stage
 constexpr int kLd = 88;      // leading dimension of a staged chunk (kTile + 8)
-constexpr int kWarpTile = 40;
-constexpr int kFrags = kWarpTile / 8; // 8 x 8 fragments per warp along each side
-constexpr int kThreads = 128;
+constexpr int kWarps = kTile / 16;
+constexpr int kThreads = 32 * kWarps;
+constexpr int kFrags = kTile / 8; // m16n8 fragments per warp (along n)
+constexpr int kPerThread = kTile * kChunk / kThreads; // staged elements per matrix
+static_assert(kPerThread == 8 && kWarps == 5, "the staging maps below assume 8 elements a thread, 5 warps");
 
 __device__ __forceinline__ void copyAsync8(double* dst, const double* src, bool valid) {
 #if __CUDA_ARCH__ >= 800
@@ -51,30 +59,54 @@ __device__ __forceinline__ void waitCopies() {
 #endif
 }
 
-// Rows [r0, r0 + kTile) by k [k0, k0 + kChunk) of a matrix with `rows` rows and `kAll`
-// columns of k, into dst[kk * kLd + r]. Element (r, kk) lies at src[r + kk * ld] where
-// rowsContiguous, else at src[kk + r * ld].
-__device__ __forceinline__ void stageChunk(double* dst, const double* src, long long ld, bool rowsContiguous,
-                                           int rows, int r0, int kAll, int k0) {
-  constexpr int kPerThread = kTile * kChunk / kThreads;
-  // Not unrolled: unrolled, the compiler keeps every element's address live across the
-  // k loop, beside the 100 accumulator registers, and spills.
-#pragma unroll 1
-  for (int it = 0; it < kPerThread; ++it) {
-    const int e = threadIdx.x + kThreads * it;
-    int r, kk;
-    if (rowsContiguous) {
-      r = e % kTile;
-      kk = e / kTile;
-    } else { // groups of 32: 4 consecutive k of 8 consecutive rows
-      const int lane = e & 31, g = e >> 5;
-      kk = (g & 3) * 4 + (lane & 3);
-      r = (g >> 2) * 8 + (lane >> 2);
+// Where one thread stages its 8 elements of a matrix (rows [r0, r0 + 80) by k
+// [k0, k0 + 16) of a matrix whose element (r, kk) lies at src[r + kk * ld] where
+// rowsContiguous, else at src[kk + r * ld]) into dst[kk * kLd + r].
+//   rows contiguous: row r = t % 80, k = t / 80 + 2 i (i = 0..7): 32 lanes, 32 rows.
+//   k contiguous: lane l, warp w: k = l % 4 + 4 (i % 4), row = 16 w + 8 (i / 4) + l / 4.
+struct StageMap {
+  long long first; // offset of element i = 0 at k0 = 0
+  long long step;  // offset from element i to i + 1 (rows contiguous), or between the
+                   // two row groups (k contiguous)
+  int r, kk;       // tile row and chunk k of element 0
+  bool rowsContiguous;
+
+  __device__ StageMap(long long ld, bool rowsContig, int r0) : rowsContiguous(rowsContig) {
+    const int t = threadIdx.x, lane = t & 31, w = t >> 5;
+    if (rowsContig) {
+      r = t % kTile;
+      kk = t / kTile;
+      first = (r0 + r) + kk * ld;
+      step = 2 * ld;
+    } else {
+      r = 16 * w + (lane >> 2);
+      kk = lane & 3;
+      first = kk + (long long)(r0 + r) * ld;
+      step = 8 * ld;
     }
-    const int row = r0 + r, col = k0 + kk;
-    const bool valid = row < rows && col < kAll;
-    const double* p = valid ? src + (rowsContiguous ? row + (long long)col * ld : col + (long long)row * ld) : src;
-    copyAsync8(dst + kk * kLd + r, p, valid);
+  }
+};
+
+__device__ __forceinline__ void stageChunk(double* dst, const double* src, const StageMap& m, long long kStride,
+                                           int rowsLeft, int kLeft) {
+  // rowsLeft = rows - r0, kLeft = kAll - k0; src already offset by k0 * kStride.
+  const double* p = src + m.first;
+  if (m.rowsContiguous) {
+    const bool rowOk = m.r < rowsLeft;
+#pragma unroll
+    for (int i = 0; i < kPerThread; ++i) {
+      const int kk = m.kk + 2 * i;
+      const bool valid = rowOk && kk < kLeft;
+      copyAsync8(dst + kk * kLd + m.r, valid ? p + i * m.step : src, valid);
+    }
+  } else {
+    (void)kStride;
+#pragma unroll
+    for (int i = 0; i < kPerThread; ++i) {
+      const int kk = m.kk + 4 * (i & 3), r = m.r + 8 * (i >> 2);
+      const bool valid = r < rowsLeft && kk < kLeft;
+      copyAsync8(dst + kk * kLd + r, valid ? p + 4 * (i & 3) + (i >> 2) * m.step : src, valid);
+    }
   }
 }
 
@@ -88,30 +120,53 @@ __device__ __forceinline__ void storeOrdered(double* p, double v) {
   asm volatile("st.global.f64 [%0], %1;\n" ::"l"(p), "d"(v) : "memory");
 }
 
-// acc += a b for one m8n8k4 fragment: lane l holds a = A(l / 4, l % 4), b = B(l % 4, l / 4)
-// and acc = C(l / 4, 2 (l % 4) + {0, 1}) (PTX ISA, "Matrix fragments for mma.m8n8k4 with
-// .f64"). as, bs: the k-row l % 4 of the staged chunk, at the fragment's first row.
-__device__ __forceinline__ void mma884(double (&acc)[2], double a, double b, const double* as, const double* bs) {
-#if __CUDA_ARCH__ >= 800
+// acc += A B for one m16n8k8 fragment, lane l = 4 g + t (PTX ISA, "Matrix fragments for
+// mma.m16n8k8 with .f64"): a = A(g, t), A(g + 8, t), A(g, t + 4), A(g + 8, t + 4);
+// b = B(t, g), B(t + 4, g); acc = C(g, 2t), C(g, 2t + 1), C(g + 8, 2t), C(g + 8, 2t + 1).
+// as, bs: the fragment's first row (column) at k-row 0 of the staged chunk (for the
+// fallback without tensor cores).
+__device__ __forceinline__ void mma1688(double (&acc)[4], const double (&a)[4], const double (&b)[2],
+                                        const double* as, const double* bs) {
+#if __CUDA_ARCH__ >= 900
+  (void)as;
+  (void)bs;
+  asm volatile("mma.sync.aligned.m16n8k8.row.col.f64.f64.f64.f64 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+               "{%0, %1, %2, %3};\n"
+               : "+d"(acc[0]), "+d"(acc[1]), "+d"(acc[2]), "+d"(acc[3])
+               : "d"(a[0]), "d"(a[1]), "d"(a[2]), "d"(a[3]), "d"(b[0]), "d"(b[1]));
+#elif __CUDA_ARCH__ >= 800
+  // The same product as four m8n8k4 (A(g, t) B(t, g) layouts of m8n8k4 are those of
+  // the halves above): rows 0-7 and 8-15, k 0-3 and 4-7.
   (void)as;
   (void)bs;
   asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0, %1}, {%2}, {%3}, {%0, %1};\n"
-               : "+d"(acc[0]), "+d"(acc[1])
-               : "d"(a), "d"(b));
+               : "+d"(acc[0]), "+d"(acc[1]) : "d"(a[0]), "d"(b[0]));
+  asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0, %1}, {%2}, {%3}, {%0, %1};\n"
+               : "+d"(acc[2]), "+d"(acc[3]) : "d"(a[1]), "d"(b[0]));
+  asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0, %1}, {%2}, {%3}, {%0, %1};\n"
+               : "+d"(acc[0]), "+d"(acc[1]) : "d"(a[2]), "d"(b[1]));
+  asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0, %1}, {%2}, {%3}, {%0, %1};\n"
+               : "+d"(acc[2]), "+d"(acc[3]) : "d"(a[3]), "d"(b[1]));
 #else
-  // The same product on the FP64 units, from shared memory.
+  // No tensor cores: the product on the FP64 units from shared memory.
   (void)a;
   (void)b;
-  const int lane = threadIdx.x & 31, row = lane >> 2, col = (lane & 3) * 2;
-  for (int q = 0; q < 4; ++q) {
-    const double x = as[(q - (lane & 3)) * kLd + row];
-    acc[0] += x * bs[(q - (lane & 3)) * kLd + col];
-    acc[1] += x * bs[(q - (lane & 3)) * kLd + col + 1];
+  const int lane = threadIdx.x & 31, g = lane >> 2, c = (lane & 3) * 2;
+  for (int q = 0; q < 8; ++q) {
+    const double x0 = as[q * kLd + g], x1 = as[q * kLd + g + 8];
+    const double y0 = bs[q * kLd + c], y1 = bs[q * kLd + c + 1];
+    acc[0] += x0 * y0;
+    acc[1] += x0 * y1;
+    acc[2] += x1 * y0;
+    acc[3] += x1 * y1;
   }
 #endif
 }
 
-__global__ void __launch_bounds__(kThreads, 3)
+// ReadC: beta is neither 0 nor +-alpha (a separate build: its epilogue needs
+// registers the others do not).
+template <bool ReadC>
+__global__ void __launch_bounds__(kThreads, ReadC ? 1 : 2)
     gemmTileKernel(bool transA, bool transB, int m, int n, int k, double alpha, const double* __restrict__ A,
                    long long lda, long long strideA, const double* __restrict__ B, long long ldb,
                    long long strideB, double beta, double* __restrict__ C, long long ldc, long long strideC,
@@ -121,22 +176,33 @@ __global__ void __launch_bounds__(kThreads, 3)
   const int tilesM = (m + kTile - 1) / kTile;
   const int m0 = (blockIdx.x % tilesM) * kTile, n0 = (blockIdx.x / tilesM) * kTile;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int wm = (warp & 1) * kWarpTile, wn = (warp >> 1) * kWarpTile;
+  const int g = lane >> 2, t = lane & 3, wm = warp * 16;
   const int chunks = alpha == 0.0 ? 0 : (k + kChunk - 1) / kChunk;
+  // op(A) is m x k: rows contiguous unless transposed; op(B) is k x n, its columns are
+  // the staged "rows": contiguous only when transposed.
+  const StageMap mapA(lda, !transA, m0), mapB(ldb, transB, n0);
+  const long long kStrideA = transA ? 1 : lda, kStrideB = transB ? ldb : 1;
+  const bool cInAcc = beta != 0.0 && (beta == alpha || beta == -alpha);
+  const double cSign = beta == alpha ? 1.0 : -1.0;
   for (int b = blockIdx.y; b < batch; b += gridDim.y) {
     const double* Ab = A + b * strideA;
     const double* Bb = B + b * strideB;
     double* Cb = C + b * strideC;
-    double acc[kFrags][kFrags][2];
+    // Where beta = +-alpha (the engine's updates C - A B and C + A B) the accumulators
+    // start from (beta / alpha) C, read here while the first chunk loads, and C is
+    // alpha acc at the end: the same sum of k + 1 terms, no registers beside them.
+    double acc[kFrags][4];
+    const int row0 = m0 + wm + g, row1 = row0 + 8;
 #pragma unroll
-    for (int i = 0; i < kFrags; ++i)
+    for (int j = 0; j < kFrags; ++j)
 #pragma unroll
-      for (int j = 0; j < kFrags; ++j) acc[i][j][0] = acc[i][j][1] = 0.0;
-    // op(A) is m x k: rows contiguous unless transposed; op(B) is k x n, its columns
-    // are the staged "rows": contiguous only when transposed.
+      for (int e = 0; e < 4; ++e) {
+        const int row = e < 2 ? row0 : row1, col = n0 + j * 8 + 2 * t + (e & 1);
+        acc[j][e] = cInAcc && row < m && col < n ? cSign * Cb[row + col * ldc] : 0.0;
+      }
     auto stage = [&](int s, int k0) {
-      stageChunk(As[s], Ab, lda, !transA, m, m0, k, k0);
-      stageChunk(Bs[s], Bb, ldb, transB, n, n0, k, k0);
+      stageChunk(As[s], Ab + k0 * kStrideA, mapA, kStrideA, m - m0, k - k0);
+      stageChunk(Bs[s], Bb + k0 * kStrideB, mapB, kStrideB, n - n0, k - k0);
       commitCopies();
     };
     if (chunks > 0) stage(0, 0);
@@ -148,49 +214,43 @@ __global__ void __launch_bounds__(kThreads, 3)
         waitCopies<0>();
       }
       __syncthreads();
-      const double* as = As[c & 1] + (lane & 3) * kLd + wm + (lane >> 2);
-      const double* bs = Bs[c & 1] + (lane & 3) * kLd + wn + (lane >> 2);
+      const double* as = As[c & 1] + wm;
+      const double* bs = Bs[c & 1];
 #pragma unroll
-      for (int q = 0; q < kChunk; q += 4) {
-        double a[kFrags], bf[kFrags];
+      for (int q = 0; q < kChunk; q += 8) {
+        double a[4];
+        a[0] = as[(q + t) * kLd + g];
+        a[1] = as[(q + t) * kLd + g + 8];
+        a[2] = as[(q + t + 4) * kLd + g];
+        a[3] = as[(q + t + 4) * kLd + g + 8];
 #pragma unroll
-        for (int i = 0; i < kFrags; ++i) a[i] = as[q * kLd + i * 8];
-#pragma unroll
-        for (int j = 0; j < kFrags; ++j) bf[j] = bs[q * kLd + j * 8];
-#pragma unroll
-        for (int i = 0; i < kFrags; ++i)
-#pragma unroll
-          for (int j = 0; j < kFrags; ++j)
-            mma884(acc[i][j], a[i], bf[j], as + q * kLd + i * 8 - (lane >> 2),
-                   bs + q * kLd + j * 8 - (lane >> 2));
+        for (int j = 0; j < kFrags; ++j) {
+          double bf[2];
+          bf[0] = bs[(q + t) * kLd + j * 8 + g];
+          bf[1] = bs[(q + t + 4) * kLd + j * 8 + g];
+          mma1688(acc[j], a, bf, as + q * kLd, bs + q * kLd + j * 8);
+        }
       }
       __syncthreads();
     }
-    // C by fragment rows: where beta is not 0, the row's 10 entries of C are read (all
-    // in flight at once), then written. The ordered loads and stores keep the compiler
-    // from reading all 50 entries ahead beside the accumulators (it spills then).
+    // Other beta (not 0): each fragment's 4 entries of C read, then written. The ordered
+    // loads and stores keep the compiler from reading all 40 ahead beside the
+    // accumulators (it spills then); slow, and no product of the engine takes it.
+    constexpr bool readC = ReadC;
 #pragma unroll
-    for (int i = 0; i < kFrags; ++i) {
-      const int row = m0 + wm + i * 8 + (lane >> 2);
-      double old[kFrags][2];
-      if (beta != 0.0) {
+    for (int j = 0; j < kFrags; ++j) {
+      double old[4];
 #pragma unroll
-        for (int j = 0; j < kFrags; ++j)
-#pragma unroll
-          for (int t = 0; t < 2; ++t) {
-            const int col = n0 + wn + j * 8 + (lane & 3) * 2 + t;
-            old[j][t] = row < m && col < n ? loadOrdered(Cb + row + col * ldc) : 0.0;
-          }
+      for (int e = 0; e < 4; ++e) {
+        const int row = e < 2 ? row0 : row1, col = n0 + j * 8 + 2 * t + (e & 1);
+        old[e] = readC && row < m && col < n ? loadOrdered(Cb + row + col * ldc) : 0.0;
       }
 #pragma unroll
-      for (int j = 0; j < kFrags; ++j)
-#pragma unroll
-        for (int t = 0; t < 2; ++t) {
-          const int col = n0 + wn + j * 8 + (lane & 3) * 2 + t;
-          if (row < m && col < n)
-            storeOrdered(Cb + row + col * ldc,
-                         beta == 0.0 ? alpha * acc[i][j][t] : alpha * acc[i][j][t] + beta * old[j][t]);
-        }
+      for (int e = 0; e < 4; ++e) {
+        const int row = e < 2 ? row0 : row1, col = n0 + j * 8 + 2 * t + (e & 1);
+        const double v = alpha * acc[j][e];
+        if (row < m && col < n) storeOrdered(Cb + row + col * ldc, readC ? v + beta * old[e] : v);
+      }
     }
   }
 }
@@ -216,8 +276,10 @@ void gemmStridedBatched(Trans ta, Trans tb, int m, int n, int k, double alpha, c
   const long long tiles = (long long)((m + kTile - 1) / kTile) * ((n + kTile - 1) / kTile);
   if (tiles > INT_MAX) throw GpuError("gemmStridedBatched: " + std::to_string(tiles) + " tiles per matrix");
   const dim3 grid(unsigned(tiles), unsigned(std::min(batch, 65535)));
-  gemmTileKernel<<<grid, kThreads, 0, stream>>>(ta == Trans::T, tb == Trans::T, m, n, readsAB ? k : 0, alpha, A,
-                                                lda, strideA, B, ldb, strideB, beta, C, ldc, strideC, batch);
+  const bool readC = beta != 0.0 && beta != alpha && beta != -alpha;
+  (readC ? gemmTileKernel<true> : gemmTileKernel<false>)<<<grid, kThreads, 0, stream>>>(
+      ta == Trans::T, tb == Trans::T, m, n, readsAB ? k : 0, alpha, A, lda, strideA, B, ldb, strideB, beta, C, ldc,
+      strideC, batch);
   SPEX_CUDA_LAUNCH("gemmTileKernel");
 }
 

@@ -2,12 +2,12 @@
 // the block-banded Cholesky, the selected inversion and the fiber blocks), shaped like
 // cuBLAS's cublasDgemmStridedBatched / BLAS dgemm:
 //   C_b = alpha op(A_b) op(B_b) + beta C_b,   b = 0 .. batch - 1,
-// column-major, matrix b of A at A + b * strideA (likewise B, C). On sm_80 and newer the
-// products run on the FP64 tensor cores (DMMA, `mma.sync.aligned.m8n8k4.f64`): a thread
-// block computes an 80 x 80 tile of one C_b (four warps of 40 x 40, 25 fragments of
-// 8 x 8 each), op(A) and op(B) staged through shared memory 16 columns of k at a time,
-// two stages of `cp.async` so the next chunk loads while this one is multiplied; older
-// archs take the same loop with the 8 x 8 x 4 products on the FP64 units. Why not
+// column-major, matrix b of A at A + b * strideA (likewise B, C). On sm_90 the products
+// run on the FP64 tensor cores as `mma.sync.aligned.m16n8k8.f64` (DMMA), on sm_80 as four
+// m8n8k4 each: a thread block computes an 80 x 80 tile of one C_b (five warps of 16 x 80,
+// ten m16n8 fragments each), op(A) and op(B) staged through shared memory 16 columns of
+// k at a time, two stages of `cp.async` so the next chunk loads while this one is
+// multiplied; older archs take the same loop on the FP64 units. Why not
 // cuBLAS: its batched DGEMM runs these 74-wide products at ~10 TFLOP/s on an H100 and
 // loads its kernels lazily (~130 ms of a cold process); docs/benchmarks.md, "Issue 12,
 // sixth round: tensor-core GEMMs (selgemm)". Tested against a host product in long

@@ -73,7 +73,7 @@ Outcome run(const Case& c, unsigned seed) {
   };
   std::vector<double> A(nA), B(nB), C(nC, poison);
   fill(A, sA, lda, rowsA, colsA, c.batch);
-  fill(B, (long long)ldb * colsB, ldb, rowsB, colsB, c.sharedB ? 1 : c.batch);
+  fill(B, sB, ldb, rowsB, colsB, c.sharedB ? 1 : c.batch);
   for (int b = 0; b < c.batch; ++b)
     for (int j = 0; j < c.n; ++j)
       for (int i = 0; i < c.m; ++i) C[std::size_t(b * sC + i + (long long)j * ldc)] = c.beta == 0.0 ? nan : u(rng);
@@ -185,8 +185,10 @@ private slots:
                          Size{3, 170, 33}, Size{40, 41, 64}})
       for (Trans ta : {Trans::N, Trans::T})
         for (Trans tb : {Trans::N, Trans::T}) {
-          Case c{"odd", ta, tb, s.m, s.n, s.k, -0.75, seed % 2 ? 0.5 : 0.0, 5, 3, 1, 2, 11, 5, 7};
-          c.sharedB = seed % 3 == 0;
+          // beta 0 (C not read), 0.75 = -alpha (C in the accumulators), 0.5 (C read after)
+          Case c{"odd", ta, tb, s.m, s.n, s.k, -0.75, seed % 3 == 0 ? 0.0 : seed % 3 == 1 ? 0.75 : 0.5, 5, 3, 1, 2,
+                 11, 5, 7};
+          c.sharedB = seed % 4 == 0;
           verify(c, seed++);
         }
   }
