@@ -283,13 +283,6 @@ void gemmStridedBatched(Trans ta, Trans tb, int m, int n, int k, double alpha, c
   SPEX_CUDA_LAUNCH("gemmTileKernel");
 }
 
-void preloadGemmKernels() {
-  cudaFuncAttributes attr{};
-  cudaFuncGetAttributes(&attr, gemmTileKernel<false>);
-  cudaFuncGetAttributes(&attr, gemmTileKernel<true>);
-  cudaGetLastError();
-}
-
 void gemmStridedBatched(cublasHandle_t cublas, Trans ta, Trans tb, int m, int n, int k, double alpha,
                         const double* A, int lda, long long strideA, const double* B, int ldb, long long strideB,
                         double beta, double* C, int ldc, long long strideC, int batch, cudaStream_t stream,

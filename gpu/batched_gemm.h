@@ -30,12 +30,6 @@ void gemmStridedBatched(Trans ta, Trans tb, int m, int n, int k, double alpha, c
                         long long strideA, const double* B, int ldb, long long strideB, double beta, double* C,
                         int ldc, long long strideC, int batch, cudaStream_t stream);
 
-// Loads the kernels' code on the current device now (CUDA loads a kernel lazily, at its
-// first launch: in a cold process that costs tens of ms on the first batch's critical
-// path, serialised with the driver's allocations). The engine's warm-up thread calls it
-// right after the engine is made. Errors are left to the first launch to report.
-void preloadGemmKernels();
-
 // The same through cuBLAS where `cublas` is not null (the A side of the engine's
 // SPEXLAB_CUDA_GEMM switch; the handle is set to `stream`), else gemmStridedBatched.
 // `what` names the product in error messages.

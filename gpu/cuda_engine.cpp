@@ -23,7 +23,6 @@
 #include "cuda_engine.h"
 
 #include "batch_pipeline.h"
-#include "batched_gemm.h"
 #include "device_discovery.h"
 #include "engine_device.h"
 #include "kernel_tracer.h"
@@ -88,19 +87,12 @@ int64_t steadyNs() {
       .count();
 }
 
-// CudaEngineOptions::warmUp on one device. With the engine's GEMMs (Gemm::Tensor) their
-// kernels' code loaded (batched_gemm.h preloadGemmKernels); with cuBLAS's, as before,
-// the first batched DGEMMs of the process
+// CudaEngineOptions::warmUp on one device: the first batched DGEMMs of the process
 // (cuBLAS's first-use work: ~50 ms on an H100 in the first batch's Cholesky panel, cold
 // process, docs/benchmarks.md), in the two layouts the blocked Cholesky and L^-1 call,
 // on 74 x 74 blocks (a DESI patch's fiber block), on a handle and stream of its own.
 // Errors are ignored (the extraction meets the same ones and reports them).
-void warmUpDevice(int device, bool cublas) {
-  if (!cublas) { // the engine's own GEMMs: only their code, loaded now rather than at the first batch
-    if (cudaSetDevice(device) == cudaSuccess) gpu::preloadGemmKernels();
-    cudaGetLastError();
-    return;
-  }
+void warmUpDevice(int device) {
   cudaStream_t s = nullptr;
   cublasHandle_t h = nullptr;
   double* buf = nullptr;
@@ -182,11 +174,11 @@ CudaEngine::CudaEngine(CudaEngineOptions options) : m_options(std::move(options)
     }
     m_devices.push_back(std::move(dev));
   }
-  if (m_options.warmUp) {
+  if (m_options.warmUp && m_options.gemm == CudaEngineOptions::Gemm::Cublas) {
     std::vector<int> devices = m_options.gpus;
     m_warm = std::make_unique<std::thread>([this, devices] {
       m_warmStartNs = steadyNs();
-      for (int d : devices) warmUpDevice(d, m_options.gemm == CudaEngineOptions::Gemm::Cublas);
+      for (int d : devices) warmUpDevice(d);
       m_warmEndNs = steadyNs();
     });
   }
@@ -1014,7 +1006,7 @@ void CudaEngine::run(const ExtractionRequest& req, ExtractionResult& result, boo
         if (!m_warmReported && m_warmEndNs > m_warmStartNs) {
           m_warmReported = true;
           const int64_t shift = rec.nowNs() - steadyNs(); // steady clock -> the recorder's
-          rec.add({m_options.gemm == CudaEngineOptions::Gemm::Cublas ? "warm-up (first DGEMMs)" : "warm-up (GEMM kernels loaded)", std::max<int64_t>(0, m_warmStartNs + shift),
+          rec.add({"warm-up (first DGEMMs)", std::max<int64_t>(0, m_warmStartNs + shift),
                    std::max<int64_t>(0, m_warmEndNs + shift), rec.lane("engine warm-up"), 0, -1});
         }
       });

@@ -104,11 +104,10 @@ struct CudaEngineOptions {
   // Factory switch: SPEXLAB_CUDA_GEMM=tensor|cublas.
   enum class Gemm { Tensor, Cublas };
   Gemm gemm = Gemm::Tensor;
-  // Warm-up (docs/benchmarks.md, "Issue 12, fourth round" and "sixth round"): right
-  // after the handles exist, a thread of the engine does the first-use work of the
-  // GEMMs beside the host's work before the first extraction's batches: with Gemm::Tensor
-  // it loads the GEMM kernels' code (CUDA loads kernels lazily), with Gemm::Cublas it
-  // makes cuBLAS's first batched DGEMMs (~50 ms) on its own handle and stream. The first
+  // Warm-up (docs/benchmarks.md, "Issue 12, fourth round"), with Gemm::Cublas only:
+  // right after the handles exist, a thread of the engine does the first-use work of
+  // cuBLAS's batched DGEMM (its first call in a process costs ~50 ms) on its own handle
+  // and stream, beside the host's work before the first extraction's batches; that
   // extraction waits for it before its first batch. Factory switch:
   // SPEXLAB_CUDA_WARMUP=0 turns it off.
   bool warmUp = true;

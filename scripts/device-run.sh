@@ -10,9 +10,8 @@
 #   gemm    test_batched_gemm (the engine's tensor-core batched GEMM against a long-double host product)
 #   gemmab  warm medians with SPEXLAB_CUDA_GEMM=tensor|cublas, alternating, then one stream each
 #           with the kernel profile (phase rows and the GEMM kernels' rows)
-#   coldgemm  cold `extract --engine cuda` processes, tensor (default, its warm-up loading the
-#           GEMM kernels), tensor without the warm-up and cublas (with its warm-up) in turn,
-#           4 each, trace summaries (trace-summary.py), frames compared
+#   coldgemm  cold `extract --engine cuda` processes, tensor (default) and cublas (with its
+#           warm-up) alternately, 4 each, trace summaries (trace-summary.py), frames compared
 #   invab   warm medians with SPEXLAB_CUDA_INVERSE=selected|full (selected inversion or L^-1
 #           whole), alternating, then one stream each (phase times)
 #   staging test_staging (pinned-ring uploads/downloads; frame-sized copy times)
@@ -101,9 +100,9 @@ for step in "$@"; do
                | tee $OUT/bench_gemm1_$k.txt | grep -E "^wall|^cholesky|^fiber blocks|^trailing|^block column|^banded|^solve|^decorrelate|^eigh|^normal|^  .*([Gg]emm|cutlass|sm[89]0_|selectedDiag)|^device [0-9]"; done ;;
     coldgemm) mkdir -p $D/frame
             [ -f $D/frame/preproc.fits ] || $B/spexlab-cli simulate -o $D/frame --psf $PSF -w 5760,7620,0.8 > $OUT/simulate.log 2>&1
-            for k in 1 2 3 4; do for g in tensor nowarm cublas; do
+            for k in 1 2 3 4; do for g in tensor cublas; do
               s=$(date +%s%N)
-              SPEXLAB_CUDA_GEMM=${g/nowarm/tensor} SPEXLAB_CUDA_WARMUP=$([ $g = nowarm ] && echo 0 || echo 1) $B/spexlab-cli extract -i $D/frame/preproc.fits -p $D/frame/psf.fits -o $D/frame/frame-$g$k.fits \
+              SPEXLAB_CUDA_GEMM=$g $B/spexlab-cli extract -i $D/frame/preproc.fits -p $D/frame/psf.fits -o $D/frame/frame-$g$k.fits \
                 -w 5760,7620,0.8 --engine cuda --profile $OUT/coldgemm-$g$k.json > $OUT/coldgemm-$g$k.log 2>&1
               w=$(( ($(date +%s%N) - s) / 1000000 ))
               echo "--- $g$k: process wall: $w ms"; grep patches $OUT/coldgemm-$g$k.log; python3 ./trace-summary.py $OUT/coldgemm-$g$k.json $w
