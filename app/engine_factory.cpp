@@ -139,6 +139,10 @@ CudaEngineOptions cudaOptions(const EngineOptions& eo) {
     if (e != "0" && e != "1") throw InputError("SPEXLAB_CUDA_RESERVE='" + e + "': expected 0 or 1");
     o.reserveAhead = e == "1";
   }
+  if (const std::string e = env("SPEXLAB_CUDA_OVERLAP"); !e.empty()) {
+    if (e != "0" && e != "1") throw InputError("SPEXLAB_CUDA_OVERLAP='" + e + "': expected 0 or 1");
+    o.overlapEnds = e == "1";
+  }
   return o;
 }
 

@@ -20,6 +20,12 @@
 //     chi2pix           model over the box, chi2pix, pixmask, f, model image
 //   retry     patches whose Cholesky failed, once, with regularize = 1e-4
 //   D2H       the device's rows of the frame arrays and the model image (pinned staging)
+// A whole frame (CudaEngineOptions::overlapEnds, docs/design.md "Pipeline ends"): the
+// image goes up by row blocks on a stream of its own while the batches start, the
+// patches in wavelength order, each batch waiting for its last row block; each wave
+// step's bins come back (download stream, pinned ring) and are finalized on host
+// threads while later batches run (downloadSteps); D2H at the end only for the model
+// image, or for a retry or a cancelled run.
 #include "cuda_engine.h"
 
 #include "batch_pipeline.h"
@@ -33,7 +39,9 @@
 #include <chrono>
 #include <climits>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <functional>
 #include <future>
@@ -79,8 +87,16 @@ struct DeviceJob {
   // patches' kept bins are written (and finalized) and, with a model, their model
   // tiles (ExtractionResult::modelTiles) instead of a CCD-sized model image.
   bool into = false;
-  long noData = 0, nonFinite = 0; // finalizeRegion counts of the patches (into)
+  long noData = 0, nonFinite = 0; // finalizeRegion counts of the patches (into, finalized)
+  // CudaEngineOptions::overlapEnds: the device finalized its rows itself (wave step by
+  // wave step as they came back); noData and nonFinite count them.
+  bool finalized = false;
 };
+
+// CudaEngineOptions::overlapEnds: rows of the image per upload block (~17 MB of image
+// and ivar for a DESI CCD, 16 blocks: the first batches, in wavelength order, need
+// the first two or three).
+constexpr int kRowsPerUploadBlock = 258;
 
 int64_t steadyNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
@@ -155,6 +171,10 @@ CudaEngine::CudaEngine(CudaEngineOptions options) : m_options(std::move(options)
     dev->index = d;
     SPEX_CUDA(cudaSetDevice(d));
     SPEX_CUDA(cudaStreamCreateWithFlags(&dev->main, cudaStreamNonBlocking));
+    if (m_options.overlapEnds) {
+      SPEX_CUDA(cudaStreamCreateWithFlags(&dev->upload, cudaStreamNonBlocking));
+      SPEX_CUDA(cudaStreamCreateWithFlags(&dev->download, cudaStreamNonBlocking));
+    }
     for (int k = 0; k < m_options.streams; ++k) {
       auto w = std::make_unique<Workspace>();
       w->potrf = !m_options.blockedCholesky;
@@ -216,9 +236,66 @@ namespace {
 // Per-device state of one extract() call: the timeline and its time origin, and the
 // PSF uploaded by prefetch().
 struct DeviceRun {
-  explicit DeviceRun(EventPool& pool) : tl(pool), pool(pool) {}
+  explicit DeviceRun(EventPool& pool) : tl(pool), pool(pool), upTl(pool) {}
   DeviceTimeline tl;
   EventPool& pool;
+  // CudaEngineOptions::overlapEnds on a whole frame (rowUpload): the prefetch thread
+  // goes on uploading the image in row blocks on dev.upload (its own timeline, upTl)
+  // after publishing `started`, while runDevice enqueues the batches: rows
+  // [0, rowEnd[k]) are on the device once blockDone[k] completes, and that event is
+  // recorded once blockRecorded[k] (blocks may finish out of order, each event covers
+  // every block before its own). Everything of the run the prefetch touches before
+  // `started` (tl, the event pool, the device's arrays) is runDevice's after it.
+  bool rowUpload = false;
+  int uploadLane = -1, downloadLane = -1;
+  DeviceTimeline upTl;
+  std::vector<cudaEvent_t> blockDone;
+  std::vector<int> rowEnd;
+  std::mutex m;
+  std::condition_variable cv;
+  std::vector<char> blockRecorded;
+  bool uploadEnded = false, uploadFailed = false;
+  std::promise<void> startedPromise;
+  std::future<void> started = startedPromise.get_future();
+  bool startedPublished = false;
+  void publishStarted() {
+    if (startedPublished) return;
+    startedPublished = true;
+    startedPromise.set_value();
+  }
+  // The prefetch thread's last act (failed: it threw).
+  void endUpload(bool failed) {
+    {
+      std::lock_guard lock(m);
+      uploadEnded = true;
+      uploadFailed = failed;
+    }
+    cv.notify_all();
+    publishStarted();
+  }
+  void blockReady(int k) {
+    {
+      std::lock_guard lock(m);
+      blockRecorded[std::size_t(k)] = 1;
+    }
+    cv.notify_all();
+  }
+  // The event after which rows [0, y1) are on the device, once it is recorded (null
+  // when no row is needed). Throws when the upload failed (run() then reports why).
+  cudaEvent_t waitRows(int y1) {
+    if (y1 <= 0 || rowEnd.empty()) return nullptr;
+    int k = 0;
+    while (k + 1 < int(rowEnd.size()) && rowEnd[std::size_t(k)] < y1) ++k;
+    std::unique_lock lock(m);
+    cv.wait(lock, [&] { return blockRecorded[std::size_t(k)] || uploadEnded; });
+    if (!blockRecorded[std::size_t(k)]) throw GpuError("the image upload stopped before row " + std::to_string(y1));
+    return blockDone[std::size_t(k)];
+  }
+  // Until the prefetch thread no longer uses the device's stager.
+  void waitUploadEnded() {
+    std::unique_lock lock(m);
+    cv.wait(lock, [&] { return uploadEnded; });
+  }
   cudaEvent_t t0 = nullptr;
   int64_t hostT0 = 0;
   int mainLane = 0;
@@ -260,6 +337,7 @@ struct DeviceRun {
   ~DeviceRun() {
     if (t0) pool.release(t0);
     if (spotsDone) pool.release(spotsDone);
+    for (cudaEvent_t e : blockDone) pool.release(e);
   }
 };
 
@@ -275,10 +353,19 @@ void prefetchInputs(CudaEngine::Device& dev, DeviceRun& run, const ExtractionReq
   run.mainLane = rec.lane(prefix + "0");
   for (std::size_t k = 0; k < dev.ws.size(); ++k)
     dev.ws[k]->lane = rec.lane(prefix + std::to_string(k + 1));
+  if (run.rowUpload) {
+    run.uploadLane = rec.lane("cuda:" + std::to_string(dev.index) + " upload");
+    run.downloadLane = rec.lane("cuda:" + std::to_string(dev.index) + " download");
+  }
   if (tracer) {
     run.tl.setTracer(tracer);
+    run.upTl.setTracer(tracer);
     tracer->addStream(dev.index, dev.main, run.mainLane);
     for (auto& w : dev.ws) tracer->addStream(dev.index, w->stream, w->lane);
+    if (run.rowUpload) {
+      tracer->addStream(dev.index, dev.upload, run.uploadLane);
+      tracer->addStream(dev.index, dev.download, run.downloadLane);
+    }
   }
   // Time origin: an event the host has waited for.
   run.t0 = run.pool.acquire();
@@ -325,6 +412,27 @@ void prefetchInputs(CudaEngine::Device& dev, DeviceRun& run, const ExtractionReq
   if (image.pix.size() != npixImg || image.ivar.size() != npixImg)
     return; // validateRequest reports it; runDevice never starts
   gpu::reserveImage(image, dev, budget);
+  if (run.rowUpload) {
+    // The image by row blocks beside runDevice (CudaEngineOptions::overlapEnds): all
+    // the run's shared state this thread needs is taken before `started`.
+    if (!psfUploaded)
+      run.tl.phase(kPhaseH2D, run.mainLane, -1, dev.main, [&] { gpu::uploadPsf(*req.psf, dev, dev.main, run.psf); });
+    run.publishAllocs();
+    for (int y = 0; y < image.ny; y += kRowsPerUploadBlock) {
+      run.blockDone.push_back(run.pool.acquire());
+      run.rowEnd.push_back(std::min(image.ny, y + kRowsPerUploadBlock));
+    }
+    run.blockRecorded.assign(run.rowEnd.size(), 0);
+    run.uploaded = true;
+    run.upTl.phase(kPhaseH2D, run.uploadLane, -1, dev.upload, [&] {
+      run.publishStarted(); // the phase's events are taken
+      gpu::uploadImageRows(image, dev, dev.upload, kRowsPerUploadBlock, [&](int k, int) {
+        SPEX_CUDA(cudaEventRecord(run.blockDone[std::size_t(k)], dev.upload));
+        run.blockReady(k);
+      });
+    });
+    return;
+  }
   if (psfUploaded) run.publishAllocs(); // the image's copy below allocates nothing
   run.tl.phase(kPhaseH2D, run.mainLane, -1, dev.main, [&] {
     gpu::uploadImage(image, dev, run.imgY0, run.imgY1, run.imgX0, run.imgX1);
@@ -508,6 +616,170 @@ void reserveAhead(CudaEngine::Device& dev, const CudaEngineOptions& opt, const E
   }
 }
 
+// CudaEngineOptions::overlapEnds, after the batches of job.todo (in wavelength order,
+// batch b = positions [b P, b P + P) on workspace b % W, its end batchDone[b]) are
+// enqueued: each wave step (the patches of one wave0, contiguous in todo) is copied
+// back as soon as the batches holding it are done, on dev.download into a slot of the
+// stager's pinned ring (2D copies of its bins of every row of the device), up to 8
+// steps in flight; T host threads (the stager's count), each with its share of the
+// rows, copy each step into result (once `allocated`), mark it covered and finalize
+// it (finalizeRegion) while later batches run. This thread queues the copies and hands
+// a slot back to the next step once every worker is done with it. false (nothing
+// done) when the ring holds fewer than two slots.
+bool downloadSteps(CudaEngine::Device& dev, DeviceRun& run, const DeviceJob& job, ExtractionResult& result,
+                   const std::shared_future<void>& allocated, int P, int W, int nk,
+                   const std::vector<cudaEvent_t>& batchDone, long& noData, long& nonFinite, ProfileRecorder& rec) {
+  const PatchPlan& plan = *job.plan;
+  struct Step {
+    int first = 0, end = 0; // positions in todo
+    int c0 = 0, c1 = 0;     // its bins
+  };
+  std::vector<Step> steps;
+  const int ntodo = int(job.todo.size());
+  for (int i = 0; i < ntodo; ++i) {
+    const Patch& p = plan.patches[job.todo[i]];
+    if (steps.empty() || p.wave0 != steps.back().c0) steps.push_back(Step{i, i, p.wave0, p.wave0});
+    steps.back().end = i + 1;
+    steps.back().c1 = std::max(steps.back().c1, p.wave0 + p.nwave);
+  }
+  const int nrow = job.rowHi - job.rowLo, nwave = plan.wave.n;
+  int maxCols = 0;
+  for (const Step& st : steps) maxCols = std::max(maxCols, st.c1 - st.c0);
+  const std::size_t slotDoubles = std::size_t(nrow) * maxCols * (5 + nk);
+  std::size_t ringBytes = 0;
+  char* ring = dev.stager.borrowRing(dev.index, ringBytes);
+  const int nslots = int(std::min<std::size_t>(8, ringBytes / std::max<std::size_t>(slotDoubles * sizeof(double), 1)));
+  if (nslots < 2 || slotDoubles == 0 || nrow <= 0) return false;
+  ScopedRange whole(&rec, "download and finalize");
+  std::vector<cudaEvent_t> slotDone;
+  struct EventsBack {
+    EventPool& pool;
+    std::vector<cudaEvent_t>& v;
+    ~EventsBack() {
+      for (cudaEvent_t e : v) pool.release(e);
+    }
+  } back{dev.events, slotDone};
+  for (int k = 0; k < nslots; ++k) slotDone.push_back(dev.events.acquire());
+  auto slot = [&](int k) { return reinterpret_cast<double*>(ring) + std::size_t(k % nslots) * slotDoubles; };
+  const std::size_t b = sizeof(double), spitch = std::size_t(nwave) * b;
+  const double* src[5] = {dev.flux.get(), dev.ivarOut.get(), dev.chi2pix.get(), dev.pixmask.get(), dev.deconv.get()};
+  Array2D<double>* dst[5] = {&result.flux, &result.ivar, &result.chi2pix, &result.pixmaskFraction,
+                             &result.deconvolved};
+  const int nsteps = int(steps.size());
+
+  // Shared between this thread and the workers, under m: steps queued, and per step how
+  // many workers are done with it; stop: this thread failed.
+  const int T = std::clamp(dev.stager.threads(), 1, nrow);
+  std::mutex m;
+  std::condition_variable cv;
+  int queued = 0;
+  bool stop = false;
+  std::vector<int> finished(std::size_t(nsteps), 0);
+  std::vector<long> workerNoData(std::size_t(T), 0), workerNonFinite(std::size_t(T), 0);
+  std::vector<std::exception_ptr> workerErrors(static_cast<std::size_t>(T));
+  auto worker = [&](int t) {
+    const int r0 = int(std::int64_t(nrow) * t / T), r1 = int(std::int64_t(nrow) * (t + 1) / T);
+    for (int s = 0; s < nsteps; ++s) {
+      {
+        std::unique_lock lock(m);
+        cv.wait(lock, [&] { return queued > s || stop; });
+        if (queued <= s) return;
+      }
+      try {
+        if (!workerErrors[std::size_t(t)] && r1 > r0) {
+          SPEX_CUDA(cudaSetDevice(dev.index));
+          SPEX_CUDA(cudaEventSynchronize(slotDone[std::size_t(s % nslots)]));
+          const Step& st = steps[std::size_t(s)];
+          const double* h = slot(s);
+          const std::size_t cols = std::size_t(st.c1 - st.c0), per = std::size_t(nrow) * cols;
+          for (int a = 0; a < 5; ++a)
+            for (int r = r0; r < r1; ++r)
+              std::memcpy(&(*dst[a])(job.rowLo + r, st.c0), h + a * per + std::size_t(r) * cols, cols * b);
+          for (int r = r0; r < r1; ++r)
+            for (int d = 0; d < nk; ++d)
+              std::memcpy(&result.resolution(job.rowLo + r, d, st.c0),
+                          h + 5 * per + (std::size_t(r) * nk + d) * cols, cols * b);
+          for (int i = st.first; i < st.end; ++i) {
+            const Patch& p = plan.patches[job.todo[i]];
+            for (int f = 0; f < p.nfiber; ++f) {
+              const int row = p.fiber0 + f - plan.fiberMin;
+              if (row - job.rowLo < r0 || row - job.rowLo >= r1) continue;
+              for (int k = 0; k < p.nwave; ++k) result.covered(row, p.wave0 + k) = 1;
+            }
+          }
+          const FinalizeCounts c = finalizeRegion(result, FrameRegion{job.rowLo + r0, job.rowLo + r1, st.c0, st.c1});
+          workerNoData[std::size_t(t)] += c.noData;
+          workerNonFinite[std::size_t(t)] += c.nonFinite;
+        }
+      } catch (...) {
+        workerErrors[std::size_t(t)] = std::current_exception();
+      }
+      {
+        std::lock_guard lock(m);
+        ++finished[std::size_t(s)];
+      }
+      cv.notify_all();
+    }
+  };
+  std::vector<std::thread> workers;
+  auto stopWorkers = [&] {
+    {
+      std::lock_guard lock(m);
+      stop = true;
+    }
+    cv.notify_all();
+    for (auto& th : workers)
+      if (th.joinable()) th.join();
+  };
+  try {
+    for (int q = 0; q < nsteps; ++q) {
+      if (q == nslots) { // the ring is full: the workers start on the first steps
+        allocated.get();
+        for (int t = 0; t < T; ++t) workers.emplace_back(worker, t);
+      }
+      if (q >= nslots) { // slot q % nslots: every worker done with step q - nslots
+        std::unique_lock lock(m);
+        cv.wait(lock, [&] { return finished[std::size_t(q - nslots)] == T; });
+      }
+      const Step& st = steps[std::size_t(q)];
+      // Every batch up to the step's last, on each workspace (streams run in order).
+      const int last = (st.end - 1) / P;
+      for (int k = 0; k < W && last - k >= 0; ++k)
+        SPEX_CUDA(cudaStreamWaitEvent(dev.download, batchDone[std::size_t(last - k)], 0));
+      double* h = slot(q);
+      const std::size_t cols = std::size_t(st.c1 - st.c0), per = std::size_t(nrow) * cols;
+      run.tl.phase(kPhaseD2H, run.downloadLane, q, dev.download, [&] {
+        for (int a = 0; a < 5; ++a)
+          SPEX_CUDA(cudaMemcpy2DAsync(h + a * per, cols * b, src[a] + st.c0, spitch, cols * b, std::size_t(nrow),
+                                      cudaMemcpyDeviceToHost, dev.download));
+        SPEX_CUDA(cudaMemcpy2DAsync(h + 5 * per, cols * b, dev.res.get() + st.c0, spitch, cols * b,
+                                    std::size_t(nrow) * nk, cudaMemcpyDeviceToHost, dev.download));
+      });
+      SPEX_CUDA(cudaEventRecord(slotDone[std::size_t(q % nslots)], dev.download));
+      {
+        std::lock_guard lock(m);
+        queued = q + 1;
+      }
+      cv.notify_all();
+    }
+    if (workers.empty()) {
+      allocated.get();
+      for (int t = 0; t < T; ++t) workers.emplace_back(worker, t);
+    }
+    for (auto& th : workers) th.join();
+  } catch (...) {
+    stopWorkers();
+    throw;
+  }
+  for (auto& e : workerErrors)
+    if (e) std::rethrow_exception(e);
+  for (int t = 0; t < T; ++t) {
+    noData += workerNoData[std::size_t(t)];
+    nonFinite += workerNonFinite[std::size_t(t)];
+  }
+  return true;
+}
+
 // Runs one device's share. Writes the device's rows of result (disjoint from other
 // devices) and its diagnostics into job.
 // `allocated` becomes ready once result's host arrays exist (they are allocated on
@@ -522,6 +794,14 @@ void runDevice(CudaEngine::Device& dev, DeviceRun& run, const CudaEngineOptions&
   const Image& image = *req.image;
   SPEX_CUDA(cudaSetDevice(dev.index));
   if (!run.uploaded) throw GpuError("cuda:" + std::to_string(dev.index) + ": inputs not uploaded");
+  // CudaEngineOptions::overlapEnds: the image is still going up by row blocks; patches
+  // in wavelength order (CCD rows), then plan order, so the first batches need only the
+  // first rows and each wave step's bins are done early (the frame is the same: every
+  // patch is solved alone, and a batch's shape is the same; docs/design.md).
+  const bool overlap = run.rowUpload && !job.into;
+  if (overlap)
+    std::stable_sort(job.todo.begin(), job.todo.end(),
+                     [&](int a, int b) { return plan.patches[a].wave0 < plan.patches[b].wave0; });
   const int mainLane = run.mainLane;
   DeviceTimeline& tl = run.tl;
   cudaStream_t ms = dev.main;
@@ -683,6 +963,14 @@ void runDevice(CudaEngine::Device& dev, DeviceRun& run, const CudaEngineOptions&
   std::vector<int> batchOf(ntodo, -1);
   std::vector<int> laneOf(ntodo, 0);
   int launched = 0, batchId = 0;
+  std::vector<cudaEvent_t> batchDone; // overlap: each batch's end on its stream
+  struct EventsBack {
+    EventPool& pool;
+    std::vector<cudaEvent_t>& v;
+    ~EventsBack() {
+      for (cudaEvent_t e : v) pool.release(e);
+    }
+  } batchEventsBack{dev.events, batchDone};
   beforeBatches();
   std::optional<ScopedRange> enqueueRange(std::in_place, &rec, "enqueue batches");
   for (int first = 0; first < ntodo; first += P, ++batchId) {
@@ -690,6 +978,12 @@ void runDevice(CudaEngine::Device& dev, DeviceRun& run, const CudaEngineOptions&
     Workspace& w = *dev.ws[batchId % W];
     const int count = std::min(P, ntodo - first);
     const BatchShape shape = shapeOf(count, [&](int k) { return first + k; });
+    if (overlap) {
+      // The batch reads image rows below its boxes' last: wait for that row block only.
+      int y1 = 0;
+      for (int i = first; i < first + count; ++i) y1 = std::max(y1, table[i].y1);
+      if (const cudaEvent_t rows = run.waitRows(y1)) SPEX_CUDA(cudaStreamWaitEvent(w.stream, rows, 0));
+    }
     gpu::enqueueBatch(w, v, dev.patches.get(), first, count, req.params.regularize, shape, tl, batchId);
     SPEX_CUDA(cudaMemcpyAsync(hInfo + first, w.info.get(), count * sizeof(int),
                               cudaMemcpyDeviceToHost, w.stream));
@@ -702,9 +996,23 @@ void runDevice(CudaEngine::Device& dev, DeviceRun& run, const CudaEngineOptions&
       batchOf[i] = batchId;
       laneOf[i] = w.lane;
     }
+    if (overlap) {
+      batchDone.push_back(dev.events.acquire());
+      SPEX_CUDA(cudaEventRecord(batchDone.back(), w.stream));
+    }
     launched = first + count;
   }
   enqueueRange.reset();
+  // overlap: each wave step's bins of the frame back and finalized as soon as its
+  // batches are done, while later batches run (false: the whole rows at the end).
+  bool stepsDone = false;
+  long stepNoData = 0, stepNonFinite = 0;
+  if (overlap) {
+    run.waitUploadEnded(); // the stager (its pinned ring) is free again
+    if (launched == ntodo && ntodo > 0)
+      stepsDone =
+          downloadSteps(dev, run, job, result, allocated, P, W, nk, batchDone, stepNoData, stepNonFinite, rec);
+  }
   {
     ScopedRange r(&rec, "wait for the batches");
     for (auto& w : dev.ws) SPEX_CUDA(cudaStreamSynchronize(w->stream));
@@ -763,7 +1071,10 @@ void runDevice(CudaEngine::Device& dev, DeviceRun& run, const CudaEngineOptions&
   }
   const double* cols = nullptr;
   ExtractionResult part;
-  tl.phase(kPhaseD2H, mainLane, -1, ms, [&] {
+  // overlap: the frame's bins are on the host already unless a patch was retried (its
+  // bins changed on the device after its wave step came back) or the run was cut short.
+  const bool framesBack = overlap && stepsDone && retry.empty();
+  if (!framesBack || req.model) tl.phase(kPhaseD2H, mainLane, -1, ms, [&] {
     if (job.into) {
       if (gpu::downloadColumns(dev, nrow, nwave, nk, cLo, cHi, cols)) return;
       part.flux = Array2D<double>(nrow, nwave);
@@ -780,8 +1091,8 @@ void runDevice(CudaEngine::Device& dev, DeviceRun& run, const CudaEngineOptions&
       if (!directModel) job.model = Array2D<double>(image.ny, image.nx);
       model = directModel ? result.model->data.data() : job.model.data.data();
     }
-    gpu::downloadFrame(dev, result, std::size_t(job.rowLo) * nwave, std::size_t(nrow) * nwave, nk, model,
-                       npixImg);
+    gpu::downloadFrame(dev, result, std::size_t(job.rowLo) * nwave, framesBack ? 0 : std::size_t(nrow) * nwave,
+                       nk, model, npixImg);
   });
   SPEX_CUDA(cudaStreamSynchronize(ms));
   if (job.into) {
@@ -821,6 +1132,18 @@ void runDevice(CudaEngine::Device& dev, DeviceRun& run, const CudaEngineOptions&
 
   gpu::collectDiagnostics(plan, job.todo, launched, hChi2, regularized, failed, batchOf, laneOf, batchId, tl,
                           result, job.diags);
+  if (overlap) {
+    job.finalized = true;
+    if (framesBack) {
+      job.noData = stepNoData;
+      job.nonFinite = stepNonFinite;
+    } else { // the raw rows again, finalized whole
+      ScopedRange r(&rec, "finalize");
+      const FinalizeCounts c = finalizeRegion(result, FrameRegion{job.rowLo, job.rowHi, 0, nwave});
+      job.noData = c.noData;
+      job.nonFinite = c.nonFinite;
+    }
+  }
   if (job.into)
     for (int i = 0; i < launched; ++i) {
       const FinalizeCounts c = finalizeRegion(result, keptRegion(plan, job.todo[i]));
@@ -830,6 +1153,11 @@ void runDevice(CudaEngine::Device& dev, DeviceRun& run, const CudaEngineOptions&
   job.done = launched;
   job.cancelled = launched < ntodo;
   SPEX_CUDA(cudaStreamSynchronize(ms)); // the patch table's host copy goes out of scope
+  if (overlap) {
+    SPEX_CUDA(cudaStreamSynchronize(dev.upload));
+    SPEX_CUDA(cudaStreamSynchronize(dev.download));
+    run.upTl.flush(rec, run.t0, run.hostT0);
+  }
   tl.flush(rec, run.t0, run.hostT0);
   dev.events.release(ready);
 }
@@ -947,8 +1275,19 @@ void CudaEngine::run(const ExtractionRequest& req, ExtractionResult& result, boo
           r->imgX1 = any ? x1 : 0;
         }
     }
+    // A whole frame (CudaEngineOptions::overlapEnds): the image goes up by row blocks
+    // while the batches start (DeviceRun::rowUpload).
+    if (m_options.overlapEnds && !req.patches)
+      for (auto& r : runs) r->rowUpload = true;
     std::vector<std::exception_ptr> prefetchErrors(m_devices.size());
     std::vector<std::thread> prefetchers;
+    struct JoinAll {
+      std::vector<std::thread>& v;
+      ~JoinAll() {
+        for (auto& t : v)
+          if (t.joinable()) t.join();
+      }
+    } joinPrefetchers{prefetchers}; // a row upload may outlive runDevice's failure
     for (std::size_t d = 0; d < m_devices.size(); ++d)
       prefetchers.emplace_back([&, d] {
         try {
@@ -956,10 +1295,27 @@ void CudaEngine::run(const ExtractionRequest& req, ExtractionResult& result, boo
         } catch (...) {
           prefetchErrors[d] = std::current_exception();
         }
+        runs[d]->endUpload(prefetchErrors[d] != nullptr);
       });
     auto joinPrefetch = [&] {
       for (auto& t : prefetchers)
         if (t.joinable()) t.join();
+    };
+    // Until each device's prefetch is done, or (row upload) under way; an error of it
+    // is rethrown (one in the row upload itself: after runDevice, which meets it).
+    auto awaitPrefetch = [&] {
+      bool failed = false, uploading = false;
+      for (auto& r : runs) {
+        r->started.wait();
+        std::lock_guard lock(r->m);
+        failed = failed || r->uploadFailed;
+        uploading = uploading || !r->uploadEnded;
+      }
+      if (failed || !uploading) {
+        joinPrefetch();
+        for (auto& e : prefetchErrors)
+          if (e) std::rethrow_exception(e);
+      }
     };
     std::thread reserver;
     auto joinReserver = [&] {
@@ -990,10 +1346,8 @@ void CudaEngine::run(const ExtractionRequest& req, ExtractionResult& result, boo
       joinReserver();
       throw;
     }
-    joinPrefetch();
     joinReserver();
-    for (auto& e : prefetchErrors)
-      if (e) std::rethrow_exception(e);
+    awaitPrefetch();
     const PatchPlan& plan = *planHeld;
     // The warm-up's first DGEMMs come before the first batch's (CudaEngineOptions::
     // warmUp): each device's runDevice waits for it once its workspaces are allocated.
@@ -1051,6 +1405,7 @@ void CudaEngine::run(const ExtractionRequest& req, ExtractionResult& result, boo
     std::sort(todo.begin(), todo.end());
     todo.erase(std::unique(todo.begin(), todo.end()), todo.end());
 
+    bool finalizedOnDevices = false; // every device finalized its rows (overlapEnds)
     if (!todo.empty()) {
       // Uniform batch layout over the chosen patches (kernels.h).
       int F = 1, nb = plan.patches[todo[0]].nwavePad, maxBox = 1;
@@ -1115,8 +1470,13 @@ void CudaEngine::run(const ExtractionRequest& req, ExtractionResult& result, boo
           if (!jobs[d].todo.empty()) threads.emplace_back(work, d);
         for (auto& t : threads) t.join();
       }
+      joinPrefetch(); // a row upload's failure is the cause of runDevice's
+      for (auto& e : prefetchErrors)
+        if (e) std::rethrow_exception(e);
       for (auto& e : errors)
         if (e) std::rethrow_exception(e);
+      finalizedOnDevices = true;
+      for (const DeviceJob& j : jobs) finalizedOnDevices = finalizedOnDevices && (j.todo.empty() || j.finalized);
       allocated.get();
       {
         ScopedRange r(&rec, "assemble");
@@ -1154,7 +1514,7 @@ void CudaEngine::run(const ExtractionRequest& req, ExtractionResult& result, boo
         updateModelImage(result, plan, finished);
       }
       result.lastPatches = *req.patches;
-    } else {
+    } else if (!finalizedOnDevices) {
       ScopedRange r(&rec, "finalize");
       finalizeFrame(result);
     }

@@ -115,6 +115,15 @@ struct CudaEngineOptions {
   // thread of their own while the image is copied up (docs/benchmarks.md, "Issue 12,
   // fifth round"), not after it. Factory switch: SPEXLAB_CUDA_RESERVE=0 turns it off.
   bool reserveAhead = true;
+  // The pipeline's ends overlapped with its batches (docs/design.md "Pipeline ends"):
+  // a whole-frame request uploads the image and ivar in row blocks on a stream of their
+  // own, with an event per block; its patches are taken in wavelength order (CCD rows),
+  // so a batch waits only for the block of the last row it reads; and each wave step's
+  // bins of the frame come back (on a download stream, through the pinned ring) and are
+  // finalized on the host as soon as its batches are done, while later batches run.
+  // The frame is the same to the bit. Selections and single patches are not affected.
+  // Factory switch: SPEXLAB_CUDA_OVERLAP=0 turns it off.
+  bool overlapEnds = true;
 };
 
 // How one device's memory was split in the engine's last extraction (for reports).

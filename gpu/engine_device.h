@@ -22,6 +22,7 @@
 #include <climits>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -77,6 +78,9 @@ struct CudaEngine::Device {
   std::size_t held = 0;      // bytes allocated by the engine now
   std::size_t peak = 0;
   cudaStream_t main = nullptr;
+  // CudaEngineOptions::overlapEnds: the image's row blocks go up on `upload`, the wave
+  // steps' bins of the frame come down on `download`, beside the batches' streams.
+  cudaStream_t upload = nullptr, download = nullptr;
   std::vector<std::unique_ptr<gpu::Workspace>> ws;
   gpu::DeviceArray<double> pix, ivar, pool, spotV, flux, ivarOut, res, chi2pix, pixmask, deconv, model;
   gpu::DeviceArray<gpu::DevLegendre> sets;
@@ -124,6 +128,8 @@ struct CudaEngine::Device {
       if (w->stream) cudaStreamDestroy(w->stream);
     }
     if (main) cudaStreamDestroy(main);
+    if (upload) cudaStreamDestroy(upload);
+    if (download) cudaStreamDestroy(download);
     if (rectCopied) cudaEventDestroy(rectCopied);
   }
 };
@@ -162,6 +168,12 @@ void uploadPsf(const GaussHermitePsf& psf, CudaEngine::Device& dev, cudaStream_t
 // two stager chunks is packed into pinned memory and copied as two 2D transfers.
 // reserveImage first.
 void uploadImage(const Image& image, CudaEngine::Device& dev, int y0 = 0, int y1 = -1, int x0 = 0, int x1 = -1);
+// The whole image and ivar on stream s in blocks of rows, in order (CudaEngineOptions::
+// overlapEnds): after block k's copies are enqueued, rowsDone(k, y1) is called (rows
+// [0, y1) then follow every transfer enqueued on s: an event recorded there marks
+// them). Returns once the host arrays have been read. reserveImage first.
+void uploadImageRows(const Image& image, CudaEngine::Device& dev, cudaStream_t s, int rowsPerBlock,
+                     const std::function<void(int block, int y1)>& rowsDone);
 // The device arrays uploadImage fills, allocated within the budget (makeRoom).
 void reserveImage(const Image& image, CudaEngine::Device& dev, std::size_t budget);
 // The corner table of the request's patch plan (core/plan/patch_plan.h PlanCorners)

@@ -80,6 +80,24 @@ void uploadImage(const Image& image, CudaEngine::Device& dev, int y0, int y1, in
                     dev.main, dev.index);
 }
 
+void uploadImageRows(const Image& image, CudaEngine::Device& dev, cudaStream_t s, int rowsPerBlock,
+                     const std::function<void(int block, int y1)>& rowsDone) {
+  const int ny = image.ny, per = std::max(rowsPerBlock, 1);
+  const std::size_t row = std::size_t(image.nx);
+  std::vector<std::vector<CopySegment>> blocks;
+  std::vector<int> ends;
+  for (int y0 = 0; y0 < ny; y0 += per) {
+    const int y1 = std::min(ny, y0 + per);
+    const std::size_t off = std::size_t(y0) * row, count = std::size_t(y1 - y0) * row;
+    blocks.push_back({CopySegment{dev.pix.get() + off, image.pix.data.data() + off, count * sizeof(double)},
+                      CopySegment{dev.ivar.get() + off, image.ivar.data.data() + off, count * sizeof(double)}});
+    ends.push_back(y1);
+  }
+  // Pieces of a whole chunk, as the plain upload (the threads never wait for each other).
+  dev.stager.uploadBlocks(blocks, s, dev.index, dev.stager.chunkBytes(),
+                          [&](int k) { rowsDone(k, ends[std::size_t(k)]); });
+}
+
 bool computePlanCorners(CudaEngine::Device& dev, const DevPsf& psf, const ExtractionRequest& req,
                         std::size_t budget, PlanCorners& out) {
   out = planCornerRange(*req.psf, req.wave, req.fiberMin, req.nFiber, req.params);

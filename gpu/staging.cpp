@@ -8,6 +8,8 @@
 #include "kernels.h"
 
 #include <algorithm>
+#include <atomic>
+#include <mutex>
 #include <cstring>
 #include <exception>
 #include <thread>
@@ -25,12 +27,13 @@ PinnedStager::~PinnedStager() {
   if (m_ring) cudaFreeHost(m_ring);
 }
 
-std::vector<PinnedStager::Piece> PinnedStager::split(const std::vector<CopySegment>& segments) const {
+std::vector<PinnedStager::Piece> PinnedStager::split(const std::vector<CopySegment>& segments,
+                                                     std::size_t piece) const {
   std::vector<Piece> pieces;
   for (const CopySegment& s : segments)
-    for (std::size_t o = 0; o < s.bytes; o += m_chunk)
+    for (std::size_t o = 0; o < s.bytes; o += piece)
       pieces.push_back(Piece{static_cast<char*>(s.dst) + o, static_cast<const char*>(s.src) + o,
-                             std::min(m_chunk, s.bytes - o)});
+                             std::min(piece, s.bytes - o)});
   return pieces;
 }
 
@@ -95,6 +98,70 @@ void PinnedStager::upload(const std::vector<CopySegment>& segments, cudaStream_t
       m_used[slot] = 1;
     }
   });
+}
+
+void PinnedStager::uploadBlocks(const std::vector<std::vector<CopySegment>>& blocks, cudaStream_t stream,
+                                int device, std::size_t pieceBytes, const std::function<void(int)>& afterBlock) {
+  ensureRing(device);
+  const std::size_t piece = std::clamp<std::size_t>(pieceBytes, 4096, m_chunk);
+  // Piece g of all blocks in order goes to thread g % T, which works through its own
+  // pieces in order; no thread waits for another. Each thread, done with its pieces of
+  // block b, counts itself in arrived[b]; the last to arrive runs afterBlock(b): every
+  // piece of blocks 0..b has been enqueued by then (each thread goes through the blocks
+  // in order), so an event it records follows them all.
+  struct Item {
+    Piece piece;
+    int block;
+  };
+  std::vector<Item> items;
+  for (std::size_t b = 0; b < blocks.size(); ++b)
+    for (const Piece& p : split(blocks[b], piece)) items.push_back(Item{p, int(b)});
+  const int nblock = int(blocks.size());
+  std::vector<std::atomic<int>> arrived(std::size_t(std::max(nblock, 1)));
+  for (auto& a : arrived) a.store(0);
+  std::atomic<bool> failed{false};
+  std::mutex errorMutex;
+  std::exception_ptr callbackError;
+  auto arrive = [&](int b) {
+    if (arrived[std::size_t(b)].fetch_add(1, std::memory_order_acq_rel) + 1 != m_threads || failed.load()) return;
+    try {
+      afterBlock(b);
+    } catch (...) {
+      std::lock_guard lock(errorMutex);
+      if (!callbackError) callbackError = std::current_exception();
+      failed = true;
+    }
+  };
+  runThreads(device, [&](int t) {
+    int j = 0;     // this thread's pieces so far: piece j lives in slot j % S
+    int block = 0; // the block this thread is in (every earlier one it has arrived at)
+    try {
+      for (std::size_t g = std::size_t(t); g < items.size() && !failed.load(); g += m_threads, ++j) {
+        const Item& it = items[g];
+        for (; block < it.block; ++block) arrive(block);
+        const int slot = t * m_slots + j % m_slots;
+        char* buf = m_ring + std::size_t(slot) * m_chunk;
+        if (m_used[slot]) SPEX_CUDA(cudaEventSynchronize(m_done[slot])); // its last transfer read it
+        std::memcpy(buf, it.piece.src, it.piece.bytes);
+        SPEX_CUDA(cudaMemcpyAsync(it.piece.dst, buf, it.piece.bytes, cudaMemcpyHostToDevice, stream));
+        SPEX_CUDA(cudaEventRecord(m_done[slot], stream));
+        m_used[slot] = 1;
+      }
+      for (; block < nblock; ++block) arrive(block);
+    } catch (...) {
+      failed = true;
+      throw;
+    }
+  });
+  if (callbackError) std::rethrow_exception(callbackError);
+}
+
+char* PinnedStager::borrowRing(int device, std::size_t& bytes) {
+  ensureRing(device);
+  for (std::size_t k = 0; k < m_done.size(); ++k)
+    if (m_used[k]) SPEX_CUDA(cudaEventSynchronize(m_done[k]));
+  bytes = m_ringBytes;
+  return m_ring;
 }
 
 void PinnedStager::download(const std::vector<CopySegment>& segments, cudaStream_t stream, int device) {

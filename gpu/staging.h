@@ -10,6 +10,7 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <functional>
 #include <vector>
 
 namespace spex::gpu {
@@ -43,6 +44,23 @@ public:
   // destination byte is written.
   void download(const std::vector<CopySegment>& segments, cudaStream_t stream, int device);
 
+  // Host -> device in blocks (the CUDA engine's image by row blocks, docs/design.md
+  // "Pipeline ends"): afterBlock(b) runs once every transfer of blocks 0..b is enqueued
+  // on `stream`, on the staging thread that enqueued the last of them (so calls for
+  // different blocks may come out of order and at once: afterBlock must be
+  // thread-safe), and an event it records on `stream` completes once blocks 0..b are
+  // on the device. The blocks are cut into pieces of at most pieceBytes (<=
+  // chunkBytes()), dealt to the threads in turn; no thread waits for another. Returns
+  // once every source byte has been read. An exception of afterBlock or of a copy stops
+  // the rest and is rethrown here.
+  void uploadBlocks(const std::vector<std::vector<CopySegment>>& blocks, cudaStream_t stream, int device,
+                    std::size_t pieceBytes, const std::function<void(int)>& afterBlock);
+
+  // The pinned ring itself (allocated if need be), for a caller's own transfers between
+  // this stager's copies: waits until the ring's last transfers are done, then returns
+  // it; `bytes` is its size. Valid until the next upload or download.
+  char* borrowRing(int device, std::size_t& bytes);
+
   int threads() const { return m_threads; }
   std::size_t chunkBytes() const { return m_chunk; }
   std::size_t pinnedBytes() const { return m_ring ? m_ringBytes : 0; }
@@ -53,7 +71,10 @@ private:
     const char* src;
     std::size_t bytes;
   };
-  std::vector<Piece> split(const std::vector<CopySegment>& segments) const;
+  std::vector<Piece> split(const std::vector<CopySegment>& segments) const {
+    return split(segments, m_chunk);
+  }
+  std::vector<Piece> split(const std::vector<CopySegment>& segments, std::size_t piece) const;
   void ensureRing(int device);
   template <class Body>
   void runThreads(int device, Body&& body);

@@ -315,6 +315,80 @@ private slots:
     }
   }
 
+  void overlappedEndsMatchToTheBit() {
+    // CudaEngineOptions::overlapEnds (every other whole-frame test here runs it): the
+    // image by row blocks beside the batches, the patches in wavelength order, each wave
+    // step's bins back and finalized while later batches run. A full r frame through
+    // the real r0 PSF, without and with the model image, two engines warm: flux, ivar,
+    // resolution, deconvolved flux, pixmask_fraction, mask and coverage must be the
+    // same to the bit wherever the old path repeats itself to the bit (chi2pix and the
+    // model are summed with atomics: to rounding), and so must the counts and flags.
+    SimulationOptions so; // the r grid, 500 fibers
+    const Simulation sim = simulate(realPsf, so);
+    CudaEngineOptions o;
+    o.overlapEnds = false;
+    CudaEngine before(o);
+    o.overlapEnds = true;
+    CudaEngine after(o);
+    auto differing = [](const ExtractionResult& x, const ExtractionResult& y) {
+      long k = 0;
+      for (int f = 0; f < x.nfiber; ++f)
+        for (int w = 0; w < x.nwave; ++w) {
+          bool d = x.flux(f, w) != y.flux(f, w) || x.ivar(f, w) != y.ivar(f, w) ||
+                   x.deconvolved(f, w) != y.deconvolved(f, w) ||
+                   x.pixmaskFraction(f, w) != y.pixmaskFraction(f, w) || x.mask(f, w) != y.mask(f, w) ||
+                   x.covered(f, w) != y.covered(f, w);
+          for (int j = 0; j <= 2 * x.ndiag; ++j) d = d || x.resolution(f, j, w) != y.resolution(f, j, w);
+          k += d;
+        }
+      return k;
+    };
+    for (bool model : {false, true}) {
+      const ExtractionRequest req = request(realPsf, sim.image, so.wave, 0, 500, {}, model);
+      const ExtractionResult a0 = runCuda(req, &before), b0 = runCuda(req, &after);
+      const ExtractionResult a1 = runCuda(req, &before), b1 = runCuda(req, &after);
+      const long differ = differing(a1, b1), again = differing(a0, a1), warm = differing(b0, b1);
+      const Diff diff = compare(a1, b1);
+      const CudaMemoryPlan pa = before.memoryPlans().at(0), pb = after.memoryPlans().at(0);
+      qInfo("model %d: overlapped vs not: %s; bins not identical: %ld (old path twice: %ld, new twice: %ld); "
+            "batches %d / %d, banded %d / %d, widest coupling %d / %d; wall %.4f / %.4f s",
+            int(model), qPrintable(diff.text()), differ, again, warm, pa.batches, pb.batches, pa.bandedBatches,
+            pb.bandedBatches, pa.maxCoupling, pb.maxCoupling, a1.profile.wallNs * 1e-9, b1.profile.wallNs * 1e-9);
+      QCOMPARE(pb.batches, pa.batches);
+      requireAgreement(diff);
+      QVERIFY2(diff.chi2 < 1e-12 && diff.model < 1e-12, qPrintable(diff.text()));
+      if (again == 0) {
+        QCOMPARE(differ, 0L);
+        QCOMPARE(warm, 0L);
+      }
+      QCOMPARE(b1.noDataBins, a1.noDataBins);
+      QCOMPARE(b1.nonFiniteBins, a1.nonFiniteBins);
+      QCOMPARE(b1.patches.size(), a1.patches.size());
+      for (std::size_t i = 0; i < a1.patches.size(); ++i) {
+        QCOMPARE(b1.patches[i].patch, a1.patches[i].patch);
+        QCOMPARE(b1.patches[i].regularized, a1.patches[i].regularized);
+        QCOMPARE(b1.patches[i].failed, a1.patches[i].failed);
+        QVERIFY(std::abs(b1.patches[i].chi2 - a1.patches[i].chi2) <= 1e-12 * std::max(1.0, a1.patches[i].chi2));
+      }
+      // The new lanes carry the image's H2D and the wave steps' D2H; where the first
+      // batch began against the upload's end, and the tail after the last kernel phase.
+      const Profile& p = b1.profile;
+      int64_t upEnd = -1, firstBatch = INT64_MAX, lastPhase = 0, d2h = 0;
+      for (const ProfileRange& r : p.ranges) {
+        if (r.lane < 0) continue;
+        const std::string& lane = p.lanes[std::size_t(r.lane)];
+        if (lane == "cuda:0 upload" && r.name == "H2D") upEnd = std::max(upEnd, r.endNs);
+        if (lane == "cuda:0 download" && r.name == "D2H") ++d2h;
+        if (r.name == "normal equations") firstBatch = std::min(firstBatch, r.startNs);
+        if (r.name == "chi2pix") lastPhase = std::max(lastPhase, r.endNs);
+      }
+      qInfo("  image upload ends %.2f ms, first batch %.2f ms, last chi2pix ends %.2f ms of %.2f ms; %ld wave-step D2H",
+            upEnd * 1e-6, firstBatch * 1e-6, lastPhase * 1e-6, p.wallNs * 1e-6, long(d2h));
+      QVERIFY(upEnd > 0);
+      QVERIFY(d2h > 0);
+    }
+  }
+
   void selectedInverseMatchesFull() {
     // CudaEngineOptions::selectedInverse (every other test here runs it): the flux by
     // block substitution through the factor's band and the fiber blocks by the selected

@@ -8,7 +8,10 @@
 #include <QTest>
 #include <algorithm>
 #include <cstring>
+#include <mutex>
 #include <random>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 using namespace spex;
@@ -99,6 +102,74 @@ private slots:
                                           .arg(st.threads()).arg(seed).arg(bad)));
       }
       QVERIFY(st.pinnedBytes() > 0);
+    }
+  }
+
+  void blockUploadsWithAnEventPerBlock() {
+    // uploadBlocks (the CUDA engine's image by row blocks): afterBlock(k) comes once per
+    // block (from any staging thread), and an event it records on the stream marks
+    // blocks 0..k on the device: a second stream that waits for it alone copies them
+    // back intact. Blocks of odd sizes (one empty), pieces smaller than the chunk, 1 to
+    // 3 threads; then a callback that throws: its exception comes out.
+    for (int threads : {1, 2, 3}) {
+      gpu::PinnedStager st(threads, 64 << 10, 2);
+      const std::vector<std::size_t> sizes = {5 * 64 * 1024 + 17, 1, 3 * 64 * 1024, 0, 200 * 1024 + 3, 64 * 1024};
+      std::size_t total = 0;
+      std::vector<std::size_t> off;
+      for (std::size_t b : sizes) {
+        off.push_back(total);
+        total += b;
+      }
+      const std::vector<unsigned char> src = randomBytes(total, 77u + unsigned(threads));
+      unsigned char* d = nullptr;
+      check(cudaMalloc(&d, total), "cudaMalloc");
+      check(cudaMemset(d, 0, total), "clear");
+      cudaStream_t up = nullptr, down = nullptr;
+      check(cudaStreamCreateWithFlags(&up, cudaStreamNonBlocking), "stream");
+      check(cudaStreamCreateWithFlags(&down, cudaStreamNonBlocking), "stream");
+      std::vector<std::vector<gpu::CopySegment>> blocks;
+      for (std::size_t k = 0; k < sizes.size(); ++k) {
+        // Two segments a block (like image and ivar rows), split unevenly.
+        const std::size_t h = sizes[k] / 3;
+        blocks.push_back({{d + off[k], src.data() + off[k], h}, {d + off[k] + h, src.data() + off[k] + h, sizes[k] - h}});
+      }
+      std::vector<cudaEvent_t> ev(sizes.size());
+      for (auto& e : ev) check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "event");
+      std::mutex m;
+      std::vector<int> order;
+      std::vector<std::vector<unsigned char>> back(sizes.size());
+      st.uploadBlocks(blocks, up, 0, 24 * 1024, [&](int k) {
+        const std::size_t n = off[std::size_t(k)] + sizes[std::size_t(k)];
+        std::lock_guard lock(m);
+        order.push_back(k);
+        check(cudaEventRecord(ev[std::size_t(k)], up), "record");
+        // Everything up to block k, read on the other stream after its event only.
+        back[std::size_t(k)].assign(n, 0);
+        check(cudaStreamWaitEvent(down, ev[std::size_t(k)], 0), "wait");
+        if (n) check(cudaMemcpyAsync(back[std::size_t(k)].data(), d, n, cudaMemcpyDeviceToHost, down), "D2H");
+      });
+      check(cudaStreamSynchronize(down), "sync");
+      std::sort(order.begin(), order.end());
+      QCOMPARE(int(order.size()), int(sizes.size()));
+      for (std::size_t k = 0; k < order.size(); ++k) QCOMPARE(order[k], int(k));
+      for (std::size_t k = 0; k < sizes.size(); ++k)
+        QVERIFY2(std::equal(back[k].begin(), back[k].end(), src.begin()),
+                 qPrintable(QString("threads %1: blocks 0..%2 not all there after their event").arg(threads).arg(k)));
+      // A failing callback: its exception comes out.
+      bool threw = false;
+      try {
+        st.uploadBlocks(blocks, up, 0, 24 * 1024, [&](int k) {
+          if (k == 1) throw std::runtime_error("block 1 refused");
+        });
+      } catch (const std::runtime_error& e) {
+        threw = std::string(e.what()) == "block 1 refused";
+      }
+      QVERIFY(threw);
+      check(cudaStreamSynchronize(up), "sync");
+      for (auto& e : ev) cudaEventDestroy(e);
+      cudaStreamDestroy(up);
+      cudaStreamDestroy(down);
+      cudaFree(d);
     }
   }
 
