@@ -134,6 +134,10 @@ CudaEngineOptions cudaOptions(const EngineOptions& eo) {
     if (e != "warp" && e != "block") throw InputError("SPEXLAB_CUDA_SPOTS='" + e + "': expected warp or block");
     o.spotWarps = e == "warp";
   }
+  if (const std::string e = env("SPEXLAB_CUDA_GEMM"); !e.empty()) {
+    if (e != "tensor" && e != "cublas") throw InputError("SPEXLAB_CUDA_GEMM='" + e + "': expected tensor or cublas");
+    o.gemm = e == "cublas" ? CudaEngineOptions::Gemm::Cublas : CudaEngineOptions::Gemm::Tensor;
+  }
   if (const std::string e = env("SPEXLAB_CUDA_WARMUP"); !e.empty()) {
     if (e != "0" && e != "1") throw InputError("SPEXLAB_CUDA_WARMUP='" + e + "': expected 0 or 1");
     o.warmUp = e == "1";

@@ -41,6 +41,8 @@ struct EngineChoice {
 //                                          sweep, by four launches, or cuSOLVER
 //   SPEXLAB_CUDA_SOLVER=auto|dense         blocked Cholesky and L^-1 on the block band, or dense
 //   SPEXLAB_CUDA_INVERSE=selected|full     fiber blocks of C by selected inversion on the band (no L^-1), or from L^-1
+//   SPEXLAB_CUDA_GEMM=tensor|cublas        batched GEMMs by the engine's own fp64 tensor-core kernel
+//                                          (default: no cuBLAS handle, no warm-up) or by cuBLAS
 //   SPEXLAB_CUDA_NORMAL=pairs|tile|scan    normal equations on the factor's band by a block per
 //                                          unknown (default) or per 8 unknowns (no memsets either),
 //                                          or the older kernel (A/B timing)

@@ -9,6 +9,7 @@
 #include "batched_cholesky.h"
 #include "batched_eigh.h"
 #include "batched_fiber_blocks.h"
+#include "batched_gemm.h"
 #include "batched_selected_inverse.h"
 
 namespace spex::gpu {
@@ -19,7 +20,6 @@ void enqueueDecorrelate(Workspace& w, BatchView v, const BatchShape& shape, Devi
   const long long nn = (long long)n * n;
   cudaStream_t s = w.stream;
   tl.phase(kPhaseDecorrelate, w.lane, batchId, s, [&] {
-    const double one = 1.0, zero = 0.0;
     if (!v.noise) {
       // The fiber blocks of iCov^-1 some patch of the batch keeps: by the selected
       // inversion, or C_s = X(s0:, s)^T X(s0:, s) (X = L^-1 lower triangular).
@@ -75,10 +75,8 @@ void enqueueDecorrelate(Workspace& w, BatchView v, const BatchShape& shape, Devi
       }
       launchNoiseScale(v, w.E.get(), s); // eigenvectors scaled by w^1/4
       // Q = (V w^1/4)(V w^1/4)^T = iCov^1/2 into A (L is no longer needed).
-      checkCublas(cublasDgemmStridedBatched(w.cublas, CUBLAS_OP_N, CUBLAS_OP_T, n, n, n, &one,
-                                            w.E.get(), n, nn, w.E.get(), n, nn, &zero, v.A, n, nn,
-                                            count),
-                  "cublasDgemmStridedBatched (Q)");
+      gemmStridedBatched(w.cublas, Trans::N, Trans::T, n, n, n, 1.0, w.E.get(), n, nn, w.E.get(), n, nn, 0.0,
+                         v.A, n, nn, count, s, "batched GEMM (Q)");
       launchNoiseOutputs(v, s);
     }
   });

@@ -1,7 +1,8 @@
-// Block-banded Cholesky and L^-1 (batched_cholesky.h): the host side, cuBLAS GEMMs
-// around the shared-memory diagonal-block kernel of linalg.cu.
+// Block-banded Cholesky and L^-1 (batched_cholesky.h): the host side, batched GEMMs
+// (batched_gemm.h) around the shared-memory diagonal-block kernels of linalg.cu.
 #include "batched_cholesky.h"
 
+#include "batched_gemm.h"
 #include "core/errors.h"
 #include "kernels.h"
 
@@ -11,11 +12,6 @@
 namespace spex::gpu {
 
 namespace {
-
-void checkCublasCall(cublasStatus_t st, const char* what) {
-  if (st != CUBLAS_STATUS_SUCCESS)
-    throw GpuError(std::string(what) + " failed (cuBLAS status " + std::to_string(int(st)) + ")");
-}
 
 void checkArgs(const char* who, int nblk, int nb, int w, const void* A, const void* X, const void* T,
                long long strideT, int batch) {
@@ -63,7 +59,6 @@ void potrfBlockBandedBatched(cublasHandle_t cublas, int nblk, int nb, int w, dou
                    std::to_string(nb) + ")");
   if (!info) throw GpuError("potrfBlockBandedBatched: info is null");
   if (batch == 0) return;
-  checkCublasCall(cublasSetStream(cublas, stream), "cublasSetStream");
   auto step = [&](const char* name, const std::function<void()>& work) {
     if (hook)
       hook(name, work);
@@ -72,7 +67,6 @@ void potrfBlockBandedBatched(cublasHandle_t cublas, int nblk, int nb, int w, dou
   };
   const int n = nblk * nb;
   const long long nn = (long long)n * n;
-  const double one = 1.0, zero = 0.0, minus = -1.0;
   const BatchView v = view(nblk, nb, A, nullptr, T, info, batch);
   SPEX_CUDA(cudaMemsetAsync(info, 0, sizeof(int) * batch, stream));
   if (kernel != CholeskyKernel::steps && choleskyColumnFusedFits(nb)) {
@@ -86,10 +80,9 @@ void potrfBlockBandedBatched(cublasHandle_t cublas, int nblk, int nb, int w, dou
       const long long dk = (long long)k * nb * (n + 1);
       // A -= L_panel L_panel^T over the M x M window, the panel read from A itself.
       step("trailing update", [&] {
-        checkCublasCall(cublasDgemmStridedBatched(cublas, CUBLAS_OP_N, CUBLAS_OP_T, M, M, nb, &minus, A + dk + nb,
-                                                  n, nn, A + dk + nb, n, nn, &one,
-                                                  A + dk + (long long)nb * (n + 1), n, nn, batch),
-                        "cublasDgemmStridedBatched (trailing)");
+        gemmStridedBatched(cublas, Trans::N, Trans::T, M, M, nb, -1.0, A + dk + nb, n, nn, A + dk + nb, n, nn,
+                           1.0, A + dk + (long long)nb * (n + 1), n, nn, batch, stream,
+                           "batched GEMM (trailing)");
       });
     }
     return;
@@ -102,19 +95,15 @@ void potrfBlockBandedBatched(cublasHandle_t cublas, int nblk, int nb, int w, dou
     const long long dk = (long long)k * nb * (n + 1);
     // L_ik = A_ik L_kk^-T = A_ik X_kk^T into T, then back into A.
     step("panel", [&] {
-      checkCublasCall(cublasDgemmStridedBatched(cublas, CUBLAS_OP_N, CUBLAS_OP_T, M, nb, nb, &one, A + dk + nb,
-                                                n, nn, inv.p + k * inv.step, inv.ld, inv.stride, &zero, T, M,
-                                                strideT, batch),
-                      "cublasDgemmStridedBatched (panel)");
+      gemmStridedBatched(cublas, Trans::N, Trans::T, M, nb, nb, 1.0, A + dk + nb, n, nn, inv.p + k * inv.step,
+                         inv.ld, inv.stride, 0.0, T, M, strideT, batch, stream, "batched GEMM (panel)");
       launchCopyPanel(v, k, M, strideT, stream);
     });
     // A -= L_panel L_panel^T over the M x M window (a GEMM: twice a SYRK's flops, at
     // GEMM speed).
     step("trailing update", [&] {
-      checkCublasCall(cublasDgemmStridedBatched(cublas, CUBLAS_OP_N, CUBLAS_OP_T, M, M, nb, &minus, T, M,
-                                                strideT, T, M, strideT, &one, A + dk + (long long)nb * (n + 1),
-                                                n, nn, batch),
-                      "cublasDgemmStridedBatched (trailing)");
+      gemmStridedBatched(cublas, Trans::N, Trans::T, M, M, nb, -1.0, T, M, strideT, T, M, strideT, 1.0,
+                         A + dk + (long long)nb * (n + 1), n, nn, batch, stream, "batched GEMM (trailing)");
     });
   }
 }
@@ -123,27 +112,20 @@ void trtriBlockBandedBatched(cublasHandle_t cublas, int nblk, int nb, int w, con
                              double* T, long long strideT, int batch, cudaStream_t stream) {
   checkArgs("trtriBlockBandedBatched", nblk, nb, w, A, X, T, strideT, batch);
   if (batch == 0) return;
-  checkCublasCall(cublasSetStream(cublas, stream), "cublasSetStream");
   const int n = nblk * nb;
   const long long nn = (long long)n * n;
-  const double one = 1.0, zero = 0.0, minus = -1.0;
   // Row block i: X(i, 0:i) = -X_ii L(i, j0:i) X(j0:i, 0:i), L(i, j) zero for j < i - w.
   for (int i = 1; i < nblk; ++i) {
     const int K = i * nb, j0 = std::max(0, i - w), KL = (i - j0) * nb;
     if (KL > 0)
-      checkCublasCall(cublasDgemmStridedBatched(cublas, CUBLAS_OP_N, CUBLAS_OP_N, nb, K, KL, &one,
-                                                A + (long long)i * nb + (long long)j0 * nb * n, n, nn,
-                                                X + (long long)j0 * nb, n, nn, &zero, T, nb, strideT, batch),
-                      "cublasDgemmStridedBatched (L X)");
+      gemmStridedBatched(cublas, Trans::N, Trans::N, nb, K, KL, 1.0, A + (long long)i * nb + (long long)j0 * nb * n,
+                         n, nn, X + (long long)j0 * nb, n, nn, 0.0, T, nb, strideT, batch, stream,
+                         "batched GEMM (L X)");
     else // block diagonal (w = 0): T = 0, so this block row of X is zero
-      checkCublasCall(cublasDgemmStridedBatched(cublas, CUBLAS_OP_N, CUBLAS_OP_N, nb, K, nb, &zero,
-                                                X + (long long)i * nb * (n + 1), n, nn, X + (long long)i * nb, n,
-                                                nn, &zero, T, nb, strideT, batch),
-                      "cublasDgemmStridedBatched (zero T)");
-    checkCublasCall(cublasDgemmStridedBatched(cublas, CUBLAS_OP_N, CUBLAS_OP_N, nb, K, nb, &minus,
-                                              X + (long long)i * nb * (n + 1), n, nn, T, nb, strideT, &zero,
-                                              X + (long long)i * nb, n, nn, batch),
-                    "cublasDgemmStridedBatched (X_ii T)");
+      gemmStridedBatched(cublas, Trans::N, Trans::N, nb, K, nb, 0.0, X + (long long)i * nb * (n + 1), n, nn,
+                         X + (long long)i * nb, n, nn, 0.0, T, nb, strideT, batch, stream, "batched GEMM (zero T)");
+    gemmStridedBatched(cublas, Trans::N, Trans::N, nb, K, nb, -1.0, X + (long long)i * nb * (n + 1), n, nn, T,
+                       nb, strideT, 0.0, X + (long long)i * nb, n, nn, batch, stream, "batched GEMM (X_ii T)");
   }
 }
 

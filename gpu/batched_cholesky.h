@@ -4,7 +4,8 @@
 // at A + b * n * n, column-major with leading dimension n, whose nb x nb blocks (i, j)
 // with |i - j| > w are zero (w = nblk - 1: dense). Blocked by nb: each diagonal block
 // factored (and inverted) in shared memory, the panel and trailing update of the w
-// blocks below it as batched GEMMs (cuBLAS, fp64 tensor cores); L^-1 by block rows,
+// blocks below it as batched GEMMs (batched_gemm.h: the engine's own on the fp64 tensor
+// cores where `cublas` is null, else cuBLAS's); L^-1 by block rows,
 // multiplying only L's band. The same arithmetic as the dense blocked algorithm on the
 // non-zero blocks (docs/benchmarks.md, CUDA engine, version 14). Tested against LAPACK
 // on random SPD block-banded batches (tests/gpu/test_batched_cholesky.cpp).
@@ -63,8 +64,8 @@ struct DiagInverses {
 // diagonal blocks of X (same layout as A) receive L_kk^-1 with zero upper triangles.
 // info[b] = 0, or j + 1 for the first column j whose pivot is not positive (as dpotrf);
 // the factorisation then goes on with a unit pivot so that no NaN spreads. T: scratch
-// of blockBandedScratch(nblk, nb) doubles per matrix at stride strideT. The cuBLAS
-// handle is set to `stream`. Asynchronous; throws GpuError for bad arguments and
+// of blockBandedScratch(nblk, nb) doubles per matrix at stride strideT. cublas: null
+// for the engine's GEMMs, or a cuBLAS handle (set to `stream`). Asynchronous; throws GpuError for bad arguments and
 // failed launches.
 void potrfBlockBandedBatched(cublasHandle_t cublas, int nblk, int nb, int w, double* A, double* X,
                              double* T, long long strideT, int* info, int batch, cudaStream_t stream,

@@ -3,7 +3,8 @@
 // X = L^-1 of order n = nblk * nb (column-major, leading dimension n, matrix b at
 // X + b * n * n), the diagonal nb x nb blocks s of X^T X = (L L^T)^-1:
 //   C_s = X(s nb : n, s)^T X(s nb : n, s)      (block column s of X below the diagonal)
-// for s in [lo, hi), one strided-batched GEMM per block column (cuBLAS, fp64). Like
+// for s in [lo, hi), one strided-batched GEMM per block column (batched_gemm.h: fp64
+// tensor cores, or cuBLAS where a handle is given). Like
 // LAPACK's dsyrk on each block column, but the full nb x nb block is written. Tested
 // against a plain host product (tests/gpu/test_batched_fiber_blocks.cpp).
 #pragma once
@@ -17,8 +18,9 @@ namespace spex::gpu {
 // nb); blocks outside [lo, hi) are not written. The upper triangles of X's diagonal
 // blocks are read and must be zero (the engine's X keeps them so); X's blocks above
 // the diagonal blocks are never read.
-// Asynchronous on `stream` (the handle is set to it); throws GpuError for bad
-// arguments, GpuError naming cuBLAS's status on failure.
+// cublas: null for the engine's own GEMMs, or a cuBLAS handle (set to `stream`).
+// Asynchronous on `stream`; throws GpuError for bad arguments, GpuError naming cuBLAS's
+// status on failure.
 void fiberBlocksBatched(cublasHandle_t cublas, int nblk, int nb, int lo, int hi, const double* X,
                         double* C, long long strideC, int batch, cudaStream_t stream);
 

@@ -1,9 +1,11 @@
 // Selected inversion and block-banded solve (batched_selected_inverse.h): the GEMMs
-// (four per block column, L_jj^-T L_jj^-1 among them) through cuBLAS; the mirrored
+// (four per block column, L_jj^-T L_jj^-1 among them) by batched_gemm.h (tensor cores,
+// or cuBLAS where the caller passes a handle); the mirrored
 // diagonal blocks, the transposed copies and the substitutions in the kernels below.
 #include "batched_selected_inverse.h"
 
 #include "batched_cholesky.h"
+#include "batched_gemm.h"
 #include "device_memory.h"
 #include "kernels.h"
 
@@ -148,12 +150,10 @@ void potriSelectedBlockBandedBatched(cublasHandle_t cublas, int nblk, int nb, in
                    std::to_string(jmin) + ", strideD " + std::to_string(strideD) + ", strideT " +
                    std::to_string(strideT) + ")");
   if (batch == 0 || jmin >= nblk) return;
-  checkCublas(cublasSetStream(cublas, stream), "cublasSetStream");
   const long long n = (long long)nblk * nb, nn = n * n, bb = (long long)nb * nb;
   const std::size_t shm = sizeof(double) * nb * (nb + 1);
   if (shm > 48 * 1024)
     SPEX_CUDA(cudaFuncSetAttribute(selectedDiagKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shm)));
-  const double one = 1.0, zero = 0.0, minus = -1.0;
   for (int j = nblk - 1; j >= jmin; --j) {
     const int wj = std::min(w, nblk - 1 - j), m = wj * nb;
     double* Djj = D + j * bb;
@@ -161,20 +161,16 @@ void potriSelectedBlockBandedBatched(cublasHandle_t cublas, int nblk, int nb, in
     if (m > 0) {
       double* panel = Ajj + nb;            // L(j+1 : j+wj, j), then C(j+1 : j+wj, j)
       double* win = Ajj + nb * (n + 1);    // C(j+1 : j+wj, j+1 : j+wj), full
-      checkCublas(cublasDgemmStridedBatched(cublas, CUBLAS_OP_N, CUBLAS_OP_N, m, nb, nb, &one, panel, int(n), nn,
-                                            Djj, nb, strideD, &zero, T, m, strideT, batch),
-                  "cublasDgemmStridedBatched (G)");
-      checkCublas(cublasDgemmStridedBatched(cublas, CUBLAS_OP_N, CUBLAS_OP_N, m, nb, m, &minus, win, int(n), nn, T,
-                                            m, strideT, &zero, panel, int(n), nn, batch),
-                  "cublasDgemmStridedBatched (C panel)");
-      checkCublas(cublasDgemmStridedBatched(cublas, CUBLAS_OP_T, CUBLAS_OP_N, nb, nb, m, &minus, panel, int(n), nn,
-                                            T, m, strideT, &zero, Ajj, int(n), nn, batch),
-                  "cublasDgemmStridedBatched (C_jj)");
+      gemmStridedBatched(cublas, Trans::N, Trans::N, m, nb, nb, 1.0, panel, int(n), nn, Djj, nb, strideD, 0.0, T,
+                         m, strideT, batch, stream, "batched GEMM (G)");
+      gemmStridedBatched(cublas, Trans::N, Trans::N, m, nb, m, -1.0, win, int(n), nn, T, m, strideT, 0.0, panel,
+                         int(n), nn, batch, stream, "batched GEMM (C panel)");
+      gemmStridedBatched(cublas, Trans::T, Trans::N, nb, nb, m, -1.0, panel, int(n), nn, T, m, strideT, 0.0, Ajj,
+                         int(n), nn, batch, stream, "batched GEMM (C_jj)");
     }
     // C_jj += L_jj^-T L_jj^-1 (D's upper triangle is zero: a plain GEMM).
-    checkCublas(cublasDgemmStridedBatched(cublas, CUBLAS_OP_T, CUBLAS_OP_N, nb, nb, nb, &one, Djj, nb, strideD, Djj,
-                                          nb, strideD, m > 0 ? &one : &zero, Ajj, int(n), nn, batch),
-                "cublasDgemmStridedBatched (L_jj^-T L_jj^-1)");
+    gemmStridedBatched(cublas, Trans::T, Trans::N, nb, nb, nb, 1.0, Djj, nb, strideD, Djj, nb, strideD,
+                       m > 0 ? 1.0 : 0.0, Ajj, int(n), nn, batch, stream, "batched GEMM (L_jj^-T L_jj^-1)");
     selectedDiagKernel<<<dim3(1 + wj, batch), 256, shm, stream>>>(A, D, strideD, nblk, nb, j);
     SPEX_CUDA_LAUNCH("selectedDiagKernel");
   }

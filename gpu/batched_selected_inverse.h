@@ -12,7 +12,8 @@
 // Fagan & Chin 1973):
 //   G = L(j+1 : j+w, j) L_jj^-1,   C(j+1 : j+w, j) = -C(j+1 : j+w, j+1 : j+w) G,
 //   C_jj = L_jj^-T L_jj^-1 - C(j+1 : j+w, j)^T G,
-// four strided-batched GEMMs (cuBLAS, fp64; L_jj^-T L_jj^-1 is one) and one kernel
+// four strided-batched GEMMs (batched_gemm.h: fp64 tensor cores, or cuBLAS; L_jj^-T
+// L_jj^-1 is one) and one kernel
 // (C_jj mirrored to the bit, the transposed copies) per block column. Tested
 // against LAPACK (dpotrf, dpotri, dpotrs) and the CPU engine's BandedCholesky on
 // random SPD block-banded batches (tests/gpu/test_batched_selected_inverse.cpp).
@@ -29,9 +30,10 @@ namespace spex::gpu {
 // A's block (j, i) above the diagonal. Block columns left of jmin are left as they
 // were (D keeps their L_kk^-1). The GEMMs need every block of C in the band to the
 // right of column j, so jmin costs nothing to the blocks it keeps. T: scratch of
-// blockBandedScratch(nblk, nb) doubles per matrix at stride strideT. Asynchronous on
-// `stream` (the handle is set to it); throws GpuError for bad arguments and failed
-// launches. Call it after potrsBlockBandedBatched where both are needed: it overwrites
+// blockBandedScratch(nblk, nb) doubles per matrix at stride strideT. cublas: null for
+// the engine's own GEMMs (batched_gemm.h, the default), or a cuBLAS handle (set to
+// `stream`) to run them through cuBLAS. Asynchronous on `stream`; throws GpuError for
+// bad arguments and failed launches. Call it after potrsBlockBandedBatched where both are needed: it overwrites
 // the band of L.
 void potriSelectedBlockBandedBatched(cublasHandle_t cublas, int nblk, int nb, int w, int jmin, double* A,
                                      double* D, long long strideD, double* T, long long strideT, int batch,

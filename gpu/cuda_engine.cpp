@@ -184,8 +184,10 @@ CudaEngine::CudaEngine(CudaEngineOptions options) : m_options(std::move(options)
       w->choleskyColumns = m_options.choleskyColumns;
       w->normalKernel = m_options.normalKernel;
       SPEX_CUDA(cudaStreamCreateWithFlags(&w->stream, cudaStreamNonBlocking));
-      checkCublas(cublasCreate(&w->cublas), "cublasCreate");
-      checkCublas(cublasSetStream(w->cublas, w->stream), "cublasSetStream");
+      if (m_options.gemm == CudaEngineOptions::Gemm::Cublas) { // else the engine's GEMMs: no handle
+        checkCublas(cublasCreate(&w->cublas), "cublasCreate");
+        checkCublas(cublasSetStream(w->cublas, w->stream), "cublasSetStream");
+      }
       checkCusolver(cusolverDnCreate(&w->solver), "cusolverDnCreate");
       checkCusolver(cusolverDnSetStream(w->solver, w->stream), "cusolverDnSetStream");
       checkCusolver(cusolverDnCreateParams(&w->params), "cusolverDnCreateParams");
@@ -193,7 +195,7 @@ CudaEngine::CudaEngine(CudaEngineOptions options) : m_options(std::move(options)
     }
     m_devices.push_back(std::move(dev));
   }
-  if (m_options.warmUp) {
+  if (m_options.warmUp && m_options.gemm == CudaEngineOptions::Gemm::Cublas) {
     std::vector<int> devices = m_options.gpus;
     m_warm = std::make_unique<std::thread>([this, devices] {
       m_warmStartNs = steadyNs();

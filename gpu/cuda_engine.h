@@ -104,11 +104,20 @@ struct CudaEngineOptions {
   // with either Cholesky and either band (dense: w = F - 1). Same results to rounding.
   // Factory switch: SPEXLAB_CUDA_INVERSE.
   bool selectedInverse = true;
-  // Warm-up (docs/benchmarks.md, "Issue 12, fourth round"): right after the handles
-  // exist, a thread of the engine does the first-use work of cuBLAS's batched DGEMM
-  // (its first call in a process costs ~50 ms) on its own handle and stream, beside
-  // the host's work before the first extraction's batches; that extraction waits for
-  // it before its first batch. Factory switch: SPEXLAB_CUDA_WARMUP=0 turns it off.
+  // The batched GEMMs (the Cholesky's trailing updates, the selected inversion, the
+  // fiber blocks, noise mode's Q): Tensor (default), the engine's own on the fp64
+  // tensor cores (gpu/batched_gemm.h), so no cuBLAS handle is made and no warm-up runs;
+  // Cublas, cublasDgemmStridedBatched on a handle per stream (docs/benchmarks.md,
+  // "Issue 12, sixth round: tensor-core GEMMs (selgemm)"). Same results to rounding.
+  // Factory switch: SPEXLAB_CUDA_GEMM=tensor|cublas.
+  enum class Gemm { Tensor, Cublas };
+  Gemm gemm = Gemm::Tensor;
+  // Warm-up (docs/benchmarks.md, "Issue 12, fourth round"), with Gemm::Cublas only:
+  // right after the handles exist, a thread of the engine does the first-use work of
+  // cuBLAS's batched DGEMM (its first call in a process costs ~50 ms) on its own handle
+  // and stream, beside the host's work before the first extraction's batches; that
+  // extraction waits for it before its first batch. Factory switch:
+  // SPEXLAB_CUDA_WARMUP=0 turns it off.
   bool warmUp = true;
   // A whole frame on one device: its frame arrays and batch workspaces allocated on a
   // thread of their own while the image is copied up (docs/benchmarks.md, "Issue 12,

@@ -32,7 +32,7 @@ namespace gpu {
 // One workspace: a stream, its library handles and the batch buffers.
 struct Workspace {
   cudaStream_t stream = nullptr;
-  cublasHandle_t cublas = nullptr;
+  cublasHandle_t cublas = nullptr; // CudaEngineOptions::Gemm::Cublas only; null: batched_gemm.h
   cusolverDnHandle_t solver = nullptr;
   cusolverDnParams_t params = nullptr;
   int lane = 0;

@@ -11,7 +11,7 @@ shift || true
 DATA=${SPEXLAB_TEST_DATA:-../shared/data}
 STAGE=$(mktemp -d)
 mkdir -p "$STAGE/bin" "$STAGE/lib" "$STAGE/data" .device
-bins=("$BUILD/app/spexlab-cli" "$BUILD"/tests/gpu/test_cuda_engine "$BUILD"/tests/gpu/test_device_psf "$BUILD"/tests/gpu/test_batched_eigh "$BUILD"/tests/gpu/test_batched_cholesky "$BUILD"/tests/gpu/test_batched_selected_inverse "$BUILD"/tests/gpu/test_batched_fiber_blocks "$BUILD"/tests/gpu/test_staging "$@")
+bins=("$BUILD/app/spexlab-cli" "$BUILD"/tests/gpu/test_cuda_engine "$BUILD"/tests/gpu/test_device_psf "$BUILD"/tests/gpu/test_batched_eigh "$BUILD"/tests/gpu/test_batched_cholesky "$BUILD"/tests/gpu/test_batched_selected_inverse "$BUILD"/tests/gpu/test_batched_fiber_blocks "$BUILD"/tests/gpu/test_batched_gemm "$BUILD"/tests/gpu/test_staging "$@")
 # The workbench, when the build has it, runs there offscreen (device-run.sh step gui):
 # it needs Qt's offscreen platform plugin and a font (fontconfig finds it through the
 # fonts.conf written here).

@@ -7,6 +7,11 @@
 #   fiber   test_batched_fiber_blocks (fiber blocks of X^T X against a host product)
 #   selinv  test_batched_selected_inverse (selected inversion and banded solve against LAPACK
 #           dpotrf/dpotrs and the CPU's BandedCholesky::selectedInverse)
+#   gemm    test_batched_gemm (the engine's tensor-core batched GEMM against a long-double host product)
+#   gemmab  warm medians with SPEXLAB_CUDA_GEMM=tensor|cublas, alternating, then one stream each
+#           with the kernel profile (phase rows and the GEMM kernels' rows)
+#   coldgemm  cold `extract --engine cuda` processes, tensor (default) and cublas (with its
+#           warm-up) alternately, 4 each, trace summaries (trace-summary.py), frames compared
 #   invab   warm medians with SPEXLAB_CUDA_INVERSE=selected|full (selected inversion or L^-1
 #           whole), alternating, then one stream each (phase times)
 #   staging test_staging (pinned-ring uploads/downloads; frame-sized copy times)
@@ -92,6 +97,21 @@ for step in "$@"; do
                | tee $OUT/bench_inverse_$k.txt | grep -E "^wall|^cholesky|^inverse|^banded solve|^fiber blocks|^solve|^eigh|^decorrelate|memory:|batch"; done
            echo "one stream:"; for k in selected full; do echo "inverse $k, 1 stream:"; SPEXLAB_CUDA_STREAMS=1 SPEXLAB_CUDA_INVERSE=$k timeout 100 $B/spexlab-cli bench --engine cuda --psf $PSF --repeat 5 2>&1 \
                | tee $OUT/bench_inverse1_$k.txt | grep -E "^wall|^cholesky|^inverse|^banded solve|^fiber blocks|^solve|^eigh|^decorrelate|^normal|^chi2|^diagonal|^panel|^trailing"; done ;;
+    gemm) timeout 200 $B/test_batched_gemm 2>&1 | tee $OUT/test_batched_gemm.log | grep -E "PASS|FAIL|SKIP|QINFO|Totals|Loc" ;;
+    gemmab) for k in tensor cublas tensor cublas; do echo "gemm $k:"; SPEXLAB_CUDA_GEMM=$k timeout 100 $B/spexlab-cli bench --engine cuda --psf $PSF --repeat 5 2>&1 \
+               | tee $OUT/bench_gemm_$k.txt | grep -E "^wall|^cholesky|^fiber blocks|^solve|^decorrelate|memory:"; done
+            for k in tensor cublas tensor cublas; do echo "gemm $k, 1 stream, kernel profile:"; SPEXLAB_CUDA_STREAMS=1 SPEXLAB_CUDA_GEMM=$k timeout 100 $B/spexlab-cli bench --engine cuda --psf $PSF --repeat 5 --profile-kernels 2>&1 \
+               | tee $OUT/bench_gemm1_$k.txt | grep -E "^wall|^cholesky|^fiber blocks|^trailing|^block column|^banded|^solve|^decorrelate|^eigh|^normal|^  .*([Gg]emm|cutlass|sm[89]0_|selectedDiag)|^device [0-9]"; done ;;
+    coldgemm) mkdir -p $D/frame
+            [ -f $D/frame/preproc.fits ] || $B/spexlab-cli simulate -o $D/frame --psf $PSF -w 5760,7620,0.8 > $OUT/simulate.log 2>&1
+            for k in 1 2 3 4; do for g in tensor cublas; do
+              s=$(date +%s%N)
+              SPEXLAB_CUDA_GEMM=$g $B/spexlab-cli extract -i $D/frame/preproc.fits -p $D/frame/psf.fits -o $D/frame/frame-$g$k.fits \
+                -w 5760,7620,0.8 --engine cuda --profile $OUT/coldgemm-$g$k.json > $OUT/coldgemm-$g$k.log 2>&1
+              w=$(( ($(date +%s%N) - s) / 1000000 ))
+              echo "--- $g$k: process wall: $w ms"; grep patches $OUT/coldgemm-$g$k.log; python3 ./trace-summary.py $OUT/coldgemm-$g$k.json $w
+            done; done
+            $B/spexlab-cli compare $D/frame/frame-cublas1.fits $D/frame/frame-tensor1.fits 2>&1 | tail -4 ;;
     fiber) timeout 120 $B/test_batched_fiber_blocks 2>&1 | tee $OUT/test_batched_fiber_blocks.log | grep -E "PASS|FAIL|SKIP|QINFO|Totals|Loc" ;;
     staging) timeout 120 $B/test_staging 2>&1 | tee $OUT/test_staging.log | grep -E "PASS|FAIL|SKIP|QINFO|Totals|Loc" ;;
     eighab) for k in tridiagonal cusolver tridiagonal cusolver; do echo "eigh $k:"; SPEXLAB_CUDA_EIGH=$k timeout 100 $B/spexlab-cli bench --engine cuda --psf $PSF --repeat 5 2>&1 \
@@ -204,6 +224,8 @@ PYEOF
                 | tee $OUT/memcheck_selinv.log | grep -E "ERROR SUMMARY|PASS|FAIL|Totals"; echo "memcheck selected inverse rc ${PIPESTATUS[0]}"
               timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 $B/test_batched_fiber_blocks 2>&1 \
                 | tee $OUT/memcheck_fiber.log | grep -E "ERROR SUMMARY|PASS|FAIL|Totals"; echo "memcheck fiber blocks rc ${PIPESTATUS[0]}"
+              timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 $B/test_batched_gemm 2>&1 \
+                | tee $OUT/memcheck_gemm.log | grep -E "ERROR SUMMARY|PASS|FAIL|Totals"; echo "memcheck gemm rc ${PIPESTATUS[0]}"
               timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 $B/test_staging roundTripsEveryByte 2>&1 \
                 | tee $OUT/memcheck_staging.log | grep -E "ERROR SUMMARY|PASS|FAIL|Totals"; echo "memcheck staging rc ${PIPESTATUS[0]}" ;;
     solverab) for k in auto dense auto dense; do echo "solver $k:"; SPEXLAB_CUDA_SOLVER=$k timeout 100 $B/spexlab-cli bench --engine cuda --psf $PSF --repeat 5 2>&1 \

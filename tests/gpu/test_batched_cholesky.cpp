@@ -18,6 +18,10 @@ using namespace spex;
 
 namespace {
 
+// The routines' GEMMs through cuBLAS (a handle) instead of the engine's own (null, the
+// default path); the *ThroughCublas slot sets it.
+bool g_cublas = false;
+
 using spextest::check;
 using spextest::randomBanded;
 
@@ -46,12 +50,12 @@ Result run(int nblk, int nb, int w, int wSolve, int batch, unsigned seed, int ba
   check(cudaMemset(dX, 0, A.size() * sizeof(double)), "zero X"); // its upper blocks must be zero
   check(cudaMemset(dT, 0xff, std::size_t(sT) * batch * sizeof(double)), "poison T");
   check(cudaMemset(dInfo, 0x7f, batch * sizeof(int)), "poison info");
-  cublasHandle_t h = nullptr;
-  if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) qFatal("cublasCreate");
+  cublasHandle_t h = nullptr; // null: the engine's own GEMMs (gpu/batched_gemm.h)
+  if (g_cublas && cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) qFatal("cublasCreate");
   gpu::potrfBlockBandedBatched(h, nblk, nb, wSolve, dA, dX, dT, sT, dInfo, batch, nullptr, {}, kernel);
   gpu::trtriBlockBandedBatched(h, nblk, nb, wSolve, dA, dX, dT, sT, batch, nullptr);
   check(cudaDeviceSynchronize(), "block-banded Cholesky");
-  cublasDestroy(h);
+  if (h) cublasDestroy(h);
   std::vector<double> L(A.size()), X(A.size());
   Result r;
   r.info.resize(batch);
@@ -125,6 +129,15 @@ private slots:
       QCOMPARE(r.outsideBand, 0LL);
       for (int i : r.info) QCOMPARE(i, 0);
     }
+  }
+
+  void engineShapeThroughCublas() {
+    // The A side of SPEXLAB_CUDA_GEMM=cublas: the same routines with cuBLAS's GEMMs.
+    g_cublas = true;
+    const Result r = run(7, 74, 2, 2, 40, 1);
+    g_cublas = false;
+    QVERIFY2(r.factor < 1e-12 && r.inverse < 1e-12, qPrintable(QString::number(r.factor)));
+    for (int i : r.info) QCOMPARE(i, 0);
   }
 
   void everyBandwidth() {

@@ -25,6 +25,10 @@ using namespace spex;
 
 namespace {
 
+// The routines' GEMMs through cuBLAS (a handle) instead of the engine's own (null, the
+// default path); the *ThroughCublas slot sets it.
+bool g_cublas = false;
+
 using spextest::check;
 using spextest::randomBanded;
 
@@ -66,8 +70,8 @@ Result run(int nblk, int nb, int w, int wSolve, int jmin, int batch, unsigned se
   check(cudaMemset(dD, 0xff, std::size_t(sD) * batch * sizeof(double)), "poison D"); // NaN
   check(cudaMemset(dT, 0xff, std::size_t(sT) * batch * sizeof(double)), "poison T");
   check(cudaMemset(dX, 0xff, y.size() * sizeof(double)), "poison x");
-  cublasHandle_t h = nullptr;
-  if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) qFatal("cublasCreate");
+  cublasHandle_t h = nullptr; // null: the engine's own GEMMs (gpu/batched_gemm.h)
+  if (g_cublas && cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) qFatal("cublasCreate");
   gpu::potrfBlockBandedBatched(h, nblk, nb, wSolve, dA, gpu::DiagInverses::compact(dD, nb, sD), dT, sT, dInfo,
                                batch, nullptr);
   std::vector<double> D0(std::size_t(sD) * batch);
@@ -75,7 +79,7 @@ Result run(int nblk, int nb, int w, int wSolve, int jmin, int batch, unsigned se
   gpu::potrsBlockBandedBatched(nblk, nb, wSolve, dA, dD, sD, dY, dX, dInfo, batch, nullptr);
   gpu::potriSelectedBlockBandedBatched(h, nblk, nb, wSolve, jmin, dA, dD, sD, dT, sT, batch, nullptr);
   check(cudaDeviceSynchronize(), "selected inversion");
-  cublasDestroy(h);
+  if (h) cublasDestroy(h);
   std::vector<double> G(A.size()), Dg(D0.size()), x(y.size());
   Result r;
   r.info.resize(batch);
@@ -196,6 +200,14 @@ private slots:
         QVERIFY2(good(r), qPrintable(fail(r)));
         for (int i : r.info) QCOMPARE(i, 0);
       }
+  }
+
+  void engineShapeThroughCublas() {
+    // The A side of SPEXLAB_CUDA_GEMM=cublas: the same routines with cuBLAS's GEMMs.
+    g_cublas = true;
+    const Result r = run(7, 74, 2, 2, 0, 24, 1);
+    g_cublas = false;
+    QVERIFY2(good(r), qPrintable(fail(r)));
   }
 
   void everyBandwidth() {
