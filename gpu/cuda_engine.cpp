@@ -1219,35 +1219,6 @@ void CudaEngine::run(const ExtractionRequest& req, ExtractionResult& result, boo
     ScopedRange whole(&rec, "extract");
     if (!req.psf) throw InputError("extraction request has no PSF");
     if (!req.image) throw InputError("extraction request has no image");
-    // The frame's host arrays (~150 MB, zeroed and paged in: tens of ms) are made on
-    // their own thread while the devices work; runDevice waits for them before its D2H.
-    // A fresh result of a sane shape starts them now, before the plan, so that they are
-    // there when the first wave steps come back (CudaEngineOptions::overlapEnds); the
-    // plan's checks come later and fail the request as before.
-    std::promise<void> allocPromise;
-    const std::shared_future<void> allocated = allocPromise.get_future().share();
-    std::thread allocator;
-    struct Join {
-      std::thread& t;
-      ~Join() {
-        if (t.joinable()) t.join();
-      }
-    } joinAllocator{allocator};
-    const bool earlyAlloc = !into && req.nFiber > 0 && req.nFiber <= req.psf->nfiber && req.wave.n > 0 &&
-                            req.wave.n <= (1 << 20) && req.psf->hsizeY >= 0 && req.psf->hsizeY < 1024;
-    if (earlyAlloc)
-      allocator = std::thread([&] {
-        try {
-          rec.setThreadLaneName("allocate");
-          ScopedRange r(&rec, "allocate");
-          result.allocateArrays(req.nFiber, req.wave.n, req.psf->hsizeY, req.model, req.psf->npixX,
-                                req.psf->npixY);
-          result.modelTiles.clear();
-          allocPromise.set_value();
-        } catch (...) {
-          allocPromise.set_exception(std::current_exception());
-        }
-      });
     // Upload the image and the PSF to every device while the host plans.
     std::vector<std::unique_ptr<DeviceRun>> runs;
     for (std::size_t d = 0; d < m_devices.size(); ++d)
@@ -1396,17 +1367,14 @@ void CudaEngine::run(const ExtractionRequest& req, ExtractionResult& result, boo
       });
     };
     const GaussHermitePsf& psf = *req.psf;
-    // extractInto: a kept result of the plan's shape is written in place; otherwise the
-    // arrays come from the thread started at the top (earlyAlloc) or from one started now.
+    // The frame's host arrays (~150 MB, zeroed and paged in: tens of ms) are made on
+    // their own thread while the devices work; runDevice waits for them before its D2H.
+    std::promise<void> allocPromise;
+    const std::shared_future<void> allocated = allocPromise.get_future().share();
+    // extractInto: a kept result of the plan's shape is written in place.
     const bool shaped = into && shapedFor(result, plan, psf, req.model);
-    if (earlyAlloc) {
-      result.fiberMin = plan.fiberMin;
-      result.nfiber = plan.nFiber;
-      result.nwave = plan.wave.n;
-      result.ndiag = psf.hsizeY;
-      result.wave = plan.wave;
-      result.params = plan.params;
-    } else if (shaped) {
+    std::thread allocator;
+    if (shaped) {
       allocPromise.set_value();
     } else {
       allocator = std::thread([&] {
@@ -1422,6 +1390,12 @@ void CudaEngine::run(const ExtractionRequest& req, ExtractionResult& result, boo
         }
       });
     }
+    struct Join {
+      std::thread& t;
+      ~Join() {
+        if (t.joinable()) t.join();
+      }
+    } joinAllocator{allocator};
     result.engine = name();
     result.psferr = effectivePsfErr(req);
     result.nonFinitePixels = req.image->nonFinitePixels;

@@ -18,47 +18,18 @@ void ExtractionResult::allocate(const PatchPlan& plan, int nd, bool withModel, i
   ndiag = nd;
   wave = plan.wave;
   params = plan.params;
-  allocateArrays(nfiber, nwave, nd, withModel, npixX, npixY);
-}
-
-void ExtractionResult::allocateArrays(int nf, int nw, int nd, bool withModel, int npixX, int npixY) {
-  // A full frame's arrays are ~150 MB (two thirds of it the resolution), and mapping
-  // their pages in costs more than zeroing them: each array is made on its own thread,
-  // and the resolution's pages are mapped in four pieces at once (populatePages).
-  const std::size_t nres = std::size_t(nf) * (2 * nd + 1) * nw;
-  resolution = Array3D<double>();
-  resolution.data.reserve(nres);
-  constexpr int kResPieces = 4;
-  const auto job = [&](int j) {
-    switch (j) {
-    case 0: flux = Array2D<double>(nf, nw); break;
-    case 1: ivar = Array2D<double>(nf, nw); break;
-    case 2: mask = Array2D<uint32_t>(nf, nw); covered = Array2D<uint8_t>(nf, nw); break;
-    case 3: chi2pix = Array2D<double>(nf, nw); break;
-    case 4: pixmaskFraction = Array2D<double>(nf, nw); break;
-    case 5: deconvolved = Array2D<double>(nf, nw); break;
-    case 6:
-      if (withModel)
-        model = Array2D<double>(npixY, npixX);
-      else
-        model.reset();
-      break;
-    default: { // a piece of the resolution's pages
-      const std::size_t k = std::size_t(j - 7), a = nres * k / kResPieces, b = nres * (k + 1) / kResPieces;
-      populatePages(resolution.data.data() + a, (b - a) * sizeof(double));
-    }
-    }
-  };
-  const int njobs = 7 + kResPieces;
-  // Small results (a few fibers, tests) on the calling thread alone.
-  const bool large = nres * sizeof(double) >= (std::size_t(16) << 20);
-  parallelFor(njobs, [&](int a, int b) {
-    for (int j = a; j < b; ++j) job(j);
-  }, large ? std::min(njobs, defaultThreadCount().threads) : 1, 1);
-  resolution.data.assign(nres, 0.0);
-  resolution.n0 = nf;
-  resolution.n1 = 2 * nd + 1;
-  resolution.n2 = nw;
+  flux = Array2D<double>(nfiber, nwave);
+  ivar = Array2D<double>(nfiber, nwave);
+  mask = Array2D<uint32_t>(nfiber, nwave);
+  resolution = Array3D<double>(nfiber, 2 * nd + 1, nwave);
+  chi2pix = Array2D<double>(nfiber, nwave);
+  pixmaskFraction = Array2D<double>(nfiber, nwave);
+  deconvolved = Array2D<double>(nfiber, nwave);
+  covered = Array2D<uint8_t>(nfiber, nwave);
+  if (withModel)
+    model = Array2D<double>(npixY, npixX);
+  else
+    model.reset();
 }
 
 namespace {

@@ -110,10 +110,6 @@ struct ExtractionResult {
 
   // Allocates every array for the plan's size with zeros.
   void allocate(const PatchPlan& plan, int ndiag, bool withModel, int npixX, int npixY);
-  // The arrays alone ([nfiber, nwave], resolution [nfiber, 2 ndiag + 1, nwave], the
-  // model [npixY, npixX] when asked), zeroed, on several threads when large; the
-  // metadata (fiberMin, wave, ...) is left as it is.
-  void allocateArrays(int nfiber, int nwave, int ndiag, bool withModel, int npixX, int npixY);
 };
 
 // Where engines report progress: `patch` (a plan index) is done, its kept bins in the
