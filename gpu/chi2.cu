@@ -131,6 +131,18 @@ __global__ void __launch_bounds__(512) chi2ModelKernel(BatchView b) {
     const double* sa = st.v + ia * npix;
     const double fa = f[a];
     double num = 0.0, den = 0.0;
+    // Pixel q of the stamp, its value s: chi2pix's sums, the model image and tile.
+    const auto pixel = [&](int q, double s) {
+      const int X = c.x + q % nx, Y = c.y + q / nx;
+      if (X < pt.x0 || X >= pt.x1 || Y < pt.y0 || Y >= pt.y1) return;
+      const double cv = cb[(Y - pt.y0) * bw + (X - pt.x0)];
+      if (cv >= 0.0) {
+        num += s * cv;
+        den += s;
+      }
+      if (o.model) atomicAdd(o.model + (std::size_t)Y * b.npixX + X, s * fa);
+      if (tile) atomicAdd(tile + (Y - pt.y0) * bw + (X - pt.x0), s * fa);
+    };
     double sv[kChi2Ahead]; // the lane's first stamp values loaded together
 #pragma unroll
     for (int k = 0; k < kChi2Ahead; ++k) sv[k] = lane + 32 * k < npix ? __ldg(sa + lane + 32 * k) : 0.0;
@@ -138,29 +150,9 @@ __global__ void __launch_bounds__(512) chi2ModelKernel(BatchView b) {
     for (int k = 0; k < kChi2Ahead; ++k) {
       const int q = lane + 32 * k;
       if (q >= npix) break;
-      const int X = c.x + q % nx, Y = c.y + q / nx;
-      if (X < pt.x0 || X >= pt.x1 || Y < pt.y0 || Y >= pt.y1) continue;
-      const double s = sv[k];
-      const double cv = cb[(Y - pt.y0) * bw + (X - pt.x0)];
-      if (cv >= 0.0) {
-        num += s * cv;
-        den += s;
-      }
-      if (o.model) atomicAdd(o.model + (std::size_t)Y * b.npixX + X, s * fa);
-      if (tile) atomicAdd(tile + (Y - pt.y0) * bw + (X - pt.x0), s * fa);
+      pixel(q, sv[k]);
     }
-    for (int q = lane + 32 * kChi2Ahead; q < npix; q += 32) {
-      const int X = c.x + q % nx, Y = c.y + q / nx;
-      if (X < pt.x0 || X >= pt.x1 || Y < pt.y0 || Y >= pt.y1) continue;
-      const double s = sa[q];
-      const double cv = cb[(Y - pt.y0) * bw + (X - pt.x0)];
-      if (cv >= 0.0) {
-        num += s * cv;
-        den += s;
-      }
-      if (o.model) atomicAdd(o.model + (std::size_t)Y * b.npixX + X, s * fa);
-      if (tile) atomicAdd(tile + (Y - pt.y0) * bw + (X - pt.x0), s * fa);
-    }
+    for (int q = lane + 32 * kChi2Ahead; q < npix; q += 32) pixel(q, sa[q]);
     for (int off = 16; off > 0; off >>= 1) {
       num += __shfl_xor_sync(0xffffffffu, num, off);
       den += __shfl_xor_sync(0xffffffffu, den, off);

@@ -51,14 +51,16 @@ __device__ double blockSum(double v, double* red) {
   return red[0];
 }
 
-// The block evaluates the spot of (fiber, w) into outV ([ny][nx]) and its corner.
-__device__ void spotBlock(const DevPsf& psf, int fiber, double w, double* outV, int2* outCorner,
-                          double* sh) {
-  const SpotShared L(psf.hsizeX, psf.hsizeY, psf.degX, psf.degY);
-  const int nx = L.nx, ny = L.ny, tid = threadIdx.x, nt = blockDim.x;
+// A spot's first two stages, the same in spotBlock and spotWarp: the PSF's Legendre
+// sums at (fiber, w) into sh + L.oCoef (GH-i-j (sets 4..), then x, y, sigx, sigy; a GH
+// set with the same domain as GHSIGX uses its u, exactly as GaussHermitePsf::spotInto
+// does), then every pixel edge's basisEdge values into L.oEdgeX / L.oEdgeY. The caller's
+// thread `tid` of `nt`; `sync` is its barrier, after each stage.
+template <class Layout, class Sync>
+__device__ void spotSumsAndEdges(const DevPsf& psf, int fiber, double w, const Layout& L, double* sh, int tid,
+                                 int nt, Sync sync) {
+  const int nx = L.nx, ny = L.ny;
   double* coef = sh + L.oCoef;
-  // Legendre sums: GH-i-j (sets 4..), then x, y, sigx, sigy. A GH set with the same
-  // domain as GHSIGX uses its u, exactly as GaussHermitePsf::spotInto does.
   for (int t = tid; t < L.ncoef + 4; t += nt) {
     double v;
     if (t < L.ncoef) {
@@ -72,7 +74,7 @@ __device__ void spotBlock(const DevPsf& psf, int fiber, double w, double* outV, 
     }
     coef[t] = v;
   }
-  __syncthreads();
+  sync();
   const double xx = coef[L.ncoef + kSetX], yy = coef[L.ncoef + kSetY];
   const double sx = coef[L.ncoef + kSetSigX], sy = coef[L.ncoef + kSetSigY];
   // Sub-pixel offsets in [-0.5, 0.5): ((x + 0.5) mod 1) - 0.5 with a floor modulo.
@@ -89,7 +91,18 @@ __device__ void spotBlock(const DevPsf& psf, int fiber, double w, double* outV, 
       basisEdge(ey, L.degY, psf.hsizeY, dy, sy, r, r + 1, r + 2);
     }
   }
-  __syncthreads();
+  sync();
+}
+
+// The block evaluates the spot of (fiber, w) into outV ([ny][nx]) and its corner.
+__device__ void spotBlock(const DevPsf& psf, int fiber, double w, double* outV, int2* outCorner,
+                          double* sh) {
+  const SpotShared L(psf.hsizeX, psf.hsizeY, psf.degX, psf.degY);
+  const int nx = L.nx, ny = L.ny, tid = threadIdx.x, nt = blockDim.x;
+  const double* coef = sh + L.oCoef;
+  spotSumsAndEdges(psf, fiber, w, L, sh, tid, nt, [] { __syncthreads(); });
+  const double xx = coef[L.ncoef + kSetX], yy = coef[L.ncoef + kSetY];
+  const int sX = 2 + L.degX, sY = 2 + L.degY;
   // Pixel-integrated basis: degree 0 the Gaussian over the pixel, degree k >= 1
   // He_{k-1}(t_lo) g(t_lo) - He_{k-1}(t_hi) g(t_hi).
   const int nbx = (L.degX + 1) * nx, nby = (L.degY + 1) * ny;
@@ -229,37 +242,10 @@ struct Div32 {
 __device__ void spotWarp(const DevPsf& psf, int fiber, double w, double* outV, int2* outCorner, double* sh) {
   const SpotWarpShared L(psf.hsizeX, psf.hsizeY, psf.degX, psf.degY);
   const int nx = L.nx, ny = L.ny, lane = threadIdx.x & 31;
-  double* coef = sh + L.oCoef;
-  for (int t = lane; t < L.ncoef + 4; t += 32) {
-    double v;
-    if (t < L.ncoef) {
-      const DevLegendre d = psf.sets[kSetGH + t];
-      const DevLegendre s = psf.sets[kSetSigX];
-      const double u = (d.wmin == s.wmin && d.wmax == s.wmax) ? legendreUDev(w, s.wmin, s.wmax)
-                                                             : legendreUDev(w, d.wmin, d.wmax);
-      v = legendreSumDev(psf.pool + d.offset + (long long)fiber * d.ncoeff, d.ncoeff, u);
-    } else {
-      v = evalSet(psf, t - L.ncoef, fiber, w);
-    }
-    coef[t] = v;
-  }
-  __syncwarp();
+  const double* coef = sh + L.oCoef;
+  spotSumsAndEdges(psf, fiber, w, L, sh, lane, 32, [] { __syncwarp(); });
   const double xx = coef[L.ncoef + kSetX], yy = coef[L.ncoef + kSetY];
-  const double sx = coef[L.ncoef + kSetSigX], sy = coef[L.ncoef + kSetSigY];
-  const double dx = (xx + 0.5) - floor(xx + 0.5) - 0.5;
-  const double dy = (yy + 0.5) - floor(yy + 0.5) - 0.5;
   const int sX = 2 + L.degX, sY = 2 + L.degY;
-  for (int e = lane; e < (nx + 1) + (ny + 1); e += 32) {
-    if (e <= nx) {
-      double* r = sh + L.oEdgeX + e * sX;
-      basisEdge(e, L.degX, psf.hsizeX, dx, sx, r, r + 1, r + 2);
-    } else {
-      const int ey = e - (nx + 1);
-      double* r = sh + L.oEdgeY + ey * sY;
-      basisEdge(ey, L.degY, psf.hsizeY, dy, sy, r, r + 1, r + 2);
-    }
-  }
-  __syncwarp();
   // X then Y: degree k = tt / n, column c = tt % n by increments.
   for (int axis = 0; axis < 2; ++axis) {
     const int n = axis == 0 ? nx : ny, s = axis == 0 ? sX : sY, deg = axis == 0 ? L.degX : L.degY;
