@@ -16,17 +16,26 @@ using namespace spex;
 class TestDevicePsf : public QObject {
   Q_OBJECT
 
-  // Every spot of psf at random (fiber, w) inside its domain, device vs C++.
-  void compareSpots(const GaussHermitePsf& psf, int count, uint32_t seed) {
+  // count (fiber, w) drawn at random inside psf's domain.
+  struct Samples {
+    std::vector<int> fibers;
+    std::vector<double> waves;
+  };
+  static Samples randomSamples(const GaussHermitePsf& psf, int count, uint32_t seed) {
     std::mt19937 rng(seed);
     std::uniform_int_distribution<int> fib(0, psf.nfiber - 1);
     std::uniform_real_distribution<double> wav(psf.waveMin(), psf.waveMax());
-    std::vector<int> fibers(count);
-    std::vector<double> waves(count);
+    Samples out{std::vector<int>(count), std::vector<double>(count)};
     for (int i = 0; i < count; ++i) {
-      fibers[i] = fib(rng);
-      waves[i] = wav(rng);
+      out.fibers[i] = fib(rng);
+      out.waves[i] = wav(rng);
     }
+    return out;
+  }
+
+  // Every spot of psf at random (fiber, w) inside its domain, device vs C++.
+  void compareSpots(const GaussHermitePsf& psf, int count, uint32_t seed) {
+    const auto [fibers, waves] = randomSamples(psf, count, seed);
     const std::vector<Spot> dev = gpu::deviceSpots(psf, fibers, waves);
     double worst = 0;
     for (int i = 0; i < count; ++i) {
@@ -140,15 +149,7 @@ private slots:
     // on the real PSF (stamps 17 x 11, degree 6) and the synthetic one, with a count
     // that leaves the last block's warps partly empty.
     auto agree = [](const GaussHermitePsf& psf, int count, uint32_t seed) {
-      std::mt19937 rng(seed);
-      std::uniform_int_distribution<int> fib(0, psf.nfiber - 1);
-      std::uniform_real_distribution<double> wav(psf.waveMin(), psf.waveMax());
-      std::vector<int> fibers(count);
-      std::vector<double> waves(count);
-      for (int i = 0; i < count; ++i) {
-        fibers[i] = fib(rng);
-        waves[i] = wav(rng);
-      }
+      const auto [fibers, waves] = randomSamples(psf, count, seed);
       const std::vector<Spot> w = gpu::deviceSpots(psf, fibers, waves, true);
       const std::vector<Spot> b = gpu::deviceSpots(psf, fibers, waves, false);
       long differ = 0;
