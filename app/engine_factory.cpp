@@ -4,6 +4,8 @@
 #include "core/extract/cpu_engine.h"
 
 #include <algorithm>
+#include <array>
+#include <initializer_list>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -98,58 +100,38 @@ CudaEngineOptions cudaOptions(const EngineOptions& eo) {
     o.memoryBudgetBytes = parseByteSize(env("SPEXLAB_CUDA_MEMORY"), "SPEXLAB_CUDA_MEMORY");
   if (!env("SPEXLAB_CUDA_STREAMS").empty()) o.streams = count("SPEXLAB_CUDA_STREAMS", 1, 16);
   if (!env("SPEXLAB_CUDA_BATCH").empty()) o.maxBatch = count("SPEXLAB_CUDA_BATCH", 1, 65535);
-  if (const std::string e = env("SPEXLAB_CUDA_EIGH"); !e.empty()) {
-    if (e != "tridiagonal" && e != "cusolver" && e != "jacobi")
-      throw InputError("SPEXLAB_CUDA_EIGH='" + e + "': expected tridiagonal, cusolver or jacobi");
-    o.eigh = e == "cusolver" ? CudaEngineOptions::Eigh::Cusolver
-             : e == "jacobi" ? CudaEngineOptions::Eigh::Jacobi
-                             : CudaEngineOptions::Eigh::Tridiagonal;
+  // The index of the variable's value in `values`; -1 when it is unset or empty. Any
+  // other value is an InputError naming the variable and the values it may take.
+  auto pick = [&](const char* name, std::initializer_list<const char*> values) {
+    const std::string e = env(name);
+    if (e.empty()) return -1;
+    std::string expected;
+    int i = 0;
+    for (const char* v : values) {
+      if (e == v) return i;
+      expected += std::string(i == 0 ? "" : i + 1 == int(values.size()) ? " or " : ", ") + v;
+      ++i;
+    }
+    throw InputError(std::string(name) + "='" + e + "': expected " + expected);
+  };
+  using O = CudaEngineOptions;
+  if (const int k = pick("SPEXLAB_CUDA_EIGH", {"tridiagonal", "cusolver", "jacobi"}); k >= 0)
+    o.eigh = std::array{O::Eigh::Tridiagonal, O::Eigh::Cusolver, O::Eigh::Jacobi}[k];
+  if (const int k = pick("SPEXLAB_CUDA_CHOLESKY", {"tiled", "fused", "blocked", "potrf"}); k >= 0) {
+    o.blockedCholesky = k != 3;
+    o.choleskyColumns = std::array{O::CholeskyColumns::Tiled, O::CholeskyColumns::Fused,
+                                   O::CholeskyColumns::Steps, O::CholeskyColumns::Tiled}[k];
   }
-  if (const std::string e = env("SPEXLAB_CUDA_CHOLESKY"); !e.empty()) {
-    if (e != "tiled" && e != "fused" && e != "blocked" && e != "potrf")
-      throw InputError("SPEXLAB_CUDA_CHOLESKY='" + e + "': expected tiled, fused, blocked or potrf");
-    o.blockedCholesky = e != "potrf";
-    o.choleskyColumns = e == "fused"     ? CudaEngineOptions::CholeskyColumns::Fused
-                        : e == "blocked" ? CudaEngineOptions::CholeskyColumns::Steps
-                                         : CudaEngineOptions::CholeskyColumns::Tiled;
-  }
-  if (const std::string e = env("SPEXLAB_CUDA_SOLVER"); !e.empty()) {
-    if (e != "auto" && e != "dense")
-      throw InputError("SPEXLAB_CUDA_SOLVER='" + e + "': expected auto or dense");
-    o.bandedSolve = e == "auto";
-  }
-  if (const std::string e = env("SPEXLAB_CUDA_INVERSE"); !e.empty()) {
-    if (e != "selected" && e != "full")
-      throw InputError("SPEXLAB_CUDA_INVERSE='" + e + "': expected selected or full");
-    o.selectedInverse = e == "selected";
-  }
-  if (const std::string e = env("SPEXLAB_CUDA_NORMAL"); !e.empty()) {
-    if (e != "tile" && e != "pairs" && e != "scan")
-      throw InputError("SPEXLAB_CUDA_NORMAL='" + e + "': expected pairs, tile or scan");
-    o.normalKernel = e == "tile"    ? CudaEngineOptions::NormalKernel::Tile
-                     : e == "pairs" ? CudaEngineOptions::NormalKernel::Pairs
-                                    : CudaEngineOptions::NormalKernel::Scan;
-  }
-  if (const std::string e = env("SPEXLAB_CUDA_SPOTS"); !e.empty()) {
-    if (e != "warp" && e != "block") throw InputError("SPEXLAB_CUDA_SPOTS='" + e + "': expected warp or block");
-    o.spotWarps = e == "warp";
-  }
-  if (const std::string e = env("SPEXLAB_CUDA_GEMM"); !e.empty()) {
-    if (e != "tensor" && e != "cublas") throw InputError("SPEXLAB_CUDA_GEMM='" + e + "': expected tensor or cublas");
-    o.gemm = e == "cublas" ? CudaEngineOptions::Gemm::Cublas : CudaEngineOptions::Gemm::Tensor;
-  }
-  if (const std::string e = env("SPEXLAB_CUDA_WARMUP"); !e.empty()) {
-    if (e != "0" && e != "1") throw InputError("SPEXLAB_CUDA_WARMUP='" + e + "': expected 0 or 1");
-    o.warmUp = e == "1";
-  }
-  if (const std::string e = env("SPEXLAB_CUDA_RESERVE"); !e.empty()) {
-    if (e != "0" && e != "1") throw InputError("SPEXLAB_CUDA_RESERVE='" + e + "': expected 0 or 1");
-    o.reserveAhead = e == "1";
-  }
-  if (const std::string e = env("SPEXLAB_CUDA_OVERLAP"); !e.empty()) {
-    if (e != "0" && e != "1") throw InputError("SPEXLAB_CUDA_OVERLAP='" + e + "': expected 0 or 1");
-    o.overlapEnds = e == "1";
-  }
+  if (const int k = pick("SPEXLAB_CUDA_SOLVER", {"auto", "dense"}); k >= 0) o.bandedSolve = k == 0;
+  if (const int k = pick("SPEXLAB_CUDA_INVERSE", {"selected", "full"}); k >= 0) o.selectedInverse = k == 0;
+  if (const int k = pick("SPEXLAB_CUDA_NORMAL", {"pairs", "tile", "scan"}); k >= 0)
+    o.normalKernel = std::array{O::NormalKernel::Pairs, O::NormalKernel::Tile, O::NormalKernel::Scan}[k];
+  if (const int k = pick("SPEXLAB_CUDA_SPOTS", {"warp", "block"}); k >= 0) o.spotWarps = k == 0;
+  if (const int k = pick("SPEXLAB_CUDA_GEMM", {"tensor", "cublas"}); k >= 0)
+    o.gemm = k == 1 ? O::Gemm::Cublas : O::Gemm::Tensor;
+  if (const int k = pick("SPEXLAB_CUDA_WARMUP", {"0", "1"}); k >= 0) o.warmUp = k == 1;
+  if (const int k = pick("SPEXLAB_CUDA_RESERVE", {"0", "1"}); k >= 0) o.reserveAhead = k == 1;
+  if (const int k = pick("SPEXLAB_CUDA_OVERLAP", {"0", "1"}); k >= 0) o.overlapEnds = k == 1;
   return o;
 }
 
