@@ -8,8 +8,13 @@
 #include <cstddef>
 #include <limits>
 
+// See the 4-wide helpers above tridiagQL4.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
 extern "C" void dstedc_(const char* compz, const int* n, double* d, double* e, double* z, const int* ldz,
                         double* work, const int* lwork, int* iwork, const int* liwork, int* info, std::size_t);
+
+
 
 namespace spex {
 
@@ -220,6 +225,175 @@ SPEX_CLONES void applyTwoReflectors(int n, int k, double tau1, const double* __r
   }
 }
 
+
+// ---- Four tridiagonal eigenproblems of one size at once, one per lane ----------------
+
+typedef long long Mask4 __attribute__((vector_size(32)));
+
+// The helpers below take and return 4-wide vectors by value; they are always inlined
+// into tridiagQL4, so the AVX-versus-SSE calling convention GCC warns about (-Wpsabi,
+// silenced at the top of this file; GCC reports it where the clones are emitted, at
+// the end of the file) never applies.
+
+static inline __attribute__((always_inline)) Lanes4 splat4(double x) { return Lanes4{x, x, x, x}; }
+static inline __attribute__((always_inline)) bool any4(Mask4 m) { return (m[0] | m[1] | m[2] | m[3]) != 0; }
+static inline __attribute__((always_inline)) Lanes4 abs4(Lanes4 x) { return x < 0 ? -x : x; }
+// Square root in lanes by SSE2's sqrtpd (baseline x86-64, so both clones have it; the
+// per-element std::sqrt would keep errno's branch per lane).
+static inline __attribute__((always_inline)) Lanes4 sqrt4(Lanes4 x) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  typedef double Half __attribute__((vector_size(16)));
+  const Half lo = __builtin_ia32_sqrtpd(Half{x[0], x[1]}), hi = __builtin_ia32_sqrtpd(Half{x[2], x[3]});
+  return Lanes4{lo[0], lo[1], hi[0], hi[1]};
+#else
+  return Lanes4{std::sqrt(x[0]), std::sqrt(x[1]), std::sqrt(x[2]), std::sqrt(x[3])};
+#endif
+}
+
+// One sweep's rotations (c_i, s_i for i = M-1 down to l: columns i and i + 1) on every
+// row of the four Z's, row-major (Z[N k + i]). Along a row the rotations form a chain
+// (column i + 1 is final after step i, column i goes on to step i - 1), so four rows go
+// together: four independent chains, one load and one store per row and step (applying
+// each rotation to whole columns in turn loads and stores both columns).
+static inline __attribute__((always_inline)) void rotateRows(int n, int l, int M, const Lanes4* C, const Lanes4* S,
+                                                             Lanes4* Z) {
+  const std::size_t N = std::size_t(n);
+  int k = 0;
+  for (; k + 4 <= n; k += 4) {
+    Lanes4 *z0 = Z + N * k, *z1 = z0 + N, *z2 = z1 + N, *z3 = z2 + N;
+    Lanes4 y0 = z0[M], y1 = z1[M], y2 = z2[M], y3 = z3[M];
+    for (int i = M - 1; i >= l; --i) {
+      const Lanes4 c = C[i], s = S[i];
+      const Lanes4 x0 = z0[i], x1 = z1[i], x2 = z2[i], x3 = z3[i];
+      z0[i + 1] = s * x0 + c * y0;
+      z1[i + 1] = s * x1 + c * y1;
+      z2[i + 1] = s * x2 + c * y2;
+      z3[i + 1] = s * x3 + c * y3;
+      y0 = c * x0 - s * y0;
+      y1 = c * x1 - s * y1;
+      y2 = c * x2 - s * y2;
+      y3 = c * x3 - s * y3;
+    }
+    z0[l] = y0;
+    z1[l] = y1;
+    z2[l] = y2;
+    z3[l] = y3;
+  }
+  for (; k < n; ++k) {
+    Lanes4* z0 = Z + N * k;
+    Lanes4 y0 = z0[M];
+    for (int i = M - 1; i >= l; --i) {
+      const Lanes4 x0 = z0[i];
+      z0[i + 1] = S[i] * x0 + C[i] * y0;
+      y0 = C[i] * x0 - S[i] * y0;
+    }
+    z0[l] = y0;
+  }
+}
+
+// Implicit QL with Wilkinson shifts (EISPACK's tql2; LAPACK's dsteqr in its QL
+// direction, its convergence test) on four tridiagonal matrices of order n at once,
+// lane j holding matrix j: d[4 i + j] its diagonal, e[4 i + j] its subdiagonal (e[4 (n
+// - 1) + j] = 0), z[4 (n k + i) + j] component k of its eigenvector i (Z = I on entry
+// is set here); rot: 8 n doubles of scratch (one sweep's rotations). The four lanes share the outer loop over l; each lane has its own
+// split point m, shift and rotations, and a lane whose sweep does not reach row i (i >=
+// its m) or that has converged at l rotates by the identity there (c = 1, s = 0: exact,
+// its numbers do not move). The latency of every step (a square root and two divisions
+// in a chain) is paid once for the four matrices; each sweep's rotations are applied to
+// Z after it, row by row (rotateRows). Eigenvalues come unsorted. Returns the
+// lanes (bit j) that needed more than 30 sweeps for one eigenvalue (their results are
+// garbage; the caller solves them again by dstedc).
+SPEX_CLONES unsigned tridiagQL4(int n, double* __restrict dd, double* __restrict ee, double* __restrict zz,
+                                double* __restrict rot) {
+  Lanes4* D = reinterpret_cast<Lanes4*>(dd);
+  Lanes4* E = reinterpret_cast<Lanes4*>(ee);
+  Lanes4* Z = reinterpret_cast<Lanes4*>(zz);
+  const std::size_t N = std::size_t(n);
+  // Z row-major: Z[N k + i] is row k of column (eigenvector) i.
+  for (std::size_t i = 0; i < N * N; ++i) Z[i] = splat4(0.0);
+  for (std::size_t i = 0; i < N; ++i) Z[i * N + i] = splat4(1.0);
+  const double eps = std::numeric_limits<double>::epsilon() / 2; // dlamch('E')
+  const Lanes4 eps2 = splat4(eps * eps), safmin = splat4(std::numeric_limits<double>::min());
+  const Lanes4 one = splat4(1.0), zero4 = splat4(0.0);
+  Lanes4* C = reinterpret_cast<Lanes4*>(rot);
+  Lanes4* S = C + N;
+  unsigned failed = 0;
+  for (int l = 0; l + 1 < n; ++l) {
+    int iter[4] = {0, 0, 0, 0};
+    for (;;) {
+      // Split point per lane: the first m >= l with e[m] negligible (dsteqr's test,
+      // |e|^2 <= eps^2 |d_m| |d_m+1| + safmin), n - 1 where none is.
+      int ml[4] = {n - 1, n - 1, n - 1, n - 1};
+      Mask4 found = {0, 0, 0, 0};
+      for (int m = l; m + 1 < n; ++m) {
+        const Lanes4 em = E[m];
+        const Mask4 small = (em * em <= eps2 * abs4(D[m]) * abs4(D[m + 1]) + safmin);
+        const Mask4 fresh = small & ~found;
+        if (any4(fresh))
+          for (int j = 0; j < 4; ++j)
+            if (fresh[j]) ml[j] = m;
+        found |= small;
+        if (found[0] && found[1] && found[2] && found[3]) break;
+      }
+      int M = l;
+      for (int j = 0; j < 4; ++j) {
+        if (ml[j] != l && ++iter[j] > 30) { // gives up on this lane: it is solved again
+          failed |= 1u << j;
+          for (int i = l; i < n; ++i) ee[4 * i + j] = 0.0;
+          ml[j] = l;
+        }
+        M = std::max(M, ml[j]);
+      }
+      if (M == l) break; // every lane has its eigenvalue l
+      const Lanes4 mlv = {double(ml[0]), double(ml[1]), double(ml[2]), double(ml[3])};
+      const Mask4 active = mlv != splat4(double(l));
+      // Wilkinson-type shift per lane (tql2's): from the leading 2 x 2 of the block.
+      const Lanes4 el = active ? E[l] : one;
+      Lanes4 g = (D[l + 1] - D[l]) / (2.0 * el);
+      Lanes4 r = sqrt4(g * g + 1.0);
+      const Lanes4 dm = {dd[4 * ml[0]], dd[4 * ml[1] + 1], dd[4 * ml[2] + 2], dd[4 * ml[3] + 3]};
+      g = dm - D[l] + el / (g + (g < 0 ? -r : r));
+      Lanes4 s = one, c = one, p = zero4;
+      Mask4 live = active;
+      for (int i = M - 1; i >= l; --i) {
+        const Mask4 on = live & (splat4(double(i)) < mlv);
+        const Lanes4 ei = E[i];
+        const Lanes4 f = s * ei, b = c * ei;
+        r = sqrt4(f * f + g * g);
+        const Mask4 brk = on & (r == 0);
+        const Mask4 go = on & ~brk;
+        const Lanes4 rs = go ? r : one;
+        const Lanes4 sn = f / rs, cn = g / rs;
+        E[i + 1] = go ? r : E[i + 1];
+        const Lanes4 g2 = D[i + 1] - p;
+        const Lanes4 r2 = (D[i] - g2) * sn + 2.0 * cn * b;
+        const Lanes4 pn = sn * r2;
+        D[i + 1] = go ? g2 + pn : (brk ? D[i + 1] - p : D[i + 1]);
+        const Lanes4 gn = cn * r2 - b;
+        s = go ? sn : s;
+        c = go ? cn : c;
+        p = go ? pn : p;
+        g = go ? gn : g;
+        // The rotation of columns i and i + 1 of the four Z's (identity in the lanes not
+        // rotating here), applied after the sweep.
+        C[i] = go ? cn : one;
+        S[i] = go ? sn : zero4;
+        if (any4(brk)) { // underflow: the lane splits at m and looks for a new split
+          for (int j = 0; j < 4; ++j)
+            if (brk[j]) ee[4 * ml[j] + j] = 0.0;
+          live &= ~brk;
+        }
+      }
+      rotateRows(n, l, M, C, S, Z);
+      D[l] = live ? D[l] - p : D[l];
+      E[l] = live ? g : E[l];
+      for (int j = 0; j < 4; ++j)
+        if (live[j]) ee[4 * ml[j] + j] = 0.0;
+    }
+  }
+  return failed;
+}
+
 } // namespace detail
 
 double SymEigen::fma(int n) {
@@ -227,16 +401,15 @@ double SymEigen::fma(int n) {
   return nn * nn * nn + nn * nn * nn; // ~3 m^2 per step of the reduction, 2 m n per reflector
 }
 
-int SymEigen::compute(int n, const double* a, int lda, double* w, double* z, int ldz) {
-  if (n <= 0) return 0;
+void SymEigen::reduce(int n, const double* a, int lda, Reduced& L) {
   const std::size_t N = std::size_t(n);
   m_a.resize(N * N);
   // Reflector k is read from row k + 1 on (row k of v_(k-1) is its leading 1), all of it
   // written below before it is read: no clearing pass.
-  m_v.resize(N * N);
-  m_tau.assign(N, 0.0);
-  m_d.resize(N);
-  m_e.assign(N, 0.0);
+  L.v.resize(N * N);
+  L.tau.assign(N, 0.0);
+  L.d.resize(N);
+  L.e.assign(N, 0.0);
   m_p.resize(2 * N);
   double* A = m_a.data();
   // Copy of the lower triangle (all the reduction reads), scaled into dsyevr's safe range.
@@ -249,36 +422,38 @@ int SymEigen::compute(int n, const double* a, int lda, double* w, double* z, int
   double sigma = 1.0;
   if (anrm > 0 && anrm < rmin) sigma = rmin / anrm;
   else if (anrm > rmax) sigma = rmax / anrm;
-  if (!std::isfinite(anrm)) sigma = 1.0; // dstedc reports it; the fallback decides
+  if (!std::isfinite(anrm)) sigma = 1.0; // the solver reports it; the fallback decides
+  L.sigma = sigma;
+  L.finite = std::isfinite(anrm);
   for (int c = 0; c < n; ++c)
     for (int r = c; r < n; ++r) A[r + N * c] = a[r + std::size_t(c) * lda] * sigma;
 
-  // 1. Tridiagonalisation: H_i annihilates A[i+2.., i]; A <- H_i A H_i on the trailing
-  // block via p = tau A v, w = p - (tau/2)(p.v) v, A -= v w^T + w v^T.
+  // Householder tridiagonalisation: H_i annihilates A[i+2.., i]; A <- H_i A H_i on the
+  // trailing block via p = tau A v, w = p - (tau/2)(p.v) v, A -= v w^T + w v^T.
   double* p = m_p.data();
   double* wv = p + N;
   if (n >= 3) {
-    double* v0 = m_v.data();
+    double* v0 = L.v.data();
     std::copy(A + 1, A + N, v0 + 1);
-    m_tau[0] = detail::householder(n - 1, v0 + 1);
-    m_e[0] = v0[1];
+    L.tau[0] = detail::householder(n - 1, v0 + 1);
+    L.e[0] = v0[1];
     v0[1] = 1.0;
-    if (m_tau[0] != 0) detail::symv(n, 1, A, v0, p);
+    if (L.tau[0] != 0) detail::symv(n, 1, A, v0, p);
   }
   for (int i = 0; i + 2 < n; ++i) {
-    m_d[i] = A[i + N * i];
-    const double tau = m_tau[i];
-    const double* v = m_v.data() + N * i;
+    L.d[i] = A[i + N * i];
+    const double tau = L.tau[i];
+    const double* v = L.v.data() + N * i;
     const bool more = i + 3 < n; // a reflector follows for column i + 1
-    double* vn = m_v.data() + N * (i + 1);
+    double* vn = L.v.data() + N * (i + 1);
     if (tau == 0.0) {
       // A unchanged: the next reflector from column i + 1 as it is, its product plainly.
       if (more) {
         std::copy(A + N * (i + 1) + i + 2, A + N * (i + 2), vn + i + 2);
-        m_tau[i + 1] = detail::householder(n - i - 2, vn + i + 2);
-        m_e[i + 1] = vn[i + 2];
+        L.tau[i + 1] = detail::householder(n - i - 2, vn + i + 2);
+        L.e[i + 1] = vn[i + 2];
         vn[i + 2] = 1.0;
-        if (m_tau[i + 1] != 0) detail::symv(n, i + 2, A, vn, p);
+        if (L.tau[i + 1] != 0) detail::symv(n, i + 2, A, vn, p);
       }
       continue;
     }
@@ -294,56 +469,119 @@ int SymEigen::compute(int n, const double* a, int lda, double* w, double* z, int
     detail::rank2AndSymv(n, i + 1, i + 2, A, v, wv, nullptr, nullptr);
     if (more) {
       std::copy(A + N * (i + 1) + i + 2, A + N * (i + 2), vn + i + 2);
-      m_tau[i + 1] = detail::householder(n - i - 2, vn + i + 2);
-      m_e[i + 1] = vn[i + 2];
+      L.tau[i + 1] = detail::householder(n - i - 2, vn + i + 2);
+      L.e[i + 1] = vn[i + 2];
       vn[i + 2] = 1.0;
     }
-    const bool fuse = more && m_tau[i + 1] != 0;
+    const bool fuse = more && L.tau[i + 1] != 0;
     if (fuse) std::fill(p + i + 2, p + n, 0.0);
     detail::rank2AndSymv(n, i + 2, n, A, v, wv, fuse ? vn : nullptr, fuse ? p : nullptr);
   }
   if (n >= 2) {
-    m_d[n - 2] = A[(n - 2) + N * (n - 2)];
-    m_e[n - 2] = A[(n - 1) + N * (n - 2)];
+    L.d[n - 2] = A[(n - 2) + N * (n - 2)];
+    L.e[n - 2] = A[(n - 1) + N * (n - 2)];
   }
-  m_d[n - 1] = A[(n - 1) + N * (n - 1)];
+  L.d[n - 1] = A[(n - 1) + N * (n - 1)];
+}
 
-  // 2. Eigenpairs of the tridiagonal matrix by divide and conquer (dstedc, as dsyevd and
-  // numpy's eigh), into z (column-major). At n = 74 it takes ~0.85 of MRRR's (dstemr)
-  // time for about twice its instructions: MRRR's twisted factorisations are chains of
-  // dependent divisions, dstedc's merges are independent secular equations and GEMMs
+int SymEigen::solveTridiagonal(int n, Reduced& L, const double* a, int lda, double* w, double* z, int ldz) {
+  // Divide and conquer (dstedc, as dsyevd and numpy's eigh) into z (column-major). At
+  // n = 74 it takes ~0.85 of MRRR's (dstemr) time for about twice its instructions
   // (docs/benchmarks.md, "CPU engine, fifth pass").
   int info = 0;
   const int lwork = 1 + 4 * n + n * n, liwork = 3 + 5 * n;
   if (m_work.size() < std::size_t(lwork)) m_work.resize(lwork);
   if (m_iwork.size() < std::size_t(liwork)) m_iwork.resize(liwork);
-  dstedc_("I", &n, m_d.data(), m_e.data(), z, &ldz, m_work.data(), &lwork, m_iwork.data(), &liwork, &info, 1);
+  m_dc.assign(L.d.begin(), L.d.end());
+  m_ec.assign(L.e.begin(), L.e.end());
+  dstedc_("I", &n, m_dc.data(), m_ec.data(), z, &ldz, m_work.data(), &lwork, m_iwork.data(), &liwork, &info, 1);
   if (info != 0) {
     m_copy.assign(a, a + std::size_t(lda) * (n - 1) + n);
     return lapack::syevr(n, m_copy.data(), lda, w, z, ldz, m_work, m_iwork);
   }
-  std::copy(m_d.begin(), m_d.end(), w);
-  if (sigma != 1.0)
-    for (int i = 0; i < n; ++i) w[i] /= sigma;
-
-  // 3. V = H_0 H_1 ... H_(n-3) Z, applied from the last reflector on Z^T's rows.
-  m_zt.resize(N * N);
+  for (int i = 0; i < n; ++i) w[i] = m_dc[i] / L.sigma;
+  m_zt.resize(std::size_t(n) * n);
   double* zt = m_zt.data();
   for (int c = 0; c < n; ++c)
-    for (int r = 0; r < n; ++r) zt[std::size_t(r) * N + c] = z[r + std::size_t(c) * ldz];
-  // Two reflectors per pass where both are proper (k and k - 1), else one.
+    for (int r = 0; r < n; ++r) zt[std::size_t(r) * n + c] = z[r + std::size_t(c) * ldz];
+  backTransform(n, L, z, ldz);
+  return 0;
+}
+
+void SymEigen::backTransform(int n, const Reduced& L, double* z, int ldz) {
+  // V = H_0 H_1 ... H_(n-3) Z, applied from the last reflector on the rows of Z (m_zt,
+  // row-major), two reflectors per pass where both are proper (k and k - 1), else one.
+  const std::size_t N = std::size_t(n);
+  double* zt = m_zt.data();
+  m_p.resize(2 * N);
+  double* p = m_p.data();
   for (int k = n - 3; k >= 0;) {
-    if (k >= 1 && m_tau[k] != 0 && m_tau[k - 1] != 0) {
-      detail::applyTwoReflectors(n, k, m_tau[k], m_v.data() + N * k, m_tau[k - 1], m_v.data() + N * (k - 1), zt, p);
+    if (k >= 1 && L.tau[k] != 0 && L.tau[k - 1] != 0) {
+      detail::applyTwoReflectors(n, k, L.tau[k], L.v.data() + N * k, L.tau[k - 1], L.v.data() + N * (k - 1), zt, p);
       k -= 2;
     } else {
-      if (m_tau[k] != 0) detail::applyReflector(n, k, m_tau[k], m_v.data() + N * k, zt, p);
+      if (L.tau[k] != 0) detail::applyReflector(n, k, L.tau[k], L.v.data() + N * k, zt, p);
       k -= 1;
     }
   }
   for (int c = 0; c < n; ++c)
     for (int r = 0; r < n; ++r) z[r + std::size_t(c) * ldz] = zt[std::size_t(r) * N + c];
-  return 0;
+}
+
+int SymEigen::compute(int n, const double* a, int lda, double* w, double* z, int ldz) {
+  if (n <= 0) return 0;
+  m_lane.resize(4);
+  reduce(n, a, lda, m_lane[0]);
+  return solveTridiagonal(n, m_lane[0], a, lda, w, z, ldz);
+}
+
+int SymEigen::compute4(int count, int n, const double* const* a, int lda, double* const* w, double* const* z,
+                       int ldz) {
+  if (n <= 0 || count <= 0) return 0;
+  if (count > 4) count = 4;
+  m_lane.resize(4);
+  const std::size_t N = std::size_t(n);
+  for (int j = 0; j < count; ++j) reduce(n, a[j], lda, m_lane[j]);
+  // Lanes past count repeat lane 0's tridiagonal (their results are not used).
+  m_d4.resize(4 * N);
+  m_e4.resize(4 * N);
+  m_z4.resize(4 * N * N);
+  for (int j = 0; j < 4; ++j) {
+    const Reduced& L = m_lane[j < count ? j : 0];
+    for (int i = 0; i < n; ++i) {
+      m_d4[4 * i + j] = L.d[i];
+      m_e4[4 * i + j] = i + 1 < n ? L.e[i] : 0.0;
+    }
+  }
+  m_rot4.resize(8 * N);
+  const unsigned failed = detail::tridiagQL4(n, m_d4.data(), m_e4.data(), m_z4.data(), m_rot4.data());
+  int info = 0;
+  m_zt.resize(N * N);
+  m_order.resize(N);
+  for (int j = 0; j < count; ++j) {
+    Reduced& L = m_lane[j];
+    bool ok = L.finite && !(failed & (1u << j));
+    for (int i = 0; ok && i < n; ++i) ok = std::isfinite(m_d4[4 * i + j]);
+    if (!ok) { // dstedc (then dsyevr) on this lane's tridiagonal, as compute() does
+      const int r = solveTridiagonal(n, L, a[j], lda, w[j], z[j], ldz);
+      if (r != 0 && info == 0) info = r;
+      continue;
+    }
+    // Ascending eigenvalues (a stable sort of the lane's indices), Z's columns in that
+    // order written as the rows of m_zt for the back-transformation.
+    for (int i = 0; i < n; ++i) m_order[i] = i;
+    std::stable_sort(m_order.begin(), m_order.end(),
+                     [&](int x, int y) { return m_d4[4 * x + j] < m_d4[4 * y + j]; });
+    double* zt = m_zt.data();
+    for (int c = 0; c < n; ++c) {
+      const int src = m_order[c];
+      w[j][c] = m_d4[4 * src + j] / L.sigma;
+      const double* col = m_z4.data() + 4 * std::size_t(src) + j; // Z row-major per lane
+      for (int r = 0; r < n; ++r) zt[std::size_t(r) * N + c] = col[4 * N * r];
+    }
+    backTransform(n, L, z[j], ldz);
+  }
+  return info;
 }
 
 } // namespace spex

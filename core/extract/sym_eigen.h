@@ -12,6 +12,15 @@
 //      inner loop is a contiguous axpy (no reductions, vectorised).
 // Eigenvalues ascending; eigenvectors as the columns of z, each of unit length (signs
 // as they come). Where dstedc reports a failure the matrix goes to dsyevr instead.
+//
+// compute4 does up to four matrices of one order at once: steps 1 and 3 as above, one
+// matrix after the other, and step 2 by implicit QL with Wilkinson shifts on the four
+// tridiagonals together, one per lane of a 4-wide vector (AVX2 in core/clones.h's
+// x86-64-v3 clone, two SSE2 halves in the default one): a tridiagonal eigensolver is a
+// chain of dependent square roots and divisions, and the lanes pay its latency once
+// for four matrices (docs/benchmarks.md, "CPU engine, seventh pass"). A lane that does
+// not converge (30 sweeps for one eigenvalue) or meets a non-finite value is solved
+// again by dstedc, as compute() does.
 #pragma once
 
 #include <vector>
@@ -23,15 +32,35 @@ public:
   // a: n x n column-major (lda), lower triangle read, not modified. w: n eigenvalues,
   // z: n x n eigenvectors (ldz). Returns 0, or LAPACK's info where dsyevr failed too.
   int compute(int n, const double* a, int lda, double* w, double* z, int ldz);
+  // count (1..4) matrices a[j], all n x n with leading dimension lda, into w[j] and z[j]
+  // (ldz), as compute() would (to rounding: another tridiagonal solver). Returns 0, or
+  // the first info of a lane where dsyevr failed too.
+  int compute4(int count, int n, const double* const* a, int lda, double* const* w, double* const* z, int ldz);
 
   // Multiply-adds of one compute(n) outside dstedc (tridiagonalisation and back-
   // transformation; for the notes): about n^3 + n^3.
   static double fma(int n);
 
 private:
+  // One matrix after its tridiagonalisation Q^T A Q = T.
+  struct Reduced {
+    std::vector<double> v;  // reflectors: column k holds v_k (rows k+1..n-1, v_k[k+1] = 1)
+    std::vector<double> tau, d, e; // T's diagonal d and subdiagonal e
+    double sigma = 1.0;     // A was scaled by sigma into the safe range
+    bool finite = true;
+  };
+  void reduce(int n, const double* a, int lda, Reduced& L);
+  // dstedc on L's tridiagonal (dsyevr on a where it fails), then the back-transformation.
+  int solveTridiagonal(int n, Reduced& L, const double* a, int lda, double* w, double* z, int ldz);
+  // z = Q Z for Z in m_zt (row-major).
+  void backTransform(int n, const Reduced& L, double* z, int ldz);
+
+  std::vector<Reduced> m_lane;
   std::vector<double> m_a;    // n x n working copy, column-major, lower triangle used
-  std::vector<double> m_v;    // reflectors: column k holds v_k (rows k+1..n-1, v_k[k+1] = 1)
-  std::vector<double> m_tau, m_d, m_e, m_p;
+  std::vector<double> m_p;
+  std::vector<double> m_dc, m_ec; // dstedc's copies of d and e
+  std::vector<double> m_d4, m_e4, m_z4, m_rot4; // compute4: four tridiagonals and their Z, lane-interleaved
+  std::vector<int> m_order;
   std::vector<double> m_zt;   // Z^T of the tridiagonal eigenvectors, then V^T
   std::vector<double> m_work; // dstedc / dsyevr workspace
   std::vector<int> m_iwork;
