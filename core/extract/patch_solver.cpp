@@ -392,35 +392,58 @@ void PatchSolver::decorrelateSignal(int nfib, int nw, int kept0, int kept1, Patc
   } else {
     lapack::trtri(n, m_icov.data(), n);
   }
-  m_cs.resize(std::size_t(nw) * nw);
-  m_eig.resize(nw);
+  // Blocks in groups of four (their eigenproblems solved together, SymEigen::compute4);
+  // a single block left over goes alone (compute: dstedc), as a lane batch costs about
+  // as much with one matrix as with four.
+  const std::size_t nn = std::size_t(nw) * nw;
+  m_cs.resize(4 * nn);
+  m_eig.resize(4 * std::size_t(nw));
+  m_z.resize(4 * nn);
   std::vector<double>& t = m_modelBox; // scratch nw x nw
-  t.resize(std::size_t(nw) * nw);
-  m_z.resize(std::size_t(nw) * nw);
-  for (int s = kept0; s < kept1; ++s) {
-    const int c0 = s * nw;
-    if (m_banded) {
-      const double* cs = m_q.data() + c0 + std::size_t(c0) * n;
-      for (int col = 0; col < nw; ++col)
-        std::copy(cs + std::size_t(col) * n + col, cs + std::size_t(col) * n + nw,
-                  m_cs.data() + std::size_t(col) * nw + col);
+  t.resize(nn);
+  for (int s0 = kept0; s0 < kept1; s0 += 4) {
+    const int count = std::min(4, kept1 - s0);
+    for (int j = 0; j < count; ++j) {
+      const int c0 = (s0 + j) * nw;
+      double* csj = m_cs.data() + j * nn;
+      if (m_banded) {
+        const double* cs = m_q.data() + c0 + std::size_t(c0) * n;
+        for (int col = 0; col < nw; ++col)
+          std::copy(cs + std::size_t(col) * n + col, cs + std::size_t(col) * n + nw, csj + std::size_t(col) * nw + col);
+      } else {
+        const double* xs = m_icov.data() + c0 + std::size_t(c0) * n;
+        lapack::syrkT(nw, n - c0, 1.0, xs, n, 0.0, csj, nw);
+      }
+    }
+    // Householder reduction and back-transformation in cache-resident loops around the
+    // tridiagonal solver (sym_eigen.h): dsyevd's algorithm without its per-call overhead
+    // at this size, the tridiagonal step four blocks at a time in vector lanes
+    // (docs/benchmarks.md, "CPU engine, third", "fifth" and "seventh pass").
+    if (count == 1) {
+      m_symEigen.compute(nw, m_cs.data(), nw, m_eig.data(), m_z.data(), nw);
     } else {
-      const double* xs = m_icov.data() + c0 + std::size_t(c0) * n;
-      lapack::syrkT(nw, n - c0, 1.0, xs, n, 0.0, m_cs.data(), nw);
+      const double* a4[4];
+      double *w4[4], *z4[4];
+      for (int j = 0; j < count; ++j) {
+        a4[j] = m_cs.data() + j * nn;
+        w4[j] = m_eig.data() + std::size_t(j) * nw;
+        z4[j] = m_z.data() + j * nn;
+      }
+      m_symEigen.compute4(count, nw, a4, nw, w4, z4, nw);
     }
-    // Householder reduction and back-transformation in cache-resident loops around
-    // LAPACK's divide and conquer (sym_eigen.h): dsyevd's algorithm without its per-call
-    // overhead at this size (docs/benchmarks.md, "CPU engine, third" and "fifth pass").
-    m_symEigen.compute(nw, m_cs.data(), nw, m_eig.data(), m_z.data(), nw);
-    // Q_s = C_s^-1/2 = V diag(w^-1/2) V^T = T T^T with T = V diag(w^-1/4), eigenvalues
-    // clipped at 1e-14 of the largest; applyT forms only what is kept of Q_s.
-    const double floor = 1e-14 * m_eig[nw - 1];
-    for (int i = 0; i < nw; ++i) {
-      const double w = std::max(m_eig[i], floor);
-      const double sc = w > 0 ? 1.0 / std::sqrt(std::sqrt(w)) : 0.0;
-      for (int r = 0; r < nw; ++r) t[r + std::size_t(i) * nw] = m_z[r + std::size_t(i) * nw] * sc;
+    for (int j = 0; j < count; ++j) {
+      const double* eig = m_eig.data() + std::size_t(j) * nw;
+      const double* z = m_z.data() + j * nn;
+      // Q_s = C_s^-1/2 = V diag(w^-1/2) V^T = T T^T with T = V diag(w^-1/4), eigenvalues
+      // clipped at 1e-14 of the largest; applyT forms only what is kept of Q_s.
+      const double floor = 1e-14 * eig[nw - 1];
+      for (int i = 0; i < nw; ++i) {
+        const double w = std::max(eig[i], floor);
+        const double sc = w > 0 ? 1.0 / std::sqrt(std::sqrt(w)) : 0.0;
+        for (int r = 0; r < nw; ++r) t[r + std::size_t(i) * nw] = z[r + std::size_t(i) * nw] * sc;
+      }
+      applyT(t.data(), s0 + j, nw, out);
     }
-    applyT(t.data(), s, nw, out);
   }
 }
 
