@@ -295,9 +295,10 @@ static inline __attribute__((always_inline)) void rotateRows(int n, int l, int M
 // direction, its convergence test) on four tridiagonal matrices of order n at once,
 // lane j holding matrix j: d[4 i + j] its diagonal, e[4 i + j] its subdiagonal (e[4 (n
 // - 1) + j] = 0), z[4 (n k + i) + j] component k of its eigenvector i (Z = I on entry
-// is set here); rot: 8 n doubles of scratch (one sweep's rotations). The four lanes share the outer loop over l; each lane has its own
-// split point m, shift and rotations, and a lane whose sweep does not reach row i (i >=
-// its m) or that has converged at l rotates by the identity there (c = 1, s = 0: exact,
+// is set here); rot: 8 n doubles of scratch (one sweep's rotations). Each lane has its
+// own position l, split point m, shift and rotations; a sweep covers the union of the
+// lanes' ranges, and a lane rotates by the identity outside its own [l, m) or once it
+// has all its eigenvalues (c = 1, s = 0: exact,
 // its numbers do not move). The latency of every step (a square root and two divisions
 // in a chain) is paid once for the four matrices; each sweep's rotations are applied to
 // Z after it, row by row (rotateRows). Eigenvalues come unsorted. Returns the
@@ -313,83 +314,98 @@ SPEX_CLONES unsigned tridiagQL4(int n, double* __restrict dd, double* __restrict
   for (std::size_t i = 0; i < N * N; ++i) Z[i] = splat4(0.0);
   for (std::size_t i = 0; i < N; ++i) Z[i * N + i] = splat4(1.0);
   const double eps = std::numeric_limits<double>::epsilon() / 2; // dlamch('E')
-  const Lanes4 eps2 = splat4(eps * eps), safmin = splat4(std::numeric_limits<double>::min());
+  const double eps2 = eps * eps, safmin = std::numeric_limits<double>::min();
   const Lanes4 one = splat4(1.0), zero4 = splat4(0.0);
   Lanes4* C = reinterpret_cast<Lanes4*>(rot);
   Lanes4* S = C + N;
+  // Each lane has its own position l (its eigenvalues 0..l-1 are found) and goes on to
+  // l + 1 as soon as it has converged there, so no lane waits for the others' sweeps;
+  // a sweep runs over the union of the lanes' ranges [l, m).
+  int lj[4] = {0, 0, 0, 0}, iter[4] = {0, 0, 0, 0};
   unsigned failed = 0;
-  for (int l = 0; l + 1 < n; ++l) {
-    int iter[4] = {0, 0, 0, 0};
-    for (;;) {
-      // Split point per lane: the first m >= l with e[m] negligible (dsteqr's test,
-      // |e|^2 <= eps^2 |d_m| |d_m+1| + safmin), n - 1 where none is.
-      int ml[4] = {n - 1, n - 1, n - 1, n - 1};
-      Mask4 found = {0, 0, 0, 0};
-      for (int m = l; m + 1 < n; ++m) {
-        const Lanes4 em = E[m];
-        const Mask4 small = (em * em <= eps2 * abs4(D[m]) * abs4(D[m + 1]) + safmin);
-        const Mask4 fresh = small & ~found;
-        if (any4(fresh))
-          for (int j = 0; j < 4; ++j)
-            if (fresh[j]) ml[j] = m;
-        found |= small;
-        if (found[0] && found[1] && found[2] && found[3]) break;
-      }
-      int M = l;
-      for (int j = 0; j < 4; ++j) {
-        if (ml[j] != l && ++iter[j] > 30) { // gives up on this lane: it is solved again
-          failed |= 1u << j;
-          for (int i = l; i < n; ++i) ee[4 * i + j] = 0.0;
-          ml[j] = l;
+  for (;;) {
+    // Split point per lane: the first m >= l with e[m] negligible (dsteqr's test,
+    // |e|^2 <= eps^2 |d_m| |d_m+1| + safmin), n - 1 where none is; a lane whose m is its
+    // l has converged there and moves on.
+    int ml[4];
+    for (int j = 0; j < 4; ++j) {
+      for (;;) {
+        int m = lj[j];
+        for (; m + 1 < n; ++m) {
+          const double em = ee[4 * m + j];
+          if (em * em <= eps2 * std::abs(dd[4 * m + j]) * std::abs(dd[4 * (m + 1) + j]) + safmin) break;
         }
+        ml[j] = std::min(m, n - 1);
+        if (ml[j] != lj[j] || lj[j] >= n - 1) break;
+        ++lj[j];
+        iter[j] = 0;
+      }
+      if (ml[j] != lj[j] && ++iter[j] > 30) { // gives up on this lane: it is solved again
+        failed |= 1u << j;
+        for (int i = lj[j]; i < n; ++i) ee[4 * i + j] = 0.0;
+        lj[j] = ml[j] = n - 1;
+      }
+    }
+    int L = n, M = 0;
+    for (int j = 0; j < 4; ++j)
+      if (ml[j] != lj[j]) {
+        L = std::min(L, lj[j]);
         M = std::max(M, ml[j]);
       }
-      if (M == l) break; // every lane has its eigenvalue l
-      const Lanes4 mlv = {double(ml[0]), double(ml[1]), double(ml[2]), double(ml[3])};
-      const Mask4 active = mlv != splat4(double(l));
-      // Wilkinson-type shift per lane (tql2's): from the leading 2 x 2 of the block.
-      const Lanes4 el = active ? E[l] : one;
-      Lanes4 g = (D[l + 1] - D[l]) / (2.0 * el);
-      Lanes4 r = sqrt4(g * g + 1.0);
-      const Lanes4 dm = {dd[4 * ml[0]], dd[4 * ml[1] + 1], dd[4 * ml[2] + 2], dd[4 * ml[3] + 3]};
-      g = dm - D[l] + el / (g + (g < 0 ? -r : r));
-      Lanes4 s = one, c = one, p = zero4;
-      Mask4 live = active;
-      for (int i = M - 1; i >= l; --i) {
-        const Mask4 on = live & (splat4(double(i)) < mlv);
-        const Lanes4 ei = E[i];
-        const Lanes4 f = s * ei, b = c * ei;
-        r = sqrt4(f * f + g * g);
-        const Mask4 brk = on & (r == 0);
-        const Mask4 go = on & ~brk;
-        const Lanes4 rs = go ? r : one;
-        const Lanes4 sn = f / rs, cn = g / rs;
-        E[i + 1] = go ? r : E[i + 1];
-        const Lanes4 g2 = D[i + 1] - p;
-        const Lanes4 r2 = (D[i] - g2) * sn + 2.0 * cn * b;
-        const Lanes4 pn = sn * r2;
-        D[i + 1] = go ? g2 + pn : (brk ? D[i + 1] - p : D[i + 1]);
-        const Lanes4 gn = cn * r2 - b;
-        s = go ? sn : s;
-        c = go ? cn : c;
-        p = go ? pn : p;
-        g = go ? gn : g;
-        // The rotation of columns i and i + 1 of the four Z's (identity in the lanes not
-        // rotating here), applied after the sweep.
-        C[i] = go ? cn : one;
-        S[i] = go ? sn : zero4;
-        if (any4(brk)) { // underflow: the lane splits at m and looks for a new split
-          for (int j = 0; j < 4; ++j)
-            if (brk[j]) ee[4 * ml[j] + j] = 0.0;
-          live &= ~brk;
-        }
-      }
-      rotateRows(n, l, M, C, S, Z);
-      D[l] = live ? D[l] - p : D[l];
-      E[l] = live ? g : E[l];
-      for (int j = 0; j < 4; ++j)
-        if (live[j]) ee[4 * ml[j] + j] = 0.0;
+    if (L == n) break; // every lane has all its eigenvalues
+    const Lanes4 mlv = {double(ml[0]), double(ml[1]), double(ml[2]), double(ml[3])};
+    const Lanes4 llv = {double(lj[0]), double(lj[1]), double(lj[2]), double(lj[3])};
+    const Mask4 active = mlv != llv;
+    // Wilkinson-type shift per lane (tql2's): from the leading 2 x 2 of its block.
+    Lanes4 dl, dl1, dm, el;
+    for (int j = 0; j < 4; ++j) {
+      dl[j] = dd[4 * lj[j] + j];
+      dl1[j] = dd[4 * std::min(lj[j] + 1, n - 1) + j];
+      dm[j] = dd[4 * ml[j] + j];
+      el[j] = active[j] ? ee[4 * lj[j] + j] : 1.0;
     }
+    Lanes4 g = (dl1 - dl) / (2.0 * el);
+    Lanes4 r = sqrt4(g * g + 1.0);
+    g = dm - dl + el / (g + (g < 0 ? -r : r));
+    Lanes4 s = one, c = one, p = zero4;
+    Mask4 live = active;
+    for (int i = M - 1; i >= L; --i) {
+      const Lanes4 iv = splat4(double(i));
+      const Mask4 on = live & (iv < mlv) & (iv >= llv);
+      const Lanes4 ei = E[i];
+      const Lanes4 f = s * ei, b = c * ei;
+      r = sqrt4(f * f + g * g);
+      const Mask4 brk = on & (r == 0);
+      const Mask4 go = on & ~brk;
+      const Lanes4 rs = go ? r : one;
+      const Lanes4 sn = f / rs, cn = g / rs;
+      E[i + 1] = go ? r : E[i + 1];
+      const Lanes4 g2 = D[i + 1] - p;
+      const Lanes4 r2 = (D[i] - g2) * sn + 2.0 * cn * b;
+      const Lanes4 pn = sn * r2;
+      D[i + 1] = go ? g2 + pn : (brk ? D[i + 1] - p : D[i + 1]);
+      const Lanes4 gn = cn * r2 - b;
+      s = go ? sn : s;
+      c = go ? cn : c;
+      p = go ? pn : p;
+      g = go ? gn : g;
+      // The rotation of columns i and i + 1 of the four Z's (identity in the lanes not
+      // rotating here), applied after the sweep.
+      C[i] = go ? cn : one;
+      S[i] = go ? sn : zero4;
+      if (any4(brk)) { // underflow: the lane splits at m and looks for a new split
+        for (int j = 0; j < 4; ++j)
+          if (brk[j]) ee[4 * ml[j] + j] = 0.0;
+        live &= ~brk;
+      }
+    }
+    rotateRows(n, L, M, C, S, Z);
+    for (int j = 0; j < 4; ++j)
+      if (live[j]) {
+        dd[4 * lj[j] + j] -= p[j];
+        ee[4 * lj[j] + j] = g[j];
+        ee[4 * ml[j] + j] = 0.0;
+      }
   }
   return failed;
 }
