@@ -132,6 +132,12 @@ struct CudaEngineOptions {
   // The frame is the same to the bit. Selections and single patches are not affected.
   // Factory switch: SPEXLAB_CUDA_OVERLAP=0 turns it off.
   bool overlapEnds = true;
+  // A whole frame without a plan in the request: device 0 evaluates the plan's corner
+  // table and each patch's corner extents (8 ints a patch come back instead of the
+  // ~9.5 MB table, which the host neither waits for nor pages in), and starts the
+  // frame's spot table before the host sets the boxes. The plan is the same to the
+  // bit (core/plan setPatchBoxes). Factory switch: SPEXLAB_CUDA_PLANAHEAD=0 turns it off.
+  bool planAhead = true;
 };
 
 // How one device's memory was split in the engine's last extraction (for reports).

@@ -123,6 +123,13 @@ void launchSpotList(const DevPsf& psf, const int* fibers, const double* waves, i
 // corner table a patch plan is made from (core/plan/patch_plan.h PlanCorners).
 void launchCornerTable(const DevPsf& psf, int f0, int nf, int k0, int nk, double wmin, double dw, int* x,
                        int* y, cudaStream_t stream);
+// Each patch's corner extents (core/plan PatchExtents, to the bit: integer min and
+// max) from the corner table launchCornerTable made (fibers from f0, bins from k0, nk
+// bins a fiber): win[5 p ..] = fiberPad0, nfiberPad, wavePad0, nwavePad, wave0 of
+// patch p; out[8 p ..] = pad {xmin, xmax, ymin, ymax}, then core (bins wave0 .. wave0 +
+// step). A warp per patch.
+void launchPatchExtents(const int* x, const int* y, int f0, int k0, int nk, const int* win, int count, int step,
+                        int* out, cudaStream_t stream);
 void launchLegendreSums(const double* coeff, int ncoeff, const double* u, int count,
                         double* out, cudaStream_t stream);
 void launchGaussHermiteBasis(int deg, int hsize, const double* d, const double* sigma,
