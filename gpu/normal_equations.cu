@@ -312,6 +312,68 @@ __device__ __forceinline__ void leanStep(int& c, unsigned& qo, int w, int dc, in
   }
 }
 
+// A lane's pixels of a pair when the warp's count of them, K = ceil(area / 32), is known
+// at compile time: every stamp load of the pair issued before the first product is added
+// (one round trip a pair instead of one a pixel or two), then the products added in the
+// pixels' order, so the sum is the same to the bit. Every slot but the last is a pixel
+// of every lane; the last only where lane + 32 (K - 1) < area. Full: the overlap spans
+// whole stamp rows (w = nx), pixel t at offset t of both stamps; otherwise the walk of
+// leanStep from the lane's first pixel.
+template <int K, bool Full>
+__device__ __forceinline__ double leanWalk(unsigned pa, const double* pb, int lane, int area, int c, unsigned qo,
+                                           int w, int dc, int dq, int wrap) {
+  unsigned q[K];
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    if (Full) {
+      q[k] = unsigned(lane + 32 * k);
+    } else {
+      q[k] = qo;
+      if (k + 1 < K) leanStep(c, qo, w, dc, dq, wrap);
+    }
+  }
+  const bool last = lane + 32 * (K - 1) < area;
+  double bv[K];
+#pragma unroll
+  for (int k = 0; k < K; ++k) bv[k] = (k + 1 < K || last) ? __ldg(pb + q[k]) : 0.0;
+  double acc = 0.0;
+#pragma unroll
+  for (int k = 0; k < K; ++k)
+    if (k + 1 < K || last) acc += sharedAt(pa, q[k]) * bv[k];
+  return acc;
+}
+
+// The same, K in 1 .. 6 (stamps of up to 192 px: DESI's 17 x 11 and smaller) by its own
+// code; larger overlaps two pixels a step (both loads in flight, added in order).
+template <bool Full>
+__device__ __forceinline__ double leanPair(unsigned pa, const double* pb, int lane, int area, int c, unsigned qo,
+                                           int w, int dc, int dq, int wrap) {
+  switch ((area + 31) >> 5) {
+  case 1: return leanWalk<1, Full>(pa, pb, lane, area, c, qo, w, dc, dq, wrap);
+  case 2: return leanWalk<2, Full>(pa, pb, lane, area, c, qo, w, dc, dq, wrap);
+  case 3: return leanWalk<3, Full>(pa, pb, lane, area, c, qo, w, dc, dq, wrap);
+  case 4: return leanWalk<4, Full>(pa, pb, lane, area, c, qo, w, dc, dq, wrap);
+  case 5: return leanWalk<5, Full>(pa, pb, lane, area, c, qo, w, dc, dq, wrap);
+  case 6: return leanWalk<6, Full>(pa, pb, lane, area, c, qo, w, dc, dq, wrap);
+  default: break;
+  }
+  double acc = 0.0;
+  int t = lane;
+#pragma unroll 1
+  for (; t + 32 < area; t += 64) {
+    const unsigned q0 = qo;
+    leanStep(c, qo, w, dc, dq, wrap);
+    const unsigned q1 = qo;
+    leanStep(c, qo, w, dc, dq, wrap);
+    const double b0 = __ldg(pb + q0), b1 = __ldg(pb + q1);
+    const double a0 = sharedAt(pa, q0), a1 = sharedAt(pa, q1);
+    acc += a0 * b0;
+    acc += a1 * b1;
+  }
+  if (t < area) acc += sharedAt(pa, qo) * __ldg(pb + qo);
+  return acc;
+}
+
 // The same sums as normalEquationsPairsKernel (each pair's pixels on the same lanes in
 // the same order, the same reductions: iCov, y, fw and pm identical to the bit), with
 // fewer instructions a pair, counted from the SASS (sm_90) of the pair kernel: there a
@@ -323,8 +385,10 @@ __device__ __forceinline__ void leanStep(int& c, unsigned& qo, int w, int dc, in
 //    the column row, the width's correctly rounded reciprocal (float bits), width and
 //    area packed: a lane unpacks them with a few shifts and masks;
 //  - a lane's offsets are unsigned 32-bit (one wide multiply-add an address);
-//  - a lane's pixels two steps at a time, both stamp loads issued before either product
-//    is added (the same products added in the same order);
+//  - all of a lane's stamp loads of a pair issued before its first product is added
+//    (leanWalk, by the pair's own count of pixels a lane; the same products added in
+//    the same order), and the overlaps that span whole stamp rows walked with no
+//    column bookkeeping;
 //  - no integer division or modulo by a runtime width anywhere: the candidates' fiber
 //    and bin by increments, weighStamp's rows by divByRcp.
 __global__ void __launch_bounds__(kNeThreads) normalEquationsLeanKernel(BatchView b) {
@@ -407,32 +471,8 @@ __global__ void __launch_bounds__(kNeThreads) normalEquationsLeanKernel(BatchVie
     // Bases the compiler cannot fold the lane's offset into: one multiply-add an address.
     const unsigned pa = unsigned(__cvta_generic_to_shared(wsa)) + 8u * (unsigned(pr.y) & 0xffffu);
     const double* pb = opaque(st.v + unsigned(pr.x));
-    double acc = 0.0;
-    int t = lane;
-    if (wrap == 0) { // the overlap spans whole stamp rows: pixel t at offset t
-#pragma unroll 1
-      for (; t + 32 < area; t += 64) { // two pixels: both loads in flight, then added in order
-        const unsigned q0 = unsigned(t), q1 = unsigned(t + 32);
-        const double b0 = __ldg(pb + q0), b1 = __ldg(pb + q1);
-        const double a0 = sharedAt(pa, q0), a1 = sharedAt(pa, q1);
-        acc += a0 * b0;
-        acc += a1 * b1;
-      }
-      if (t < area) acc += sharedAt(pa, unsigned(t)) * __ldg(pb + unsigned(t));
-    } else {
-#pragma unroll 1
-      for (; t + 32 < area; t += 64) {
-        const unsigned q0 = qo;
-        leanStep(c, qo, w, dc, dq, wrap);
-        const unsigned q1 = qo;
-        leanStep(c, qo, w, dc, dq, wrap);
-        const double b0 = __ldg(pb + q0), b1 = __ldg(pb + q1);
-        const double a0 = sharedAt(pa, q0), a1 = sharedAt(pa, q1);
-        acc += a0 * b0;
-        acc += a1 * b1;
-      }
-      if (t < area) acc += sharedAt(pa, qo) * __ldg(pb + qo);
-    }
+    double acc = wrap == 0 ? leanPair<true>(pa, pb, lane, area, c, qo, w, dc, dq, wrap)
+                           : leanPair<false>(pa, pb, lane, area, c, qo, w, dc, dq, wrap);
     acc = warpSum(acc);
     if (lane == 0) col[unsigned(pr.y) >> 16] = acc;
   }
