@@ -391,9 +391,15 @@ __device__ __forceinline__ double leanPair(unsigned pa, const double* pb, int la
 //    column bookkeeping;
 //  - no integer division or modulo by a runtime width anywhere: the candidates' fiber,
 //    bin and spot index by increments, weighStamp's rows by divByRcp;
-//  - at most 40 registers (12 blocks, 48 warps an SM, none spilled; left to itself the
-//    compiler takes 48, 10 blocks).
-__global__ void __launch_bounds__(kNeThreads, 12) normalEquationsLeanKernel(BatchView b) {
+//  - on sm_90, at most 40 registers (12 blocks, 48 warps an SM, none spilled; left to
+//    itself the compiler takes 48, 10 blocks); sm_80's code would spill at 40: 48 there
+//    (unbounded it takes 64).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+constexpr int kNeLeanMinBlocks = 12;
+#else
+constexpr int kNeLeanMinBlocks = 10;
+#endif
+__global__ void __launch_bounds__(kNeThreads, kNeLeanMinBlocks) normalEquationsLeanKernel(BatchView b) {
   extern __shared__ double sh[];
   __shared__ int npairs;
   const int p = blockIdx.y, a = blockIdx.x;
