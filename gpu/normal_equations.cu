@@ -389,17 +389,13 @@ __device__ __forceinline__ double leanPair(unsigned pa, const double* pb, int la
 //    (leanWalk, by the pair's own count of pixels a lane; the same products added in
 //    the same order), and the overlaps that span whole stamp rows walked with no
 //    column bookkeeping;
-//  - no integer division or modulo by a runtime width anywhere: the candidates' fiber,
-//    bin and spot index by increments, weighStamp's rows by divByRcp;
-//  - on sm_90, at most 40 registers (12 blocks, 48 warps an SM, none spilled; left to
-//    itself the compiler takes 48, 10 blocks); sm_80's code would spill at 40: 48 there
-//    (unbounded it takes 64).
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-constexpr int kNeLeanMinBlocks = 12;
-#else
-constexpr int kNeLeanMinBlocks = 10;
-#endif
-__global__ void __launch_bounds__(kNeThreads, kNeLeanMinBlocks) normalEquationsLeanKernel(BatchView b) {
+//  - no integer division or modulo by a runtime width anywhere: the candidates' fiber
+//    and bin by increments, weighStamp's rows by divByRcp.
+// 40 registers as it stands (48 warps an SM). Measured and not kept (docs/benchmarks.md,
+// "seventh round"): the candidates' spot index by increments too (48 registers, or 40
+// under __launch_bounds__ with 4 % more instructions) and 32 registers (64 warps an SM,
+// spilled): both slower.
+__global__ void __launch_bounds__(kNeThreads) normalEquationsLeanKernel(BatchView b) {
   extern __shared__ double sh[];
   __shared__ int npairs;
   const int p = blockIdx.y, a = blockIdx.x;
@@ -438,32 +434,28 @@ __global__ void __launch_bounds__(kNeThreads, kNeLeanMinBlocks) normalEquationsL
   // The candidates b of the band (b >= a), one a thread, fiber j and bin kb by
   // increments; the overlapping ones listed with what every lane needs of them.
   const int cEnd = min(rowEnd, nReal);
-  int kb = ka + int(threadIdx.x);
-  // Its spot's index, st.index(fiber j, bin kb) = st.index(fiber i, bin 0) + kb + (j - i)
-  // (nk - nb), by increments too (unsigned: under 2^32 where read, normalEquationsLeanFit).
-  unsigned ib = unsigned(st.index(pt.fiberPad0 + i, pt.wavePad0)) + unsigned(kb);
-  const unsigned nextFiber = unsigned(st.nk - nb);
+  int j = i, kb = ka + int(threadIdx.x);
   while (kb >= nb) {
     kb -= nb;
-    ib += nextFiber;
+    ++j;
   }
   for (int bb = a + threadIdx.x; bb < cEnd; bb += kNeThreads) {
+    const long long ib = st.index(pt.fiberPad0 + j, pt.wavePad0 + kb);
     const int2 cb = st.corner[ib];
     const int ox0 = max(max(ca.x, cb.x), pt.x0), ox1 = min(min(ca.x, cb.x) + nx, pt.x1);
     const int oy0 = max(max(ca.y, cb.y), pt.y0), oy1 = min(min(ca.y, cb.y) + ny, pt.y1);
     if (ox0 < ox1 && oy0 < oy1) {
       const unsigned w = unsigned(ox1 - ox0), area = w * unsigned(oy1 - oy0);
       const unsigned offA = unsigned((oy0 - ca.y) * nx + (ox0 - ca.x));
-      const unsigned gb = ib * unsigned(npix) + unsigned((oy0 - cb.y) * nx + (ox0 - cb.x));
+      const unsigned gb = unsigned(ib) * unsigned(npix) + unsigned((oy0 - cb.y) * nx + (ox0 - cb.x));
       const int s = atomicAdd(&npairs, 1);
       pairs[s] = make_int4(int(gb), int(offA | (unsigned(bb - a) << 16)), __float_as_int(__frcp_rn(float(w))),
                            int(w | (area << 8)));
     }
     kb += kNeThreads;
-    ib += kNeThreads;
     while (kb >= nb) {
       kb -= nb;
-      ib += nextFiber;
+      ++j;
     }
   }
   __syncthreads();
