@@ -75,7 +75,7 @@ struct CudaEngineOptions {
   CholeskyColumns choleskyColumns = CholeskyColumns::Tiled;
   // Normal equations. Lean (default): Pairs with fewer instructions a pair (gpu/kernels.h
   // launchNormalEquationsLean: each pair's lane-independent walk set up once by the thread
-  // that lists it, 32-bit offsets, two stamp loads in flight a lane, no integer division
+  // that lists it, 32-bit offsets, a pair's stamp loads in flight at once, no integer division
   // by a runtime width; docs/benchmarks.md, "seventh round"). Pairs: a thread block per
   // unknown (launchNormalEquationsPairs), the overlapping stamp pairs listed first. Tile: a block
   // per group of 8 unknowns (launchNormalEquationsTile), the group's corners and

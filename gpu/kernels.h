@@ -149,7 +149,7 @@ void launchNormalEquationsPairs(const BatchView& b, cudaStream_t stream);
 bool normalEquationsTileFit(const BatchView& b);
 // The same values to the bit, written as launchNormalEquationsPairs writes them, by the
 // same block per unknown with fewer instructions a pair (its walk set up once by the
-// thread that lists it, 32-bit offsets, two stamp loads in flight a lane, no integer
+// thread that lists it, 32-bit offsets, a pair's stamp loads in flight at once, no integer
 // division by a runtime width). Needs normalEquationsLeanFit (normalEquationsPairsFit,
 // stamps at most 255 px wide, all stamp values of the table under 2^32, at most 65535
 // candidates a column and n < 2^22); throws GpuError otherwise.
