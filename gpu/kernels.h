@@ -154,6 +154,14 @@ void launchNormalEquationsPairs(const BatchView& b, cudaStream_t stream);
 // loads); slower than the pair kernel on an H100 (23.3 vs 16.7 ms a frame), kept for A/B. Needs normalEquationsTileFit (normalEquationsPairsFit, n < 65536 and the
 // block's shared memory within the device's); throws GpuError otherwise.
 bool normalEquationsTileFit(const BatchView& b);
+// The same values to the bit, written as launchNormalEquationsPairs writes them, by the
+// same block per unknown with fewer instructions a pair (its walk set up once by the
+// thread that lists it, 32-bit offsets, a pair's stamp loads in flight at once, no integer
+// division by a runtime width). Needs normalEquationsLeanFit (normalEquationsPairsFit,
+// stamps at most 255 px wide, all stamp values of the table under 2^32, at most 65535
+// candidates a column and n < 2^22); throws GpuError otherwise.
+bool normalEquationsLeanFit(const BatchView& b);
+void launchNormalEquationsLean(const BatchView& b, cudaStream_t stream);
 void launchNormalEquationsTile(const BatchView& b, cudaStream_t stream);
 void launchPrior(const BatchView& b, cudaStream_t stream);
 // L_kk^-1 of every diagonal block of the factors in b.A into D: block k of patch p at

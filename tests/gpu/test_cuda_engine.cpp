@@ -269,12 +269,12 @@ private slots:
   }
 
   void normalEquationKernelsAgree() {
-    // CudaEngineOptions::normalKernel: the pair-list kernel (a block per unknown; every
-    // other test here runs it) and the tile kernel (a block per 8 unknowns) fill only
+    // CudaEngineOptions::normalKernel: the lean pair-list kernel (a block per unknown;
+    // every other test here runs it), the pair-list kernel it was cut from, and the tile kernel (a block per 8 unknowns) fill only
     // the lower triangle's block band the factor reads, with no memsets, so A's upper
     // triangle and the blocks outside the band keep whatever the workspace held (an
     // earlier batch's factor, the eigensolver's scratch); the older scan kernel clears A
-    // and writes both triangles. All three sum each entry over the same pixels in the
+    // and writes both triangles. All four sum each entry over the same pixels in the
     // same order, so flux, ivar, resolution, f and pixmask_fraction must agree to the
     // bit (chi2pix and the model to rounding), on the band and dense, with cuSOLVER's
     // potrf, in signal and noise mode, over several batches a workspace (small batches:
@@ -303,14 +303,16 @@ private slots:
         CudaEngine pairs(o);
         o.normalKernel = NK::Tile;
         CudaEngine tile(o);
+        o.normalKernel = NK::Lean;
+        CudaEngine lean(o);
         const ExtractionResult r0 = runCuda(req, &scan), r2 = runCuda(req, &scan);
         const long again = binsNotIdentical(r0, r2, false);
-        for (CudaEngine* e : {&pairs, &tile}) {
+        for (CudaEngine* e : {&lean, &pairs, &tile}) {
           const ExtractionResult r1 = runCuda(req, e);
           const Diff diff = compare(r0, r1);
           const long differ = binsNotIdentical(r0, r1, false);
           qInfo("%s, %s: %s vs scan kernel: %s; bins not identical: %ld (scan twice: %ld; batches %d)",
-                mode == Decorrelation::Signal ? "signal" : "noise", var.name, e == &tile ? "tile" : "pairs",
+                mode == Decorrelation::Signal ? "signal" : "noise", var.name, e == &tile ? "tile" : e == &lean ? "lean" : "pairs",
                 qPrintable(diff.text()), differ, again, e->memoryPlans().at(0).batches);
           QVERIFY(e->memoryPlans().at(0).batches > 2);
           requireAgreement(diff);
