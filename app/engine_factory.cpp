@@ -124,14 +124,16 @@ CudaEngineOptions cudaOptions(const EngineOptions& eo) {
   }
   if (const int k = pick("SPEXLAB_CUDA_SOLVER", {"auto", "dense"}); k >= 0) o.bandedSolve = k == 0;
   if (const int k = pick("SPEXLAB_CUDA_INVERSE", {"selected", "full"}); k >= 0) o.selectedInverse = k == 0;
-  if (const int k = pick("SPEXLAB_CUDA_NORMAL", {"pairs", "tile", "scan"}); k >= 0)
-    o.normalKernel = std::array{O::NormalKernel::Pairs, O::NormalKernel::Tile, O::NormalKernel::Scan}[k];
+  if (const int k = pick("SPEXLAB_CUDA_NORMAL", {"lean", "pairs", "tile", "scan"}); k >= 0)
+    o.normalKernel =
+        std::array{O::NormalKernel::Lean, O::NormalKernel::Pairs, O::NormalKernel::Tile, O::NormalKernel::Scan}[k];
   if (const int k = pick("SPEXLAB_CUDA_SPOTS", {"warp", "block"}); k >= 0) o.spotWarps = k == 0;
   if (const int k = pick("SPEXLAB_CUDA_GEMM", {"tensor", "cublas"}); k >= 0)
     o.gemm = k == 1 ? O::Gemm::Cublas : O::Gemm::Tensor;
   if (const int k = pick("SPEXLAB_CUDA_WARMUP", {"0", "1"}); k >= 0) o.warmUp = k == 1;
   if (const int k = pick("SPEXLAB_CUDA_RESERVE", {"0", "1"}); k >= 0) o.reserveAhead = k == 1;
   if (const int k = pick("SPEXLAB_CUDA_OVERLAP", {"0", "1"}); k >= 0) o.overlapEnds = k == 1;
+  if (const int k = pick("SPEXLAB_CUDA_PLANAHEAD", {"0", "1"}); k >= 0) o.planAhead = k == 1;
   return o;
 }
 

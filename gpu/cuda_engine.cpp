@@ -269,7 +269,11 @@ void CudaEngine::run(const ExtractionRequest& req, ExtractionResult& result, boo
     // Without a plan in the request, device 0 evaluates the plan's corner table (~90 %
     // of the plan's host time) while the image uploads.
     const bool deviceCorners = !req.plan && !runs.empty();
-    if (deviceCorners) runs[0]->wantCorners = true;
+    if (deviceCorners) {
+      runs[0]->wantCorners = true;
+      // The plan ahead: a whole frame, where the plan alone waits for the corners.
+      runs[0]->planAhead = m_options.planAhead && !req.patches;
+    }
     // A whole frame on one device: its spot table too, right after the corners, or
     // over the range of the request's plan (the CLI makes it while the engine starts).
     if (!req.patches && m_devices.size() == 1 && !runs.empty()) {
@@ -369,7 +373,9 @@ void CudaEngine::run(const ExtractionRequest& req, ExtractionResult& result, boo
       ScopedRange r(&rec, "plan");
       if (deviceCorners) {
         runs[0]->cornersReady.wait();
-        if (runs[0]->cornersOk)
+        if (runs[0]->aheadPlan)
+          planHeld = runs[0]->aheadPlan;
+        else if (runs[0]->cornersOk && !runs[0]->planAhead)
           planHeld = std::make_shared<const PatchPlan>(
               makePatchPlan(*req.psf, req.wave, req.fiberMin, req.nFiber, req.params, runs[0]->corners));
         else

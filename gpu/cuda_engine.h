@@ -73,8 +73,11 @@ struct CudaEngineOptions {
   // older four launches. Factory switch: SPEXLAB_CUDA_CHOLESKY=tiled|fused|blocked.
   enum class CholeskyColumns { Tiled, Fused, Steps };
   CholeskyColumns choleskyColumns = CholeskyColumns::Tiled;
-  // Normal equations. Pairs (default): a thread block per unknown (gpu/kernels.h
-  // launchNormalEquationsPairs), the overlapping stamp pairs listed first. Tile: a block
+  // Normal equations. Lean (default): Pairs with fewer instructions a pair (gpu/kernels.h
+  // launchNormalEquationsLean: each pair's lane-independent walk set up once by the thread
+  // that lists it, 32-bit offsets, a pair's stamp loads in flight at once, no integer division
+  // by a runtime width; docs/benchmarks.md, "seventh round"). Pairs: a thread block per
+  // unknown (launchNormalEquationsPairs), the overlapping stamp pairs listed first. Tile: a block
   // per group of 8 unknowns (launchNormalEquationsTile), the group's corners and
   // weighted stamps in shared memory, the pairs' stamp loads pipelined; measured slower
   // on an H100 (docs/benchmarks.md, "sixth round"), kept for A/B. Both test candidates
@@ -82,9 +85,9 @@ struct CudaEngineOptions {
   // lower triangle, so A is not cleared first. Scan:
   // the older kernel (each unknown tests every later one, both triangles written where
   // stamps overlap, A, y, fw and pm cleared by memsets first). iCov, y, fw and pm are
-  // the same to the bit. Factory switch: SPEXLAB_CUDA_NORMAL=tile|pairs|scan.
-  enum class NormalKernel { Tile, Pairs, Scan };
-  NormalKernel normalKernel = NormalKernel::Pairs;
+  // the same to the bit. Factory switch: SPEXLAB_CUDA_NORMAL=lean|pairs|tile|scan.
+  enum class NormalKernel { Lean, Tile, Pairs, Scan };
+  NormalKernel normalKernel = NormalKernel::Lean;
   // The frame's spot table: true (default), a warp per spot (gpu/kernels.h SpotKernel::Warp);
   // false, a 128-thread block per spot (the older kernel). The same stamps to the bit.
   // Factory switch: SPEXLAB_CUDA_SPOTS=warp|block.
@@ -132,6 +135,12 @@ struct CudaEngineOptions {
   // The frame is the same to the bit. Selections and single patches are not affected.
   // Factory switch: SPEXLAB_CUDA_OVERLAP=0 turns it off.
   bool overlapEnds = true;
+  // A whole frame without a plan in the request: device 0 evaluates the plan's corner
+  // table and each patch's corner extents (8 ints a patch come back instead of the
+  // ~9.5 MB table, which the host neither waits for nor pages in), and starts the
+  // frame's spot table before the host sets the boxes. The plan is the same to the
+  // bit (core/plan setPatchBoxes). Factory switch: SPEXLAB_CUDA_PLANAHEAD=0 turns it off.
+  bool planAhead = true;
 };
 
 // How one device's memory was split in the engine's last extraction (for reports).

@@ -96,6 +96,27 @@ void devicePlanCorners(const GaussHermitePsf& psf, double wmin, double dw, PlanC
   c.y.resize(N);
 }
 
+std::vector<PatchExtents> devicePatchExtents(const PatchPlan& skeleton, const PlanCorners& c) {
+  const int count = int(skeleton.patches.size());
+  std::vector<int> win(5 * std::size_t(count));
+  for (int i = 0; i < count; ++i) {
+    const Patch& p = skeleton.patches[std::size_t(i)];
+    int* w = win.data() + 5 * std::size_t(i);
+    w[0] = p.fiberPad0, w[1] = p.nfiberPad, w[2] = p.wavePad0, w[3] = p.nwavePad, w[4] = p.wave0;
+  }
+  DevVec<int> dx(c.x), dy(c.y), dwin(win), dout(8 * std::size_t(std::max(count, 1)));
+  launchPatchExtents(dx.p, dy.p, c.f0, c.k0, c.k1 - c.k0, dwin.p, count, skeleton.params.nwavestep, dout.p, nullptr);
+  SPEX_CUDA(cudaDeviceSynchronize());
+  const std::vector<int> e = dout.host();
+  std::vector<PatchExtents> out(static_cast<std::size_t>(count));
+  for (std::size_t i = 0; i < out.size(); ++i)
+    for (int j = 0; j < 4; ++j) {
+      out[i].pad[j] = e[8 * i + std::size_t(j)];
+      out[i].core[j] = e[8 * i + 4 + std::size_t(j)];
+    }
+  return out;
+}
+
 } // namespace spex::gpu
 
 #include <cusolverDn.h>

@@ -27,6 +27,9 @@ std::vector<Spot> deviceSpots(const GaussHermitePsf& psf, const std::vector<int>
 // The corner table of a plan over `range` (its f0, f1, k0, k1) on grid wave, evaluated
 // by the engine's launchCornerTable: the x and y of range filled (PlanCorners).
 void devicePlanCorners(const GaussHermitePsf& psf, double wmin, double dw, PlanCorners& range);
+// Each patch's corner extents of a plan skeleton (core/plan makePatchSkeleton) from a
+// filled corner table, by the engine's launchPatchExtents (CudaEngineOptions::planAhead).
+std::vector<PatchExtents> devicePatchExtents(const PatchPlan& skeleton, const PlanCorners& corners);
 
 } // namespace spex::gpu
 

@@ -48,7 +48,7 @@ struct Workspace {
   CudaEngineOptions::CholeskyColumns choleskyColumns = CudaEngineOptions::CholeskyColumns::Tiled; // CholeskyKernel
   // Normal-equation kernel (CudaEngineOptions::normalKernel): Tile and Pairs write the
   // factor's band with no memsets first.
-  CudaEngineOptions::NormalKernel normalKernel = CudaEngineOptions::NormalKernel::Pairs;
+  CudaEngineOptions::NormalKernel normalKernel = CudaEngineOptions::NormalKernel::Lean;
   DeviceArray<double> A, X, T, C, y, fw, pm, f, mbuf, cbuf, chi2, E, W, syevWork;
   DeviceArray<double> K, KW, kWork; // library eigensolver of the kept fiber blocks
   // Per-patch model tiles of the batch (BatchView::tiles), allocated only for requests
@@ -95,6 +95,9 @@ struct CudaEngine::Device {
   gpu::DeviceArray<int2> corner;
   gpu::DeviceArray<gpu::DevPatch> patches, retryPatches;
   gpu::DeviceArray<int> planCorners; // the plan's corner table, x then y (computePlanCorners)
+  // The plan ahead (launchPlanAhead): each patch's window (5 ints) and extents (8 ints).
+  gpu::DeviceArray<int> planWindows, planExtents;
+  gpu::PinnedArray<int> hPlanWindows, hPlanExtents;
   gpu::DeviceArray<int> coupling; // per patch of the request (CudaEngineOptions::bandedSolve)
   gpu::PinnedArray<int> hInfo, hCoupling;
   gpu::PinnedArray<double> hChi2, hTiles; // hTiles: the request's model tiles (BatchView::tiles)
@@ -183,6 +186,16 @@ void reserveImage(const Image& image, CudaEngine::Device& dev, std::size_t budge
 // then says why).
 bool computePlanCorners(CudaEngine::Device& dev, const DevPsf& psf, const ExtractionRequest& req,
                         std::size_t budget, PlanCorners& out);
+// CudaEngineOptions::planAhead: the request's plan with the device taking its corners
+// and each patch's extents, in two steps. launchPlanAhead makes the skeleton (core/plan
+// makePatchSkeleton) and enqueues on dev.main its windows' copy, the corner table, the
+// extents kernel and their copy back (8 ints a patch, pinned); false (nothing enqueued,
+// skeleton and range empty) when the request is not a valid plan (makePatchPlan then
+// says why). finishPlanAhead waits for them and sets the boxes (setPatchBoxes): the
+// plan makePatchPlan makes, to the bit. `range` gets the corners' range (no values).
+bool launchPlanAhead(CudaEngine::Device& dev, const DevPsf& psf, const ExtractionRequest& req, std::size_t budget,
+                     PlanCorners& range, PatchPlan& skeleton);
+void finishPlanAhead(CudaEngine::Device& dev, const GaussHermitePsf& psf, PatchPlan& skeleton);
 // After every workspace's stream: the device's frame rows (nfw = rows x bins values
 // from element offset `off` of each frame array; the resolution nk times that) into
 // result, and the model image (npix values) into `model` when not null. Synchronous.

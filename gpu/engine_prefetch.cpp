@@ -54,10 +54,17 @@ void prefetchInputs(CudaEngine::Device& dev, DeviceRun& run, const ExtractionReq
                  [&] { gpu::uploadPsf(*req.psf, dev, dev.main, run.psf); });
     psfUploaded = true;
   }
-  if (run.wantCorners)
+  // The plan ahead: corners and extents enqueued, the spot table started beside them
+  // (below), then the boxes set once the extents are back.
+  const bool ahead = run.wantCorners && run.planAhead;
+  if (ahead)
+    run.tl.phase(gpu::kPhasePlanCorners, run.mainLane, -1, dev.main, [&] {
+      run.cornersOk = gpu::launchPlanAhead(dev, run.psf, req, budget, run.corners, run.aheadSkeleton);
+    });
+  else if (run.wantCorners)
     run.tl.phase(gpu::kPhasePlanCorners, run.mainLane, -1, dev.main,
                  [&] { run.cornersOk = gpu::computePlanCorners(dev, run.psf, req, budget, run.corners); });
-  run.publishCorners();
+  if (!ahead) run.publishCorners();
   if (run.wantSpots && run.cornersOk && !dev.ws.empty()) {
     // Every stamp of the frame, while the host finishes the plan and the image uploads
     // on the main stream.
@@ -82,6 +89,13 @@ void prefetchInputs(CudaEngine::Device& dev, DeviceRun& run, const ExtractionReq
     run.spotsDone = run.pool.acquire();
     SPEX_CUDA(cudaEventRecord(run.spotsDone, w0.stream));
     run.spotsReady = true;
+  }
+  if (ahead) {
+    if (run.cornersOk) {
+      gpu::finishPlanAhead(dev, *req.psf, run.aheadSkeleton);
+      run.aheadPlan = std::make_shared<const PatchPlan>(std::move(run.aheadSkeleton));
+    }
+    run.publishCorners();
   }
   const Image& image = *req.image;
   const std::size_t npixImg = std::size_t(image.ny) * image.nx;

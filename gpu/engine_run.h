@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <functional>
 #include <future>
+#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -124,6 +125,12 @@ struct DeviceRun {
   bool wantCorners = false;
   bool cornersOk = false;
   PlanCorners corners;
+  // CudaEngineOptions::planAhead (with wantCorners): the whole plan made here instead
+  // (launchPlanAhead, finishPlanAhead; corners then holds only the range), ready once
+  // the corners are published; null when the request is not a valid plan.
+  bool planAhead = false;
+  PatchPlan aheadSkeleton;
+  std::shared_ptr<const PatchPlan> aheadPlan;
   std::promise<void> cornersPromise;
   std::future<void> cornersReady = cornersPromise.get_future();
   bool cornersPublished = false;

@@ -4,6 +4,8 @@
 #include "engine_device.h"
 #include "psf_pack.h"
 
+#include "core/errors.h"
+
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -114,6 +116,63 @@ bool computePlanCorners(CudaEngine::Device& dev, const DevPsf& psf, const Extrac
   dev.stager.download({CopySegment{out.x.data(), x, N * sizeof(int)}, CopySegment{out.y.data(), x + N, N * sizeof(int)}},
                       dev.main, dev.index);
   return true;
+}
+
+bool launchPlanAhead(CudaEngine::Device& dev, const DevPsf& psf, const ExtractionRequest& req, std::size_t budget,
+                     PlanCorners& range, PatchPlan& skeleton) {
+  range = planCornerRange(*req.psf, req.wave, req.fiberMin, req.nFiber, req.params);
+  const int nf = range.f1 - range.f0, nk = range.k1 - range.k0;
+  bool valid = nf > 0 && nk > 0;
+  if (valid) {
+    try {
+      skeleton = makePatchSkeleton(*req.psf, req.wave, req.fiberMin, req.nFiber, req.params);
+    } catch (const InputError&) {
+      valid = false;
+    }
+  }
+  if (!valid) {
+    range = PlanCorners{};
+    skeleton = PatchPlan{};
+    return false; // makePatchPlan says what is wrong
+  }
+  const int count = int(skeleton.patches.size());
+  const std::size_t N = std::size_t(nf) * nk;
+  makeRoom(dev,
+           dev.planCorners.growth(2 * N) + dev.planWindows.growth(5 * std::size_t(count)) +
+               dev.planExtents.growth(8 * std::size_t(count)),
+           budget);
+  dev.planCorners.need(2 * N, &dev.held, "plan corners");
+  dev.planWindows.need(5 * std::size_t(count), &dev.held, "plan windows");
+  dev.planExtents.need(8 * std::size_t(count), &dev.held, "plan extents");
+  dev.track();
+  int* win = dev.hPlanWindows.get(5 * std::size_t(count));
+  for (int i = 0; i < count; ++i) {
+    const Patch& p = skeleton.patches[std::size_t(i)];
+    int* w = win + 5 * std::size_t(i);
+    w[0] = p.fiberPad0, w[1] = p.nfiberPad, w[2] = p.wavePad0, w[3] = p.nwavePad, w[4] = p.wave0;
+  }
+  int* x = dev.planCorners.get();
+  SPEX_CUDA(cudaMemcpyAsync(dev.planWindows.get(), win, 5 * std::size_t(count) * sizeof(int), cudaMemcpyHostToDevice,
+                            dev.main));
+  launchCornerTable(psf, range.f0, nf, range.k0, nk, req.wave.wmin, req.wave.dw, x, x + N, dev.main);
+  launchPatchExtents(x, x + N, range.f0, range.k0, nk, dev.planWindows.get(), count, req.params.nwavestep,
+                     dev.planExtents.get(), dev.main);
+  SPEX_CUDA(cudaMemcpyAsync(dev.hPlanExtents.get(8 * std::size_t(count)), dev.planExtents.get(),
+                            8 * std::size_t(count) * sizeof(int), cudaMemcpyDeviceToHost, dev.main));
+  return true;
+}
+
+void finishPlanAhead(CudaEngine::Device& dev, const GaussHermitePsf& psf, PatchPlan& skeleton) {
+  SPEX_CUDA(cudaStreamSynchronize(dev.main));
+  const std::size_t count = skeleton.patches.size();
+  const int* e = dev.hPlanExtents.get(8 * count);
+  std::vector<PatchExtents> ext(count);
+  for (std::size_t i = 0; i < count; ++i)
+    for (int j = 0; j < 4; ++j) {
+      ext[i].pad[j] = e[8 * i + std::size_t(j)];
+      ext[i].core[j] = e[8 * i + 4 + std::size_t(j)];
+    }
+  setPatchBoxes(skeleton, psf, ext);
 }
 
 void downloadFrame(CudaEngine::Device& dev, ExtractionResult& result, std::size_t off, std::size_t nfw,

@@ -123,6 +123,13 @@ void launchSpotList(const DevPsf& psf, const int* fibers, const double* waves, i
 // corner table a patch plan is made from (core/plan/patch_plan.h PlanCorners).
 void launchCornerTable(const DevPsf& psf, int f0, int nf, int k0, int nk, double wmin, double dw, int* x,
                        int* y, cudaStream_t stream);
+// Each patch's corner extents (core/plan PatchExtents, to the bit: integer min and
+// max) from the corner table launchCornerTable made (fibers from f0, bins from k0, nk
+// bins a fiber): win[5 p ..] = fiberPad0, nfiberPad, wavePad0, nwavePad, wave0 of
+// patch p; out[8 p ..] = pad {xmin, xmax, ymin, ymax}, then core (bins wave0 .. wave0 +
+// step). A warp per patch.
+void launchPatchExtents(const int* x, const int* y, int f0, int k0, int nk, const int* win, int count, int step,
+                        int* out, cudaStream_t stream);
 void launchLegendreSums(const double* coeff, int ncoeff, const double* u, int count,
                         double* out, cudaStream_t stream);
 void launchGaussHermiteBasis(int deg, int hsize, const double* d, const double* sigma,
@@ -147,6 +154,14 @@ void launchNormalEquationsPairs(const BatchView& b, cudaStream_t stream);
 // loads); slower than the pair kernel on an H100 (23.3 vs 16.7 ms a frame), kept for A/B. Needs normalEquationsTileFit (normalEquationsPairsFit, n < 65536 and the
 // block's shared memory within the device's); throws GpuError otherwise.
 bool normalEquationsTileFit(const BatchView& b);
+// The same values to the bit, written as launchNormalEquationsPairs writes them, by the
+// same block per unknown with fewer instructions a pair (its walk set up once by the
+// thread that lists it, 32-bit offsets, a pair's stamp loads in flight at once, no integer
+// division by a runtime width). Needs normalEquationsLeanFit (normalEquationsPairsFit,
+// stamps at most 255 px wide, all stamp values of the table under 2^32, at most 65535
+// candidates a column and n < 2^22); throws GpuError otherwise.
+bool normalEquationsLeanFit(const BatchView& b);
+void launchNormalEquationsLean(const BatchView& b, cudaStream_t stream);
 void launchNormalEquationsTile(const BatchView& b, cudaStream_t stream);
 void launchPrior(const BatchView& b, cudaStream_t stream);
 // L_kk^-1 of every diagonal block of the factors in b.A into D: block k of patch p at

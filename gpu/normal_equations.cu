@@ -248,6 +248,243 @@ __global__ void __launch_bounds__(kNeThreads) normalEquationsPairsKernel(BatchVi
   for (int r = threadIdx.x; r < ncol; r += blockDim.x) colA[a + r] = col[r];
 }
 
+// floor(x / d) for 0 <= x < 2^22 and d >= 1 by r, the correctly rounded float reciprocal
+// of d (__frcp_rn): v = (x + 0.5) / d is at least 0.5 / d from an integer, and the
+// computed product's error, below v 2^-23 (x + 0.5 is exact, r and the product each
+// rounded once), is smaller than that, so the truncation is exact.
+__device__ __forceinline__ int divByRcp(int x, float r) { return int((float(x) + 0.5f) * r); }
+
+// W S_a as weighStamp (the same partition of the pixels over the threads, the same sums
+// in the same order: identical to the bit), the pixel's row and column by divByRcp
+// instead of an integer division and modulo by the stamp width.
+__device__ __forceinline__ void weighStampLean(const BatchView& b, const DevPatch& pt, int2 ca, const double* sa,
+                                               int nx, int npix, float rnx, double* wsa, double* red) {
+  double yv = 0.0, fwv = 0.0, pmv = 0.0;
+  for (int t = threadIdx.x; t < npix; t += kNeThreads) {
+    const int ty = divByRcp(t, rnx);
+    const int X = ca.x + (t - ty * nx), Y = ca.y + ty;
+    const double s = __ldg(sa + t);
+    const bool inBox = X >= pt.x0 && X < pt.x1 && Y >= pt.y0 && Y < pt.y1;
+    double w = 0.0, pv = 0.0;
+    if (inBox) {
+      const long long q = (long long)Y * b.npixX + X;
+      w = __ldg(b.ivar + q);
+      pv = __ldg(b.pix + q);
+    }
+    const double ws = w * s;
+    wsa[t] = ws;
+    yv += ws * pv;
+    fwv += ws;
+    if (!inBox || w == 0.0) pmv += s; // §4.7: masked or outside the box
+  }
+  yv = warpSum(yv);
+  fwv = warpSum(fwv);
+  pmv = warpSum(pmv);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = kNeThreads / 32;
+  if (lane == 0) {
+    red[warp] = yv;
+    red[nw + warp] = fwv;
+    red[2 * nw + warp] = pmv;
+  }
+}
+
+// p itself, hidden from the optimiser (a pointer it cannot re-associate with an offset).
+template <class T> __device__ __forceinline__ T* opaque(T* p) {
+  asm("" : "+l"(p));
+  return p;
+}
+
+// The double at shared-memory address base + 8 q (one add an address).
+__device__ __forceinline__ double sharedAt(unsigned base, unsigned q) {
+  double v;
+  asm volatile("ld.shared.f64 %0, [%1];" : "=d"(v) : "r"(base + 8u * q));
+  return v;
+}
+
+// One step of a lane's walk over an overlap of width w inside stamps nx wide: dc columns
+// and dq stamp offsets further (32 pixels of the overlap), one row more at the wrap.
+__device__ __forceinline__ void leanStep(int& c, unsigned& qo, int w, int dc, int dq, int wrap) {
+  c += dc;
+  qo += dq;
+  if (c >= w) {
+    c -= w;
+    qo += wrap;
+  }
+}
+
+// A lane's pixels of a pair when the warp's count of them, K = ceil(area / 32), is known
+// at compile time: every stamp load of the pair issued before the first product is added
+// (one round trip a pair instead of one a pixel or two), then the products added in the
+// pixels' order, so the sum is the same to the bit. Every slot but the last is a pixel
+// of every lane; the last only where lane + 32 (K - 1) < area. Full: the overlap spans
+// whole stamp rows (w = nx), pixel t at offset t of both stamps; otherwise the walk of
+// leanStep from the lane's first pixel.
+template <int K, bool Full>
+__device__ __forceinline__ double leanWalk(unsigned pa, const double* pb, int lane, int area, int c, unsigned qo,
+                                           int w, int dc, int dq, int wrap) {
+  unsigned q[K];
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    if (Full) {
+      q[k] = unsigned(lane + 32 * k);
+    } else {
+      q[k] = qo;
+      if (k + 1 < K) leanStep(c, qo, w, dc, dq, wrap);
+    }
+  }
+  const bool last = lane + 32 * (K - 1) < area;
+  double bv[K];
+#pragma unroll
+  for (int k = 0; k < K; ++k) bv[k] = (k + 1 < K || last) ? __ldg(pb + q[k]) : 0.0;
+  double acc = 0.0;
+#pragma unroll
+  for (int k = 0; k < K; ++k)
+    if (k + 1 < K || last) acc += sharedAt(pa, q[k]) * bv[k];
+  return acc;
+}
+
+// The same, K in 1 .. 6 (stamps of up to 192 px: DESI's 17 x 11 and smaller) by its own
+// code; larger overlaps two pixels a step (both loads in flight, added in order).
+template <bool Full>
+__device__ __forceinline__ double leanPair(unsigned pa, const double* pb, int lane, int area, int c, unsigned qo,
+                                           int w, int dc, int dq, int wrap) {
+  switch ((area + 31) >> 5) {
+  case 1: return leanWalk<1, Full>(pa, pb, lane, area, c, qo, w, dc, dq, wrap);
+  case 2: return leanWalk<2, Full>(pa, pb, lane, area, c, qo, w, dc, dq, wrap);
+  case 3: return leanWalk<3, Full>(pa, pb, lane, area, c, qo, w, dc, dq, wrap);
+  case 4: return leanWalk<4, Full>(pa, pb, lane, area, c, qo, w, dc, dq, wrap);
+  case 5: return leanWalk<5, Full>(pa, pb, lane, area, c, qo, w, dc, dq, wrap);
+  case 6: return leanWalk<6, Full>(pa, pb, lane, area, c, qo, w, dc, dq, wrap);
+  default: break;
+  }
+  double acc = 0.0;
+  int t = lane;
+#pragma unroll 1
+  for (; t + 32 < area; t += 64) {
+    const unsigned q0 = qo;
+    leanStep(c, qo, w, dc, dq, wrap);
+    const unsigned q1 = qo;
+    leanStep(c, qo, w, dc, dq, wrap);
+    const double b0 = __ldg(pb + q0), b1 = __ldg(pb + q1);
+    const double a0 = sharedAt(pa, q0), a1 = sharedAt(pa, q1);
+    acc += a0 * b0;
+    acc += a1 * b1;
+  }
+  if (t < area) acc += sharedAt(pa, qo) * __ldg(pb + qo);
+  return acc;
+}
+
+// The same sums as normalEquationsPairsKernel (each pair's pixels on the same lanes in
+// the same order, the same reductions: iCov, y, fw and pm identical to the bit), with
+// fewer instructions a pair, counted from the SASS (sm_90) of the pair kernel: there a
+// pair cost 52 instructions of set-up (its fields unpacked, a reciprocal with its
+// slow-path test, 64-bit address arithmetic) and 15 a pixel (one DFMA), with one stamp
+// load in flight a lane at a time. On an H100: 12.3 ms a frame against 16.7, 531 M warp
+// instructions a launch against 703 M (the kernel is issue-bound). Here:
+//  - the listing thread does the pair's lane-independent work once: the element index of
+//    S_b's first overlap pixel (32 bits: normalEquationsLeanFit), the offset into W S_a,
+//    the column row, the width's correctly rounded reciprocal (float bits), width and
+//    area packed: a lane unpacks them with a few shifts and masks;
+//  - a lane's offsets are unsigned 32-bit (one wide multiply-add an address);
+//  - all of a lane's stamp loads of a pair issued before its first product is added
+//    (leanWalk, by the pair's own count of pixels a lane; the same products added in
+//    the same order), and the overlaps that span whole stamp rows walked with no
+//    column bookkeeping;
+//  - no integer division or modulo by a runtime width anywhere: the candidates' fiber
+//    and bin by increments, weighStamp's rows by divByRcp.
+// 40 registers as it stands (48 warps an SM). Measured and not kept (docs/benchmarks.md,
+// "seventh round"): the candidates' spot index by increments too (48 registers, or 40
+// under __launch_bounds__ with 4 % more instructions) and 32 registers (64 warps an SM,
+// spilled): both slower.
+__global__ void __launch_bounds__(kNeThreads) normalEquationsLeanKernel(BatchView b) {
+  extern __shared__ double sh[];
+  __shared__ int npairs;
+  const int p = blockIdx.y, a = blockIdx.x;
+  const DevPatch pt = b.patches[p];
+  const int n = b.n, nb = b.nb;
+  const int nReal = pt.nfiberPad * nb;
+  const int i = divByRcp(a, __frcp_rn(float(nb)));
+  const int rowEnd = min(n, (i + b.band + 1) * nb); // column a: rows a .. rowEnd - 1
+  double* colA = b.A + (long long)p * n * n + (long long)a * n;
+  const long long o = (long long)p * n + a;
+  if (a >= nReal) { // identity padding: zero below the diagonal (the prior sets it)
+    for (int r = a + threadIdx.x; r < rowEnd; r += kNeThreads) colA[r] = 0.0;
+    if (threadIdx.x == 0) b.y[o] = b.fw[o] = b.pm[o] = 0.0;
+    return;
+  }
+  const int ka = a - i * nb;
+  const SpotTable& st = b.spots;
+  const int nx = st.nx, ny = st.ny, npix = nx * ny;
+  const PairsLayout L = pairsLayout(npix, b.band, nb, n);
+  const long long ia = st.index(pt.fiberPad0 + i, pt.wavePad0 + ka);
+  const int2 ca = st.corner[ia];
+  const double* sa = st.v + ia * npix;
+  double* wsa = sh;              // W S_a over the stamp, 0 outside the box
+  double* red = sh + npix;       // 3 x warps
+  double* col = sh + L.colOff;   // column a, rows a .. rowEnd - 1
+  int4* pairs = reinterpret_cast<int4*>(sh + L.pairOff);
+  const int ncol = rowEnd - a;
+
+  weighStampLean(b, pt, ca, sa, nx, npix, __frcp_rn(float(nx)), wsa, red);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = kNeThreads / 32;
+  if (threadIdx.x == 0) npairs = 0;
+  for (int r = threadIdx.x; r < ncol; r += kNeThreads) col[r] = 0.0;
+  __syncthreads();
+  storeRowSums(b, red, o);
+
+  // The candidates b of the band (b >= a), one a thread, fiber j and bin kb by
+  // increments; the overlapping ones listed with what every lane needs of them.
+  const int cEnd = min(rowEnd, nReal);
+  int j = i, kb = ka + int(threadIdx.x);
+  while (kb >= nb) {
+    kb -= nb;
+    ++j;
+  }
+  for (int bb = a + threadIdx.x; bb < cEnd; bb += kNeThreads) {
+    const long long ib = st.index(pt.fiberPad0 + j, pt.wavePad0 + kb);
+    const int2 cb = st.corner[ib];
+    const int ox0 = max(max(ca.x, cb.x), pt.x0), ox1 = min(min(ca.x, cb.x) + nx, pt.x1);
+    const int oy0 = max(max(ca.y, cb.y), pt.y0), oy1 = min(min(ca.y, cb.y) + ny, pt.y1);
+    if (ox0 < ox1 && oy0 < oy1) {
+      const unsigned w = unsigned(ox1 - ox0), area = w * unsigned(oy1 - oy0);
+      const unsigned offA = unsigned((oy0 - ca.y) * nx + (ox0 - ca.x));
+      const unsigned gb = unsigned(ib) * unsigned(npix) + unsigned((oy0 - cb.y) * nx + (ox0 - cb.x));
+      const int s = atomicAdd(&npairs, 1);
+      pairs[s] = make_int4(int(gb), int(offA | (unsigned(bb - a) << 16)), __float_as_int(__frcp_rn(float(w))),
+                           int(w | (area << 8)));
+    }
+    kb += kNeThreads;
+    while (kb >= nb) {
+      kb -= nb;
+      ++j;
+    }
+  }
+  __syncthreads();
+
+  // A warp per listed pair: lane l takes pixels t = l, l + 32, .. of the overlap, row
+  // t / w and column t % w, as normalEquationsKernel (the same order, so the same sum).
+  const int np = npairs;
+  for (int q = warp; q < np; q += nw) {
+    const int4 pr = pairs[q];
+    const unsigned wa = unsigned(pr.w);
+    const int w = int(wa & 0xffu), area = int(wa >> 8);
+    const float rw = __int_as_float(pr.z);
+    const int r0 = divByRcp(lane, rw), dr = divByRcp(32, rw);
+    const int dc = 32 - dr * w, dq = dr * nx + dc, wrap = nx - w;
+    int c = lane - r0 * w;
+    unsigned qo = unsigned(r0 * nx + c);
+    // Bases the compiler cannot fold the lane's offset into: one multiply-add an address.
+    const unsigned pa = unsigned(__cvta_generic_to_shared(wsa)) + 8u * (unsigned(pr.y) & 0xffffu);
+    const double* pb = opaque(st.v + unsigned(pr.x));
+    double acc = wrap == 0 ? leanPair<true>(pa, pb, lane, area, c, qo, w, dc, dq, wrap)
+                           : leanPair<false>(pa, pb, lane, area, c, qo, w, dc, dq, wrap);
+    acc = warpSum(acc);
+    if (lane == 0) col[unsigned(pr.y) >> 16] = acc;
+  }
+  __syncthreads();
+  for (int r = threadIdx.x; r < ncol; r += kNeThreads) colA[a + r] = col[r];
+}
+
 // The same sums as normalEquationsPairsKernel again (each pair's pixels on the same lanes
 // in the same order, the same reductions: iCov, y, fw and pm identical to the bit), one
 // thread block per group of kNeGroup consecutive unknowns of a patch (a tile of columns
@@ -621,6 +858,27 @@ void launchNormalEquationsPairs(const BatchView& b, cudaStream_t stream) {
                                    int(L.bytes)));
   normalEquationsPairsKernel<<<dim3(b.n, b.count), kNeThreads, L.bytes, stream>>>(b);
   SPEX_CUDA_LAUNCH("normalEquationsPairsKernel");
+}
+
+bool normalEquationsLeanFit(const BatchView& b) {
+  const long long npix = (long long)b.spots.nx * b.spots.ny;
+  const long long nspot = (long long)b.spots.nf * b.spots.nk;
+  return normalEquationsPairsFit(b) && b.spots.nx <= 0xff && npix * nspot <= 0xffffffffLL &&
+         pairsLayout(int(npix), b.band, b.nb, b.n).cap <= 0xffff && b.n < (1 << 22);
+}
+
+void launchNormalEquationsLean(const BatchView& b, cudaStream_t stream) {
+  if (!normalEquationsLeanFit(b))
+    throw GpuError("launchNormalEquationsLean: stamps of " + std::to_string(b.spots.nx) + " x " +
+                   std::to_string(b.spots.ny) + " px, " + std::to_string((long long)b.spots.nf * b.spots.nk) +
+                   " spots, " + std::to_string(b.n) + " unknowns, band " + std::to_string(b.band) + " of " +
+                   std::to_string(b.F) + " fiber blocks: outside what the lean kernel holds (normalEquationsLeanFit)");
+  const PairsLayout L = pairsLayout(b.spots.nx * b.spots.ny, b.band, b.nb, b.n);
+  if (L.bytes > 48 * 1024)
+    SPEX_CUDA(cudaFuncSetAttribute(normalEquationsLeanKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   int(L.bytes)));
+  normalEquationsLeanKernel<<<dim3(b.n, b.count), kNeThreads, L.bytes, stream>>>(b);
+  SPEX_CUDA_LAUNCH("normalEquationsLeanKernel");
 }
 
 bool normalEquationsTileFit(const BatchView& b) {

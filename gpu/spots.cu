@@ -6,6 +6,7 @@
 
 #include "core/errors.h"
 
+#include <climits>
 #include <string>
 
 namespace spex::gpu {
@@ -422,6 +423,50 @@ void launchCornerTable(const DevPsf& psf, int f0, int nf, int k0, int nk, double
   if (count <= 0) return;
   cornerTableKernel<<<unsigned((count + 255) / 256), 256, 0, stream>>>(psf, f0, nf, k0, nk, wmin, dw, x, y);
   SPEX_CUDA_LAUNCH("cornerTableKernel");
+}
+
+namespace {
+
+// min and max of x and y over fibers [a, a + nf) x bins [k, k + n) of the table, by
+// the warp's lanes, then across the warp (integers: the order does not matter).
+__device__ void warpExtent(const int* x, const int* y, int f0, int k0, int nk, int a, int nf, int k, int n,
+                           int lane, int* out) {
+  int e[4] = {INT_MAX, INT_MIN, INT_MAX, INT_MIN};
+  const int total = nf * n;
+  for (int t = lane; t < total; t += 32) {
+    const long long i = (long long)(a + t / n - f0) * nk + (k + t % n - k0);
+    e[0] = min(e[0], x[i]);
+    e[1] = max(e[1], x[i]);
+    e[2] = min(e[2], y[i]);
+    e[3] = max(e[3], y[i]);
+  }
+  for (int o = 16; o > 0; o >>= 1) {
+    e[0] = min(e[0], __shfl_xor_sync(0xffffffffu, e[0], o));
+    e[1] = max(e[1], __shfl_xor_sync(0xffffffffu, e[1], o));
+    e[2] = min(e[2], __shfl_xor_sync(0xffffffffu, e[2], o));
+    e[3] = max(e[3], __shfl_xor_sync(0xffffffffu, e[3], o));
+  }
+  if (lane < 4) out[lane] = e[lane];
+}
+
+__global__ void patchExtentsKernel(const int* x, const int* y, int f0, int k0, int nk, const int* win, int count,
+                                   int step, int* out) {
+  const int p = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (p >= count) return; // a whole warp leaves together
+  const int* w = win + 5LL * p;
+  warpExtent(x, y, f0, k0, nk, w[0], w[1], w[2], w[3], lane, out + 8LL * p);
+  warpExtent(x, y, f0, k0, nk, w[0], w[1], w[4], step, lane, out + 8LL * p + 4);
+}
+
+} // namespace
+
+void launchPatchExtents(const int* x, const int* y, int f0, int k0, int nk, const int* win, int count, int step,
+                        int* out, cudaStream_t stream) {
+  if (count <= 0) return;
+  constexpr int warps = 4;
+  patchExtentsKernel<<<unsigned((count + warps - 1) / warps), 32 * warps, 0, stream>>>(x, y, f0, k0, nk, win,
+                                                                                       count, step, out);
+  SPEX_CUDA_LAUNCH("patchExtentsKernel");
 }
 
 void launchSpotList(const DevPsf& psf, const int* fibers, const double* waves, int count,

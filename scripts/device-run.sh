@@ -51,6 +51,12 @@
 #           SPEXLAB_CUDA_SPOTS=warp|block (tile warp, pairs block, pairs warp), two streams, then
 #           one stream each with the kernel profile; test_cuda_engine normalEquationKernelsAgree,
 #           test_device_psf spotKernelsAgreeToTheBit; racecheck and memcheck of both new kernels
+#   norm3ab warm medians (bench --repeat 5) alternating SPEXLAB_CUDA_NORMAL=lean|pairs (and other
+#           builds of the lean kernel bundled as spexlab-cli-NAME), two streams, two passes, then
+#           one stream each with the kernel profile; test_cuda_engine normalEquationKernelsAgree;
+#           memcheck of the lean kernel
+#   norm3x  racecheck of the lean kernel; Nsight Compute's warp-instruction count of one
+#           normal-equations launch of each variant of norm3ab (where ncu is there)
 #   solverab  warm medians with SPEXLAB_CUDA_SOLVER=auto|dense (block band or dense), two
 #             streams alternating, then one stream each (phase times)
 #   guisel  spexlab-bench-gui's 6-patch selection, CUDA (warm) then CPU engine (bundle it:
@@ -280,6 +286,29 @@ PY
                 | tee $OUT/memcheck_normal.log | grep -E "ERROR SUMMARY|PASS|FAIL|Totals"; echo "memcheck normal rc ${PIPESTATUS[0]}"
             timeout 100 compute-sanitizer --tool memcheck --error-exitcode 9 $B/test_device_psf spotKernelsAgreeToTheBit 2>&1 \
                 | tee $OUT/memcheck_spots.log | grep -E "ERROR SUMMARY|PASS|FAIL|Totals"; echo "memcheck spots rc ${PIPESTATUS[0]}" ;;
+    norm3ab) # variants: NAME:BINARY:SPEXLAB_CUDA_NORMAL; every other build bundled as spexlab-cli-NAME
+             # (scripts/device-bundle.sh build path/to/spexlab-cli-NAME) runs as variant NAME with lean
+             V="lean:spexlab-cli:lean"; for f in $B/spexlab-cli-*; do [ -x "$f" ] && V="$V ${f##*/spexlab-cli-}:${f##*/}:lean"; done
+             V="$V pairs:spexlab-cli:pairs"
+             for r in 1 2; do for v in $V; do IFS=: read -r nm bin k <<< "$v"; echo "normal $nm:"
+               SPEXLAB_CUDA_NORMAL=$k timeout 60 $B/$bin bench --engine cuda --psf $PSF --repeat 5 2>&1 \
+               | tee $OUT/bench_norm3_${nm}_$r.txt | grep -E "^wall|memory:"; done; done
+             for v in $V; do IFS=: read -r nm bin k <<< "$v"; echo "normal $nm, 1 stream, kernel profile:"
+               SPEXLAB_CUDA_STREAMS=1 SPEXLAB_CUDA_NORMAL=$k timeout 60 $B/$bin bench --engine cuda --psf $PSF --repeat 3 --profile-kernels 2>&1 \
+               | tee $OUT/bench_norm3_1s_$nm.txt | grep -E "^wall|^normal|^  .*(ormalEquations|priorKernel)|^device [0-9]"; done
+             timeout 120 $B/test_cuda_engine normalEquationKernelsAgree 2>&1 | tee $OUT/test_normal_agree.log | grep -E "PASS|FAIL|QINFO|Totals|Loc"
+             timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 $B/test_cuda_engine subsetAndSmallBatchesMatch nonSpdPatchesBehaveLikeCpu 2>&1 \
+                 | tee $OUT/memcheck_normal.log | grep -E "ERROR SUMMARY|PASS|FAIL|Totals"; echo "memcheck lean rc ${PIPESTATUS[0]}" ;;
+    norm3x) # racecheck of the lean kernel; Nsight Compute's warp-instruction count of one launch each
+             timeout 150 compute-sanitizer --tool racecheck --error-exitcode 9 $B/test_cuda_engine subsetAndSmallBatchesMatch 2>&1 \
+                 | tee $OUT/racecheck_normal.log | grep -E "ERROR SUMMARY|RACE|PASS|FAIL|Totals"; echo "racecheck lean rc ${PIPESTATUS[0]}"
+             V="lean:spexlab-cli:lean"; for f in $B/spexlab-cli-*; do [ -x "$f" ] && V="$V ${f##*/spexlab-cli-}:${f##*/}:lean"; done
+             if command -v ncu > /dev/null; then for v in $V pairs:spexlab-cli:pairs; do IFS=: read -r nm bin k <<< "$v"; echo "normal $nm, ncu (one launch):"
+               SPEXLAB_CUDA_STREAMS=1 SPEXLAB_CUDA_NORMAL=$k timeout 90 ncu --kernel-name regex:normalEquations --launch-skip 4 --launch-count 1 \
+                 --metrics smsp__inst_executed.sum,gpu__time_duration.sum,sm__warps_active.avg.pct_of_peak_sustained_active,smsp__issue_active.avg.pct_of_peak_sustained_active \
+                 $B/$bin bench --engine cuda --psf $PSF --repeat 1 --quiet > $OUT/ncu_norm3_$nm.txt 2>&1
+               grep -E "normalEquations|inst_executed|duration|warps_active|issue_active|==ERR|==WARN" $OUT/ncu_norm3_$nm.txt | head -12; done
+             else echo "no ncu"; fi ;;
     raceeigh) timeout 300 compute-sanitizer --tool racecheck --error-exitcode 9 $B/test_batched_eigh workspaceSizesAgree 2>&1 \
                 | tee $OUT/racecheck_eigh.log | grep -E "ERROR SUMMARY|RACE|PASS|FAIL|Totals"; echo "racecheck eigh rc ${PIPESTATUS[0]}" ;;
     racecheck) timeout 300 compute-sanitizer --tool racecheck --error-exitcode 9 $B/test_cuda_engine subsetAndSmallBatchesMatch 2>&1 \

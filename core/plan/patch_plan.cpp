@@ -160,8 +160,46 @@ PlanCorners planCornerRange(const GaussHermitePsf& psf, const WaveGrid& wave, in
 
 namespace {
 
+// The corners' range check of makePatchPlan(..., PlanCorners) and patchExtents.
+void checkCorners(const PlanCorners& given, const PlanCorners& range) {
+  if (given.f0 != range.f0 || given.f1 != range.f1 || given.k0 != range.k0 || given.k1 != range.k1 ||
+      given.x.size() != std::size_t(range.f1 - range.f0) * (range.k1 - range.k0) ||
+      given.y.size() != given.x.size())
+    throw InputError("patch plan: the corners given cover fibers " + std::to_string(given.f0) + ".." +
+                     std::to_string(given.f1) + ", bins " + std::to_string(given.k0) + ".." +
+                     std::to_string(given.k1) + " (" + std::to_string(given.x.size()) +
+                     " values), not the plan's fibers " + std::to_string(range.f0) + ".." +
+                     std::to_string(range.f1) + ", bins " + std::to_string(range.k0) + ".." +
+                     std::to_string(range.k1));
+}
+
+std::vector<PatchExtents> extentsFrom(const PatchPlan& plan, const CornerTable& corners) {
+  std::vector<PatchExtents> out(plan.patches.size());
+  const int step = plan.params.nwavestep;
+  for (std::size_t i = 0; i < plan.patches.size(); ++i) {
+    const Patch& p = plan.patches[i];
+    const Extent pad = corners.extent(p.fiberPad0, p.nfiberPad, p.wavePad0, p.nwavePad, 0, 0);
+    const Extent core = corners.extent(p.fiberPad0, p.nfiberPad, p.wave0, step, 0, 0);
+    out[i] = PatchExtents{{pad.xmin, pad.xmax, pad.ymin, pad.ymax}, {core.xmin, core.xmax, core.ymin, core.ymax}};
+  }
+  return out;
+}
+
 PatchPlan makePlan(const GaussHermitePsf& psf, const WaveGrid& wave, int fiberMin, int nFiber,
                    const PatchParams& params, const PlanCorners* given) {
+  PatchPlan plan = makePatchSkeleton(psf, wave, fiberMin, nFiber, params);
+  const PlanCorners range = planCornerRange(psf, wave, fiberMin, nFiber, params);
+  if (given) checkCorners(*given, range);
+  const CornerTable corners = given ? CornerTable(*given)
+                                    : CornerTable(psf, wave, range.f0, range.f1, range.k0, range.k1);
+  setPatchBoxes(plan, psf, extentsFrom(plan, corners));
+  return plan;
+}
+
+} // namespace
+
+PatchPlan makePatchSkeleton(const GaussHermitePsf& psf, const WaveGrid& wave, int fiberMin, int nFiber,
+                            const PatchParams& params) {
   params.validate();
   if (nFiber < 1) throw InputError("fiber range is empty (nspec = " + std::to_string(nFiber) + ")");
   if (fiberMin < 0 || fiberMin + nFiber > psf.nfiber)
@@ -196,22 +234,6 @@ PatchPlan makePlan(const GaussHermitePsf& psf, const WaveGrid& wave, int fiberMi
   const int wp = plan.wavepad;
   const int step = params.nwavestep;
   const int fiberEnd = fiberMin + nFiber;
-  // Padded fibers stay inside their bundle; padded bins run wavepad past both ends and
-  // the core window of the last patch a full nwavestep.
-  const PlanCorners range = planCornerRange(psf, wave, fiberMin, nFiber, params);
-  if (given && (given->f0 != range.f0 || given->f1 != range.f1 || given->k0 != range.k0 ||
-                given->k1 != range.k1 ||
-                given->x.size() != std::size_t(range.f1 - range.f0) * (range.k1 - range.k0) ||
-                given->y.size() != given->x.size()))
-    throw InputError("patch plan: the corners given cover fibers " + std::to_string(given->f0) + ".." +
-                     std::to_string(given->f1) + ", bins " + std::to_string(given->k0) + ".." +
-                     std::to_string(given->k1) + " (" + std::to_string(given->x.size()) +
-                     " values), not the plan's fibers " + std::to_string(range.f0) + ".." +
-                     std::to_string(range.f1) + ", bins " + std::to_string(range.k0) + ".." +
-                     std::to_string(range.k1));
-  const CornerTable corners = given ? CornerTable(*given)
-                                    : CornerTable(psf, wave, range.f0, range.f1, range.k0, range.k1);
-  const int snx = psf.spotNx(), sny = psf.spotNy();
   for (int b = fiberMin / bs; b * bs < fiberEnd; ++b) {
     const int bStart = b * bs;
     const int bEnd = std::min((b + 1) * bs, psf.nfiber); // padding stays in the bundle
@@ -237,19 +259,6 @@ PatchPlan makePlan(const GaussHermitePsf& psf, const WaveGrid& wave, int fiberMi
         p.nwave = std::min(step, wave.n - iw);
         p.wavePad0 = iw - wp;
         p.nwavePad = step + 2 * wp;
-        // x spans all padded spots; y spans the core window (nwavestep bins, also for
-        // the last partial patch) plus pixpadFrac of the rows the padding would add.
-        const Extent pad = corners.extent(p0, p1 - p0, p.wavePad0, p.nwavePad, snx, sny);
-        const Extent core = corners.extent(p0, p1 - p0, iw, step, snx, sny);
-        const int ylo = pad.ymin + int((core.ymin - pad.ymin) * (1.0 - params.pixpadFrac));
-        const int yhi = pad.ymax - int((pad.ymax - core.ymax) * (1.0 - params.pixpadFrac));
-        PixelBox box{pad.xmin, pad.xmax, ylo, yhi};
-        p.clipped = box.x0 < 0 || box.y0 < 0 || box.x1 > psf.npixX || box.y1 > psf.npixY;
-        box.x0 = std::clamp(box.x0, 0, psf.npixX);
-        box.x1 = std::clamp(box.x1, 0, psf.npixX);
-        box.y0 = std::clamp(box.y0, 0, psf.npixY);
-        box.y1 = std::clamp(box.y1, 0, psf.npixY);
-        p.box = box;
         plan.patches.push_back(p);
       }
     }
@@ -257,7 +266,35 @@ PatchPlan makePlan(const GaussHermitePsf& psf, const WaveGrid& wave, int fiberMi
   return plan;
 }
 
-} // namespace
+std::vector<PatchExtents> patchExtents(const PatchPlan& skeleton, const GaussHermitePsf& psf,
+                                       const PlanCorners& corners) {
+  checkCorners(corners, planCornerRange(psf, skeleton.wave, skeleton.fiberMin, skeleton.nFiber, skeleton.params));
+  return extentsFrom(skeleton, CornerTable(corners));
+}
+
+void setPatchBoxes(PatchPlan& plan, const GaussHermitePsf& psf, const std::vector<PatchExtents>& extents) {
+  if (extents.size() != plan.patches.size())
+    throw InputError("patch plan: " + std::to_string(extents.size()) + " patch extents for " +
+                     std::to_string(plan.patches.size()) + " patches");
+  const int snx = psf.spotNx(), sny = psf.spotNy();
+  const double keep = 1.0 - plan.params.pixpadFrac;
+  for (std::size_t i = 0; i < plan.patches.size(); ++i) {
+    Patch& p = plan.patches[i];
+    const PatchExtents& e = extents[i];
+    // x spans all padded spots; y spans the core window (nwavestep bins, also for
+    // the last partial patch) plus pixpadFrac of the rows the padding would add.
+    const int padYmin = e.pad[2], padYmax = e.pad[3] + sny, coreYmin = e.core[2], coreYmax = e.core[3] + sny;
+    const int ylo = padYmin + int((coreYmin - padYmin) * keep);
+    const int yhi = padYmax - int((padYmax - coreYmax) * keep);
+    PixelBox box{e.pad[0], e.pad[1] + snx, ylo, yhi};
+    p.clipped = box.x0 < 0 || box.y0 < 0 || box.x1 > psf.npixX || box.y1 > psf.npixY;
+    box.x0 = std::clamp(box.x0, 0, psf.npixX);
+    box.x1 = std::clamp(box.x1, 0, psf.npixX);
+    box.y0 = std::clamp(box.y0, 0, psf.npixY);
+    box.y1 = std::clamp(box.y1, 0, psf.npixY);
+    p.box = box;
+  }
+}
 
 std::vector<int> PatchPlan::patchesInRegion(int f0, int f1, int w0, int w1) const {
   std::vector<int> out;

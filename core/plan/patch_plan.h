@@ -123,4 +123,26 @@ PlanCorners planCornerRange(const GaussHermitePsf& psf, const WaveGrid& wave, in
 PatchPlan makePatchPlan(const GaussHermitePsf& psf, const WaveGrid& wave, int fiberMin, int nFiber,
                         const PatchParams& params, const PlanCorners& corners);
 
+// The plan in two steps (the CUDA engine's plan ahead: the device takes the corners'
+// extents, so only ~8 ints a patch come back instead of the whole corner table).
+// A patch's extents: the min and max of the stamp corners (xc, yc) of its padded
+// fibers at its padded bins (pad) and at its core window, bins wave0 .. wave0 +
+// nwavestep (core, also for the last, shorter patch); {xmin, xmax, ymin, ymax} each,
+// the spot size not added.
+struct PatchExtents {
+  int pad[4];
+  int core[4];
+};
+// The plan without its boxes: every patch's fibers and bins (box empty, clipped
+// false), checked as makePatchPlan checks them (InputError).
+PatchPlan makePatchSkeleton(const GaussHermitePsf& psf, const WaveGrid& wave, int fiberMin, int nFiber,
+                            const PatchParams& params);
+// The extents of every patch of a skeleton (plan order) from corners covering
+// planCornerRange (InputError otherwise): what the device's extents kernel computes.
+std::vector<PatchExtents> patchExtents(const PatchPlan& skeleton, const GaussHermitePsf& psf,
+                                       const PlanCorners& corners);
+// Sets the skeleton's boxes (and clipped) from one PatchExtents per patch: the plan
+// makePatchPlan makes, patch for patch (InputError when the counts differ).
+void setPatchBoxes(PatchPlan& skeleton, const GaussHermitePsf& psf, const std::vector<PatchExtents>& extents);
+
 } // namespace spex

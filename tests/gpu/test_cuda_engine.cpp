@@ -269,12 +269,12 @@ private slots:
   }
 
   void normalEquationKernelsAgree() {
-    // CudaEngineOptions::normalKernel: the pair-list kernel (a block per unknown; every
-    // other test here runs it) and the tile kernel (a block per 8 unknowns) fill only
+    // CudaEngineOptions::normalKernel: the lean pair-list kernel (a block per unknown;
+    // every other test here runs it), the pair-list kernel it was cut from, and the tile kernel (a block per 8 unknowns) fill only
     // the lower triangle's block band the factor reads, with no memsets, so A's upper
     // triangle and the blocks outside the band keep whatever the workspace held (an
     // earlier batch's factor, the eigensolver's scratch); the older scan kernel clears A
-    // and writes both triangles. All three sum each entry over the same pixels in the
+    // and writes both triangles. All four sum each entry over the same pixels in the
     // same order, so flux, ivar, resolution, f and pixmask_fraction must agree to the
     // bit (chi2pix and the model to rounding), on the band and dense, with cuSOLVER's
     // potrf, in signal and noise mode, over several batches a workspace (small batches:
@@ -303,14 +303,16 @@ private slots:
         CudaEngine pairs(o);
         o.normalKernel = NK::Tile;
         CudaEngine tile(o);
+        o.normalKernel = NK::Lean;
+        CudaEngine lean(o);
         const ExtractionResult r0 = runCuda(req, &scan), r2 = runCuda(req, &scan);
         const long again = binsNotIdentical(r0, r2, false);
-        for (CudaEngine* e : {&pairs, &tile}) {
+        for (CudaEngine* e : {&lean, &pairs, &tile}) {
           const ExtractionResult r1 = runCuda(req, e);
           const Diff diff = compare(r0, r1);
           const long differ = binsNotIdentical(r0, r1, false);
           qInfo("%s, %s: %s vs scan kernel: %s; bins not identical: %ld (scan twice: %ld; batches %d)",
-                mode == Decorrelation::Signal ? "signal" : "noise", var.name, e == &tile ? "tile" : "pairs",
+                mode == Decorrelation::Signal ? "signal" : "noise", var.name, e == &tile ? "tile" : e == &lean ? "lean" : "pairs",
                 qPrintable(diff.text()), differ, again, e->memoryPlans().at(0).batches);
           QVERIFY(e->memoryPlans().at(0).batches > 2);
           requireAgreement(diff);
@@ -386,6 +388,63 @@ private slots:
             upEnd * 1e-6, firstBatch * 1e-6, lastPhase * 1e-6, p.wallNs * 1e-6, long(d2h));
       QVERIFY(upEnd > 0);
       QVERIFY(d2h > 0);
+    }
+  }
+
+  void plannedAheadMatchesToTheBit() {
+    // CudaEngineOptions::planAhead (every other whole-frame test here runs it): device 0
+    // takes the plan's corners and each patch's extents and starts the spot table before
+    // the host sets the boxes. A full r frame through the real r0 PSF, without and with
+    // the model image, two engines warm: the same bins to the bit wherever the old path
+    // repeats itself to the bit (chi2pix and the model are summed with atomics), the
+    // same batches, counts, flags and per-patch chi2.
+    SimulationOptions so; // the r grid, 500 fibers
+    const Simulation sim = simulate(realPsf, so);
+    CudaEngineOptions o;
+    o.planAhead = false;
+    CudaEngine before(o);
+    o.planAhead = true;
+    CudaEngine after(o);
+    for (bool model : {false, true}) {
+      const ExtractionRequest req = request(realPsf, sim.image, so.wave, 0, 500, {}, model);
+      const ExtractionResult a0 = runCuda(req, &before), b0 = runCuda(req, &after);
+      const ExtractionResult a1 = runCuda(req, &before), b1 = runCuda(req, &after);
+      const long differ = binsNotIdentical(a1, b1, true), again = binsNotIdentical(a0, a1, true),
+                 warm = binsNotIdentical(b0, b1, true);
+      const Diff diff = compare(a1, b1);
+      const CudaMemoryPlan pa = before.memoryPlans().at(0), pb = after.memoryPlans().at(0);
+      auto firstBatch = [](const Profile& p) {
+        int64_t t = INT64_MAX, plan = 0;
+        for (const ProfileRange& r : p.ranges) {
+          if (r.name == "normal equations") t = std::min(t, r.startNs);
+          if (r.name == "plan" && r.lane >= 0 && p.lanes[std::size_t(r.lane)] == "main") plan = r.endNs - r.startNs;
+        }
+        return std::pair{t * 1e-6, plan * 1e-6};
+      };
+      const auto [fa, pla] = firstBatch(a1.profile);
+      const auto [fb, plb] = firstBatch(b1.profile);
+      qInfo("model %d: planned ahead vs not: %s; bins not identical: %ld (old path twice: %ld, new twice: %ld); "
+            "batches %d / %d; plan %.2f / %.2f ms, first batch %.2f / %.2f ms; wall %.4f / %.4f s",
+            int(model), qPrintable(diff.text()), differ, again, warm, pa.batches, pb.batches, pla, plb, fa, fb,
+            a1.profile.wallNs * 1e-9, b1.profile.wallNs * 1e-9);
+      QCOMPARE(pb.batches, pa.batches);
+      QCOMPARE(pb.bandedBatches, pa.bandedBatches);
+      QCOMPARE(pb.maxCoupling, pa.maxCoupling);
+      requireAgreement(diff);
+      QVERIFY2(diff.chi2 < 1e-12 && diff.model < 1e-12, qPrintable(diff.text()));
+      if (again == 0) {
+        QCOMPARE(differ, 0L);
+        QCOMPARE(warm, 0L);
+      }
+      QCOMPARE(b1.noDataBins, a1.noDataBins);
+      QCOMPARE(b1.nonFiniteBins, a1.nonFiniteBins);
+      QCOMPARE(b1.patches.size(), a1.patches.size());
+      for (std::size_t i = 0; i < a1.patches.size(); ++i) {
+        QCOMPARE(b1.patches[i].patch, a1.patches[i].patch);
+        QCOMPARE(b1.patches[i].regularized, a1.patches[i].regularized);
+        QCOMPARE(b1.patches[i].failed, a1.patches[i].failed);
+        QVERIFY(std::abs(b1.patches[i].chi2 - a1.patches[i].chi2) <= 1e-12 * std::max(1.0, a1.patches[i].chi2));
+      }
     }
   }
 

@@ -140,6 +140,43 @@ private slots:
               a.patches[i].box.y0 == b.patches[i].box.y0 && a.patches[i].box.y1 == b.patches[i].box.y1);
   }
 
+  void patchExtentsMatchHostToTheBit() {
+    // CudaEngineOptions::planAhead: each patch's corner extents by the engine's
+    // launchPatchExtents (a warp per patch) against core/plan patchExtents on the same
+    // corner table, a full r frame and a short range with other parameters (partial
+    // last patch, other wavepad and step); the boxes from them are makePatchPlan's.
+    SPEX_REQUIRE_DATA(path, "psf-r0-00067784.fits");
+    const GaussHermitePsf psf = readPsf(path);
+    PatchParams other;
+    other.nwavestep = 37;
+    other.wavepadFrac = 0.5;
+    other.pixpadFrac = 0.3;
+    struct Case { WaveGrid g; int f0, nf; PatchParams pp; };
+    for (const Case& c : {Case{WaveGrid::fromRange(5760, 7620, 0.8), 0, 500, PatchParams{}},
+                          Case{WaveGrid::fromRange(6000, 6033.6, 0.8), 480, 20, other}}) {
+      PlanCorners corners = planCornerRange(psf, c.g, c.f0, c.nf, c.pp);
+      gpu::devicePlanCorners(psf, c.g.wmin, c.g.dw, corners);
+      PatchPlan skeleton = makePatchSkeleton(psf, c.g, c.f0, c.nf, c.pp);
+      const std::vector<PatchExtents> host = patchExtents(skeleton, psf, corners);
+      const std::vector<PatchExtents> dev = gpu::devicePatchExtents(skeleton, corners);
+      QCOMPARE(dev.size(), host.size());
+      long differ = 0;
+      for (std::size_t i = 0; i < host.size(); ++i)
+        for (int j = 0; j < 4; ++j)
+          differ += host[i].pad[j] != dev[i].pad[j] || host[i].core[j] != dev[i].core[j];
+      qInfo("%zu patches: %ld extents differ", host.size(), differ);
+      QCOMPARE(differ, 0L);
+      setPatchBoxes(skeleton, psf, dev);
+      const PatchPlan whole = makePatchPlan(psf, c.g, c.f0, c.nf, c.pp);
+      QCOMPARE(skeleton.patches.size(), whole.patches.size());
+      for (std::size_t i = 0; i < whole.patches.size(); ++i) {
+        const PixelBox &a = whole.patches[i].box, &b = skeleton.patches[i].box;
+        QVERIFY(a.x0 == b.x0 && a.x1 == b.x1 && a.y0 == b.y0 && a.y1 == b.y1 &&
+                whole.patches[i].clipped == skeleton.patches[i].clipped);
+      }
+    }
+  }
+
   void spotsSyntheticPsf() { compareSpots(makeSyntheticPsf(), 2000, 13); }
 
   void spotKernelsAgreeToTheBit() {

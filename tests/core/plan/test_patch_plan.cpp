@@ -180,6 +180,65 @@ private slots:
     QVERIFY(bad.f1 <= bad.f0);
   }
 
+  void skeletonAndExtentsMakeThePlan() {
+    // The plan in two steps (the CUDA engine's plan ahead: the device takes the
+    // extents): the skeleton, each patch's corner extents, the boxes from them. Patch
+    // for patch the plan makePatchPlan makes, every field, for ranges inside a bundle,
+    // at a bundle start, at the PSF's last fibers (boxes clipped at the CCD), with a
+    // partial last patch and other pixpad and wavepad fractions.
+    struct Case { int f0, nf; double w0, w1; PatchParams pp; };
+    PatchParams narrow;
+    narrow.pixpadFrac = 0.3;
+    narrow.wavepadFrac = 0.5;
+    narrow.nwavestep = 37;
+    for (const Case& c : {Case{3, 17, 6000, 6500, PatchParams{}}, Case{25, 25, 5760, 7620, PatchParams{}},
+                          Case{480, 20, 5600, 7780, narrow}, Case{0, 50, 6000, 6033.6, narrow}}) {
+      const WaveGrid g = WaveGrid::fromRange(c.w0, c.w1, 0.8);
+      const PatchPlan whole = makePatchPlan(psf, g, c.f0, c.nf, c.pp);
+      PatchPlan two = makePatchSkeleton(psf, g, c.f0, c.nf, c.pp);
+      QCOMPARE(two.patches.size(), whole.patches.size());
+      for (const Patch& p : two.patches) QVERIFY(p.box.empty() && !p.clipped);
+      PlanCorners corners = planCornerRange(psf, g, c.f0, c.nf, c.pp);
+      const int nk = corners.k1 - corners.k0;
+      corners.x.resize(std::size_t(corners.f1 - corners.f0) * nk);
+      corners.y.resize(corners.x.size());
+      for (int f = corners.f0; f < corners.f1; ++f)
+        for (int k = corners.k0; k < corners.k1; ++k)
+          psf.corner(f, g.at(k), corners.x[std::size_t(f - corners.f0) * nk + (k - corners.k0)],
+                     corners.y[std::size_t(f - corners.f0) * nk + (k - corners.k0)]);
+      const std::vector<PatchExtents> ext = patchExtents(two, psf, corners);
+      QCOMPARE(ext.size(), whole.patches.size());
+      setPatchBoxes(two, psf, ext);
+      int clipped = 0;
+      for (std::size_t i = 0; i < whole.patches.size(); ++i) {
+        const Patch &p = whole.patches[i], &q = two.patches[i];
+        QVERIFY(p.index == q.index && p.bundle == q.bundle && p.subbundle == q.subbundle && p.fiber0 == q.fiber0 &&
+                p.nfiber == q.nfiber && p.fiberPad0 == q.fiberPad0 && p.nfiberPad == q.nfiberPad &&
+                p.wave0 == q.wave0 && p.nwave == q.nwave && p.wavePad0 == q.wavePad0 && p.nwavePad == q.nwavePad);
+        QVERIFY2(p.box.x0 == q.box.x0 && p.box.x1 == q.box.x1 && p.box.y0 == q.box.y0 && p.box.y1 == q.box.y1 &&
+                     p.clipped == q.clipped,
+                 qPrintable(QString("patch %1").arg(i)));
+        // The extents are those of the corners themselves (spot size not added).
+        const PixelBox& b = p.box;
+        QVERIFY(p.clipped || (b.x0 == ext[i].pad[0] && b.x1 == ext[i].pad[1] + psf.spotNx()));
+        clipped += p.clipped ? 1 : 0;
+      }
+      QCOMPARE(two.npixX, whole.npixX);
+      QCOMPARE(two.wavepad, whole.wavepad);
+      if (c.f0 == 480) QVERIFY(clipped > 0); // the CCD edge is in this case
+      // Extents of another count, corners of another range: errors.
+      std::vector<PatchExtents> fewer(ext.begin(), ext.end() - 1);
+      QVERIFY_THROWS_EXCEPTION(InputError, setPatchBoxes(two, psf, fewer));
+      PlanCorners shifted = corners;
+      ++shifted.k1;
+      QVERIFY_THROWS_EXCEPTION(InputError, patchExtents(two, psf, shifted));
+    }
+    // The skeleton checks the request as makePatchPlan does.
+    const WaveGrid g = WaveGrid::fromRange(6000, 6500, 0.8);
+    QVERIFY_THROWS_EXCEPTION(InputError, makePatchSkeleton(psf, g, 490, 20, PatchParams{}));
+    QVERIFY_THROWS_EXCEPTION(InputError, makePatchSkeleton(psf, WaveGrid::fromRange(3000, 3500, 0.8), 0, 5, PatchParams{}));
+  }
+
   void rejectsBadRequests() {
     const WaveGrid g = WaveGrid::fromRange(6000, 6500, 0.8);
     QVERIFY_THROWS_EXCEPTION(InputError, makePatchPlan(psf, g, 490, 20, PatchParams{}));
