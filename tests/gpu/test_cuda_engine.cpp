@@ -146,6 +146,38 @@ class TestCudaEngine : public QObject {
     return k;
   }
 
+  // A switch's old path (a) and new path (b), each run twice on its own warm engine (0,
+  // 1): the second frames must be the same to the bit wherever the old path repeats
+  // itself to the bit (chi2pix and the model are summed with atomics: to rounding), with
+  // the same counts, flags and per-patch chi2. Returns the bins not identical: b1 vs a1,
+  // a0 vs a1, b0 vs b1, for the caller's log.
+  struct BitCounts {
+    long differ, again, warm;
+  };
+  static BitCounts requireSameFrame(const ExtractionResult& a0, const ExtractionResult& a1,
+                                    const ExtractionResult& b0, const ExtractionResult& b1, const Diff& diff) {
+    const BitCounts n{binsNotIdentical(a1, b1, true), binsNotIdentical(a0, a1, true), binsNotIdentical(b0, b1, true)};
+    requireAgreement(diff);
+    if (QTest::currentTestFailed()) return n;
+    [&] {
+      QVERIFY2(diff.chi2 < 1e-12 && diff.model < 1e-12, qPrintable(diff.text()));
+      if (n.again == 0) {
+        QCOMPARE(n.differ, 0L);
+        QCOMPARE(n.warm, 0L);
+      }
+      QCOMPARE(b1.noDataBins, a1.noDataBins);
+      QCOMPARE(b1.nonFiniteBins, a1.nonFiniteBins);
+      QCOMPARE(b1.patches.size(), a1.patches.size());
+      for (std::size_t i = 0; i < a1.patches.size(); ++i) {
+        QCOMPARE(b1.patches[i].patch, a1.patches[i].patch);
+        QCOMPARE(b1.patches[i].regularized, a1.patches[i].regularized);
+        QCOMPARE(b1.patches[i].failed, a1.patches[i].failed);
+        QVERIFY(std::abs(b1.patches[i].chi2 - a1.patches[i].chi2) <= 1e-12 * std::max(1.0, a1.patches[i].chi2));
+      }
+    }();
+    return n;
+  }
+
 private slots:
   void initTestCase() {
     std::string why;
@@ -348,30 +380,15 @@ private slots:
       const ExtractionRequest req = request(realPsf, sim.image, so.wave, 0, 500, {}, model);
       const ExtractionResult a0 = runCuda(req, &before), b0 = runCuda(req, &after);
       const ExtractionResult a1 = runCuda(req, &before), b1 = runCuda(req, &after);
-      const long differ = binsNotIdentical(a1, b1, true), again = binsNotIdentical(a0, a1, true),
-                 warm = binsNotIdentical(b0, b1, true);
       const Diff diff = compare(a1, b1);
       const CudaMemoryPlan pa = before.memoryPlans().at(0), pb = after.memoryPlans().at(0);
+      QCOMPARE(pb.batches, pa.batches);
+      const BitCounts n = requireSameFrame(a0, a1, b0, b1, diff);
       qInfo("model %d: overlapped vs not: %s; bins not identical: %ld (old path twice: %ld, new twice: %ld); "
             "batches %d / %d, banded %d / %d, widest coupling %d / %d; wall %.4f / %.4f s",
-            int(model), qPrintable(diff.text()), differ, again, warm, pa.batches, pb.batches, pa.bandedBatches,
+            int(model), qPrintable(diff.text()), n.differ, n.again, n.warm, pa.batches, pb.batches, pa.bandedBatches,
             pb.bandedBatches, pa.maxCoupling, pb.maxCoupling, a1.profile.wallNs * 1e-9, b1.profile.wallNs * 1e-9);
-      QCOMPARE(pb.batches, pa.batches);
-      requireAgreement(diff);
-      QVERIFY2(diff.chi2 < 1e-12 && diff.model < 1e-12, qPrintable(diff.text()));
-      if (again == 0) {
-        QCOMPARE(differ, 0L);
-        QCOMPARE(warm, 0L);
-      }
-      QCOMPARE(b1.noDataBins, a1.noDataBins);
-      QCOMPARE(b1.nonFiniteBins, a1.nonFiniteBins);
-      QCOMPARE(b1.patches.size(), a1.patches.size());
-      for (std::size_t i = 0; i < a1.patches.size(); ++i) {
-        QCOMPARE(b1.patches[i].patch, a1.patches[i].patch);
-        QCOMPARE(b1.patches[i].regularized, a1.patches[i].regularized);
-        QCOMPARE(b1.patches[i].failed, a1.patches[i].failed);
-        QVERIFY(std::abs(b1.patches[i].chi2 - a1.patches[i].chi2) <= 1e-12 * std::max(1.0, a1.patches[i].chi2));
-      }
+      if (QTest::currentTestFailed()) return;
       // The new lanes carry the image's H2D and the wave steps' D2H; where the first
       // batch began against the upload's end, and the tail after the last kernel phase.
       const Profile& p = b1.profile;
@@ -409,8 +426,6 @@ private slots:
       const ExtractionRequest req = request(realPsf, sim.image, so.wave, 0, 500, {}, model);
       const ExtractionResult a0 = runCuda(req, &before), b0 = runCuda(req, &after);
       const ExtractionResult a1 = runCuda(req, &before), b1 = runCuda(req, &after);
-      const long differ = binsNotIdentical(a1, b1, true), again = binsNotIdentical(a0, a1, true),
-                 warm = binsNotIdentical(b0, b1, true);
       const Diff diff = compare(a1, b1);
       const CudaMemoryPlan pa = before.memoryPlans().at(0), pb = after.memoryPlans().at(0);
       auto firstBatch = [](const Profile& p) {
@@ -423,28 +438,15 @@ private slots:
       };
       const auto [fa, pla] = firstBatch(a1.profile);
       const auto [fb, plb] = firstBatch(b1.profile);
-      qInfo("model %d: planned ahead vs not: %s; bins not identical: %ld (old path twice: %ld, new twice: %ld); "
-            "batches %d / %d; plan %.2f / %.2f ms, first batch %.2f / %.2f ms; wall %.4f / %.4f s",
-            int(model), qPrintable(diff.text()), differ, again, warm, pa.batches, pb.batches, pla, plb, fa, fb,
-            a1.profile.wallNs * 1e-9, b1.profile.wallNs * 1e-9);
       QCOMPARE(pb.batches, pa.batches);
       QCOMPARE(pb.bandedBatches, pa.bandedBatches);
       QCOMPARE(pb.maxCoupling, pa.maxCoupling);
-      requireAgreement(diff);
-      QVERIFY2(diff.chi2 < 1e-12 && diff.model < 1e-12, qPrintable(diff.text()));
-      if (again == 0) {
-        QCOMPARE(differ, 0L);
-        QCOMPARE(warm, 0L);
-      }
-      QCOMPARE(b1.noDataBins, a1.noDataBins);
-      QCOMPARE(b1.nonFiniteBins, a1.nonFiniteBins);
-      QCOMPARE(b1.patches.size(), a1.patches.size());
-      for (std::size_t i = 0; i < a1.patches.size(); ++i) {
-        QCOMPARE(b1.patches[i].patch, a1.patches[i].patch);
-        QCOMPARE(b1.patches[i].regularized, a1.patches[i].regularized);
-        QCOMPARE(b1.patches[i].failed, a1.patches[i].failed);
-        QVERIFY(std::abs(b1.patches[i].chi2 - a1.patches[i].chi2) <= 1e-12 * std::max(1.0, a1.patches[i].chi2));
-      }
+      const BitCounts n = requireSameFrame(a0, a1, b0, b1, diff);
+      qInfo("model %d: planned ahead vs not: %s; bins not identical: %ld (old path twice: %ld, new twice: %ld); "
+            "batches %d / %d; plan %.2f / %.2f ms, first batch %.2f / %.2f ms; wall %.4f / %.4f s",
+            int(model), qPrintable(diff.text()), n.differ, n.again, n.warm, pa.batches, pb.batches, pla, plb, fa, fb,
+            a1.profile.wallNs * 1e-9, b1.profile.wallNs * 1e-9);
+      if (QTest::currentTestFailed()) return;
     }
   }
 
