@@ -1,7 +1,6 @@
 // enqueueBatch (batch_pipeline.h): the normal equations and chi2pix phases, and the
 // solve and decorrelation of batch_solve.cpp and batch_decorrelate.cpp in between.
 #include "batch_pipeline.h"
-#include "normal_window.h"
 
 namespace spex::gpu {
 
@@ -36,8 +35,6 @@ void enqueueBatch(Workspace& w, BatchView v, const DevPatch* table, int first, i
     using NK = CudaEngineOptions::NormalKernel;
     if (w.normalKernel == NK::Lean && normalEquationsLeanFit(v)) {
       launchNormalEquationsLean(v, s); // writes all it must: no memsets
-    } else if (w.normalKernel == NK::Window && normalEquationsLeanFit(v)) {
-      launchNormalEquationsWindow(v, s); // the same, fewer candidates tested
     } else if (w.normalKernel == NK::Tile && normalEquationsTileFit(v)) {
       launchNormalEquationsTile(v, s); // writes all it must: no memsets
     } else if (w.normalKernel != NK::Scan && normalEquationsPairsFit(v)) {

@@ -85,11 +85,8 @@ struct CudaEngineOptions {
   // lower triangle, so A is not cleared first. Scan:
   // the older kernel (each unknown tests every later one, both triangles written where
   // stamps overlap, A, y, fw and pm cleared by memsets first). iCov, y, fw and pm are
-  // the same to the bit. Factory switch: SPEXLAB_CUDA_NORMAL=lean|pairs|tile|scan|window
-  // (Window: Lean with only the bins whose stamps can reach stamp a in y tested, by a
-  // binary search a coupled fiber on the corners' y; assumes y does not decrease along a
-  // fiber; gpu/normal_window.h).
-  enum class NormalKernel { Lean, Tile, Pairs, Scan, Window };
+  // the same to the bit. Factory switch: SPEXLAB_CUDA_NORMAL=lean|pairs|tile|scan.
+  enum class NormalKernel { Lean, Tile, Pairs, Scan };
   NormalKernel normalKernel = NormalKernel::Lean;
   // The frame's spot table: true (default), a warp per spot (gpu/kernels.h SpotKernel::Warp);
   // false, a 128-thread block per spot (the older kernel). The same stamps to the bit.

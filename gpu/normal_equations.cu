@@ -2,7 +2,6 @@
 // prior (§4.2). A is never formed: iCov[a, b] is the sum over the overlap of stamps a
 // and b, inside the patch box, of W S_a S_b.
 #include "kernels.h"
-#include "normal_window.h"
 
 #include "core/errors.h"
 
@@ -397,24 +396,9 @@ __device__ __forceinline__ double leanPair(unsigned pa, const double* pb, int la
 // "seventh round"): the candidates' spot index by increments too (48 registers, or 40
 // under __launch_bounds__ with 4 % more instructions) and 32 registers (64 warps an SM,
 // spilled): both slower.
-//
-// Window (SPEXLAB_CUDA_NORMAL=window, launchNormalEquationsWindow): the same pairs with
-// fewer candidates tested. Stamps a and b overlap in y only where |cb.y - ca.y| < ny; on
-// a fiber whose stamp corners' y does not decrease with the bin (a trace's y grows with
-// wavelength: DESI's PSFs, the simulator), those bins are the window [lo, hi) of the
-// fiber's bins, lo the first with cb.y >= ca.y - ny + 1 and hi the first with
-// cb.y >= ca.y + ny, found by a binary search a thread (2 threads a coupled fiber, up to
-// kNeWinFibers fibers; wider bands test every candidate as Window = false). Only the
-// window's bins are tested (the same box test), so the same pairs are listed and summed
-// as without it: iCov, y, fw and pm identical to the bit where the corners' y is
-// monotone; on a PSF whose corners' y went back along a fiber, pairs would be missed.
-constexpr int kNeWinFibers = kNeThreads / 2;
-
-template <bool Window>
 __global__ void __launch_bounds__(kNeThreads) normalEquationsLeanKernel(BatchView b) {
   extern __shared__ double sh[];
   __shared__ int npairs;
-  __shared__ int win[Window ? 2 * kNeWinFibers : 1]; // per coupled fiber: [lo, hi) of its bins
   const int p = blockIdx.y, a = blockIdx.x;
   const DevPatch pt = b.patches[p];
   const int n = b.n, nb = b.nb;
@@ -443,32 +427,20 @@ __global__ void __launch_bounds__(kNeThreads) normalEquationsLeanKernel(BatchVie
 
   weighStampLean(b, pt, ca, sa, nx, npix, __frcp_rn(float(nx)), wsa, red);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = kNeThreads / 32;
-  const int cEnd = min(rowEnd, nReal);
-  const int nfw = min(i + b.band + 1, pt.nfiberPad) - i; // fibers of the band
-  const bool windowed = Window && nfw <= kNeWinFibers;
-  if (windowed && int(threadIdx.x) < 2 * nfw) {
-    // Thread 2f: lo of fiber i + f, thread 2f + 1: hi; fiber i from bin ka on.
-    const int f = int(threadIdx.x) >> 1, hiEnd = int(threadIdx.x) & 1;
-    const int2* cj = st.corner + st.index(pt.fiberPad0 + i + f, pt.wavePad0);
-    const int yb = hiEnd ? ca.y + ny : ca.y - ny + 1;
-    int l = f == 0 ? ka : 0, r = (f == 0 && !hiEnd) ? ka : nb;
-    while (l < r) {
-      const int m = (l + r) >> 1;
-      if (cj[m].y >= yb)
-        r = m;
-      else
-        l = m + 1;
-    }
-    win[threadIdx.x] = l;
-  }
   if (threadIdx.x == 0) npairs = 0;
   for (int r = threadIdx.x; r < ncol; r += kNeThreads) col[r] = 0.0;
   __syncthreads();
   storeRowSums(b, red, o);
 
-  // Candidate b (fiber j, bin kb) tested; listed, if it overlaps, with what every lane
-  // needs of it.
-  auto test = [&](int bb, int j, int kb) {
+  // The candidates b of the band (b >= a), one a thread, fiber j and bin kb by
+  // increments; the overlapping ones listed with what every lane needs of them.
+  const int cEnd = min(rowEnd, nReal);
+  int j = i, kb = ka + int(threadIdx.x);
+  while (kb >= nb) {
+    kb -= nb;
+    ++j;
+  }
+  for (int bb = a + threadIdx.x; bb < cEnd; bb += kNeThreads) {
     const long long ib = st.index(pt.fiberPad0 + j, pt.wavePad0 + kb);
     const int2 cb = st.corner[ib];
     const int ox0 = max(max(ca.x, cb.x), pt.x0), ox1 = min(min(ca.x, cb.x) + nx, pt.x1);
@@ -481,35 +453,10 @@ __global__ void __launch_bounds__(kNeThreads) normalEquationsLeanKernel(BatchVie
       pairs[s] = make_int4(int(gb), int(offA | (unsigned(bb - a) << 16)), __float_as_int(__frcp_rn(float(w))),
                            int(w | (area << 8)));
     }
-  };
-  if (windowed) {
-    // The windows' bins one a thread: thread t's fiber by the windows' running counts.
-    int tot = 0;
-    for (int f = 0; f < nfw; ++f) tot += win[2 * f + 1] - win[2 * f];
-    for (int t = threadIdx.x; t < tot; t += kNeThreads) {
-      int f = 0, u = t;
-      for (int c = win[1] - win[0]; u >= c; c = win[2 * f + 1] - win[2 * f]) {
-        u -= c;
-        ++f;
-      }
-      const int kb = win[2 * f] + u, bb = (i + f) * nb + kb;
-      if (bb < cEnd) test(bb, i + f, kb);
-    }
-  } else {
-    // The candidates b of the band (b >= a), one a thread, fiber j and bin kb by
-    // increments.
-    int j = i, kb = ka + int(threadIdx.x);
+    kb += kNeThreads;
     while (kb >= nb) {
       kb -= nb;
       ++j;
-    }
-    for (int bb = a + threadIdx.x; bb < cEnd; bb += kNeThreads) {
-      test(bb, j, kb);
-      kb += kNeThreads;
-      while (kb >= nb) {
-        kb -= nb;
-        ++j;
-      }
     }
   }
   __syncthreads();
@@ -920,8 +867,7 @@ bool normalEquationsLeanFit(const BatchView& b) {
          pairsLayout(int(npix), b.band, b.nb, b.n).cap <= 0xffff && b.n < (1 << 22);
 }
 
-namespace {
-template <bool Window> void launchLean(const BatchView& b, cudaStream_t stream) {
+void launchNormalEquationsLean(const BatchView& b, cudaStream_t stream) {
   if (!normalEquationsLeanFit(b))
     throw GpuError("launchNormalEquationsLean: stamps of " + std::to_string(b.spots.nx) + " x " +
                    std::to_string(b.spots.ny) + " px, " + std::to_string((long long)b.spots.nf * b.spots.nk) +
@@ -929,16 +875,11 @@ template <bool Window> void launchLean(const BatchView& b, cudaStream_t stream) 
                    std::to_string(b.F) + " fiber blocks: outside what the lean kernel holds (normalEquationsLeanFit)");
   const PairsLayout L = pairsLayout(b.spots.nx * b.spots.ny, b.band, b.nb, b.n);
   if (L.bytes > 48 * 1024)
-    SPEX_CUDA(cudaFuncSetAttribute(normalEquationsLeanKernel<Window>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    SPEX_CUDA(cudaFuncSetAttribute(normalEquationsLeanKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                    int(L.bytes)));
-  normalEquationsLeanKernel<Window><<<dim3(b.n, b.count), kNeThreads, L.bytes, stream>>>(b);
-  SPEX_CUDA_LAUNCH(Window ? "normalEquationsLeanKernel<window>" : "normalEquationsLeanKernel");
+  normalEquationsLeanKernel<<<dim3(b.n, b.count), kNeThreads, L.bytes, stream>>>(b);
+  SPEX_CUDA_LAUNCH("normalEquationsLeanKernel");
 }
-} // namespace
-
-void launchNormalEquationsLean(const BatchView& b, cudaStream_t stream) { launchLean<false>(b, stream); }
-
-void launchNormalEquationsWindow(const BatchView& b, cudaStream_t stream) { launchLean<true>(b, stream); }
 
 bool normalEquationsTileFit(const BatchView& b) {
   if (!normalEquationsPairsFit(b) || b.n > 0xffff) return false;

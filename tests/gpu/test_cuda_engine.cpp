@@ -337,16 +337,14 @@ private slots:
         CudaEngine tile(o);
         o.normalKernel = NK::Lean;
         CudaEngine lean(o);
-        o.normalKernel = NK::Window;
-        CudaEngine window(o);
         const ExtractionResult r0 = runCuda(req, &scan), r2 = runCuda(req, &scan);
         const long again = binsNotIdentical(r0, r2, false);
-        for (CudaEngine* e : {&lean, &window, &pairs, &tile}) {
+        for (CudaEngine* e : {&lean, &pairs, &tile}) {
           const ExtractionResult r1 = runCuda(req, e);
           const Diff diff = compare(r0, r1);
           const long differ = binsNotIdentical(r0, r1, false);
           qInfo("%s, %s: %s vs scan kernel: %s; bins not identical: %ld (scan twice: %ld; batches %d)",
-                mode == Decorrelation::Signal ? "signal" : "noise", var.name, e == &tile ? "tile" : e == &lean ? "lean" : e == &window ? "window" : "pairs",
+                mode == Decorrelation::Signal ? "signal" : "noise", var.name, e == &tile ? "tile" : e == &lean ? "lean" : "pairs",
                 qPrintable(diff.text()), differ, again, e->memoryPlans().at(0).batches);
           QVERIFY(e->memoryPlans().at(0).batches > 2);
           requireAgreement(diff);
