@@ -230,23 +230,21 @@ SPEX_CLONES void applyTwoReflectors(int n, int k, double tau1, const double* __r
 
 typedef long long Mask4 __attribute__((vector_size(32)));
 
-// The helpers below take and return 4-wide vectors by value; they are always inlined
-// into tridiagQL4, so the AVX-versus-SSE calling convention GCC warns about (-Wpsabi,
-// silenced at the top of this file; GCC reports it where the clones are emitted, at
-// the end of the file) never applies.
+// No helper here takes or returns a 4-wide vector by value: clang rejects such a call
+// in the plain x86-64 build (the AVX-versus-SSE calling convention, an error there even
+// where the helper is inlined; GCC only warns, -Wpsabi, silenced at the top of this
+// file). Vectors go by reference.
 
-static inline __attribute__((always_inline)) Lanes4 splat4(double x) { return Lanes4{x, x, x, x}; }
-static inline __attribute__((always_inline)) bool any4(Mask4 m) { return (m[0] | m[1] | m[2] | m[3]) != 0; }
-static inline __attribute__((always_inline)) Lanes4 abs4(Lanes4 x) { return x < 0 ? -x : x; }
-// Square root in lanes by SSE2's sqrtpd (baseline x86-64, so both clones have it; the
-// per-element std::sqrt would keep errno's branch per lane).
-static inline __attribute__((always_inline)) Lanes4 sqrt4(Lanes4 x) {
+static inline __attribute__((always_inline)) bool any4(const Mask4& m) { return (m[0] | m[1] | m[2] | m[3]) != 0; }
+// Square root in lanes, in place, by SSE2's sqrtpd (baseline x86-64, so both clones have
+// it; the per-element std::sqrt would keep errno's branch per lane).
+static inline __attribute__((always_inline)) void sqrt4(Lanes4& x) {
 #if defined(__x86_64__) && defined(__GNUC__)
   typedef double Half __attribute__((vector_size(16)));
   const Half lo = __builtin_ia32_sqrtpd(Half{x[0], x[1]}), hi = __builtin_ia32_sqrtpd(Half{x[2], x[3]});
-  return Lanes4{lo[0], lo[1], hi[0], hi[1]};
+  x = Lanes4{lo[0], lo[1], hi[0], hi[1]};
 #else
-  return Lanes4{std::sqrt(x[0]), std::sqrt(x[1]), std::sqrt(x[2]), std::sqrt(x[3])};
+  x = Lanes4{std::sqrt(x[0]), std::sqrt(x[1]), std::sqrt(x[2]), std::sqrt(x[3])};
 #endif
 }
 
@@ -311,11 +309,11 @@ SPEX_CLONES unsigned tridiagQL4(int n, double* __restrict dd, double* __restrict
   Lanes4* Z = reinterpret_cast<Lanes4*>(zz);
   const std::size_t N = std::size_t(n);
   // Z row-major: Z[N k + i] is row k of column (eigenvector) i.
-  for (std::size_t i = 0; i < N * N; ++i) Z[i] = splat4(0.0);
-  for (std::size_t i = 0; i < N; ++i) Z[i * N + i] = splat4(1.0);
+  const Lanes4 one = {1.0, 1.0, 1.0, 1.0}, zero4 = {0.0, 0.0, 0.0, 0.0};
+  for (std::size_t i = 0; i < N * N; ++i) Z[i] = zero4;
+  for (std::size_t i = 0; i < N; ++i) Z[i * N + i] = one;
   const double eps = std::numeric_limits<double>::epsilon() / 2; // dlamch('E')
   const double eps2 = eps * eps, safmin = std::numeric_limits<double>::min();
-  const Lanes4 one = splat4(1.0), zero4 = splat4(0.0);
   Lanes4* C = reinterpret_cast<Lanes4*>(rot);
   Lanes4* S = C + N;
   // Each lane has its own position l (its eigenvalues 0..l-1 are found) and goes on to
@@ -365,16 +363,19 @@ SPEX_CLONES unsigned tridiagQL4(int n, double* __restrict dd, double* __restrict
       el[j] = active[j] ? ee[4 * lj[j] + j] : 1.0;
     }
     Lanes4 g = (dl1 - dl) / (2.0 * el);
-    Lanes4 r = sqrt4(g * g + 1.0);
+    Lanes4 r = g * g + 1.0;
+    sqrt4(r);
     g = dm - dl + el / (g + (g < 0 ? -r : r));
     Lanes4 s = one, c = one, p = zero4;
     Mask4 live = active;
     for (int i = M - 1; i >= L; --i) {
-      const Lanes4 iv = splat4(double(i));
+      const double di = double(i);
+      const Lanes4 iv = {di, di, di, di};
       const Mask4 on = live & (iv < mlv) & (iv >= llv);
       const Lanes4 ei = E[i];
       const Lanes4 f = s * ei, b = c * ei;
-      r = sqrt4(f * f + g * g);
+      r = f * f + g * g;
+      sqrt4(r);
       const Mask4 brk = on & (r == 0);
       const Mask4 go = on & ~brk;
       const Lanes4 rs = go ? r : one;
