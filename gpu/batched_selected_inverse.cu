@@ -188,21 +188,44 @@ __device__ __forceinline__ void dmma1688(double (&acc)[4], const double (&a)[4],
 
 // acc[f] += A B over k-steps of 8: loadA(ks, a) the A fragment of step ks (fetched one
 // step ahead), loadB(ks, f, b) fragment f's B.
+#ifndef SPEX_SELINV_AHEAD
+#define SPEX_SELINV_AHEAD 2
+#endif
 template <int NF, class LoadA, class LoadB>
 __device__ __forceinline__ void mmaSteps(double (&acc)[NF][4], int steps, LoadA loadA, LoadB loadB) {
-  double a[4], an[4];
-  if (steps > 0) loadA(0, a);
-  for (int ks = 0; ks < steps; ++ks) {
-    if (ks + 1 < steps) loadA(ks + 1, an);
+  const auto step = [&](int ks, const double (&a)[4]) {
 #pragma unroll
     for (int f = 0; f < NF; ++f) {
       double b[2];
       loadB(ks, f, b);
       dmma1688(acc[f], a, b);
     }
+  };
+#if SPEX_SELINV_AHEAD == 2
+  // Two k-steps of A in flight (a ring of three fragments, indexed statically).
+  double a0[4], a1[4], a2[4];
+  if (steps > 0) loadA(0, a0);
+  if (steps > 1) loadA(1, a1);
+  for (int ks = 0; ks < steps; ks += 3) {
+    if (ks + 2 < steps) loadA(ks + 2, a2);
+    step(ks, a0);
+    if (ks + 1 >= steps) break;
+    if (ks + 3 < steps) loadA(ks + 3, a0);
+    step(ks + 1, a1);
+    if (ks + 2 >= steps) break;
+    if (ks + 4 < steps) loadA(ks + 4, a1);
+    step(ks + 2, a2);
+  }
+#else
+  double a[4], an[4];
+  if (steps > 0) loadA(0, a);
+  for (int ks = 0; ks < steps; ++ks) {
+    if (ks + 1 < steps) loadA(ks + 1, an);
+    step(ks, a);
 #pragma unroll
     for (int e = 0; e < 4; ++e) a[e] = an[e];
   }
+#endif
 }
 
 // B fragment f of k-step ks from a k-major shared block (element (k, c) at s[k * kLd + c]),
@@ -241,6 +264,10 @@ __device__ __forceinline__ void storeShared(double* s, const double (&acc)[NF][4
     *reinterpret_cast<double2*>(s + (r0 + g) * kLd + c0 + 8 * f + 2 * t) = make_double2(acc[f][0], acc[f][1]);
     *reinterpret_cast<double2*>(s + (r0 + g + 8) * kLd + c0 + 8 * f + 2 * t) = make_double2(acc[f][2], acc[f][3]);
   }
+}
+
+__device__ __forceinline__ void prefetchL2(const double* p) {
+  asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p));
 }
 
 // The 5 fragments of a 16 x 40 piece (rows r0.., columns c0..) to and from a
@@ -286,7 +313,21 @@ __global__ void __launch_bounds__(fusedinv::kThreads, 1)
       const int wj = min(w, nblk - 1 - j), m = wj * nb, km = (m + 7) / 8, strips = (m + 15) / 16;
       double* Dj = Dm + (std::size_t)j * nb * nb;
       double* Ajj = Am + (long long)j * nb * (n + 1);
+      // The next block column's L panel and D block (read once, from HBM) toward L2 while
+      // this one is formed: its window was written here and is in L2 already.
+      if (j > jmin) {
+        const int jn = j - 1, mn = min(w, nblk - 1 - jn) * nb, lines = (mn + 15) / 16 + 1;
+        const double* Pn = Am + (long long)jn * nb * (n + 1) + nb;
+        if (mn > 0)
+          for (int i = threadIdx.x; i < nb * lines; i += kThreads) {
+            const int c = i / lines, r = min(16 * (i % lines), mn - 1);
+            prefetchL2(Pn + r + c * n);
+          }
+        const double* Dn = Dm + (std::size_t)jn * nb * nb;
+        for (int i = 16 * threadIdx.x; i < nb * nb; i += 16 * kThreads) prefetchL2(Dn + i);
+      }
       // 1. Ds(k, c) = D_jj(k, c), zero outside nb x nb.
+#pragma unroll 4
       for (int i = threadIdx.x; i < kCols * kCols; i += kThreads) {
         const int c = i / kCols, k = i % kCols;
         Qs[k * kLd + c] = k < nb && c < nb ? Dj[k + c * nb] : 0.0;
