@@ -140,8 +140,9 @@ __global__ void bandedSolveKernel(const double* A, const double* D, long long st
 // jmin in one launch; G and Q = C(j+1 : j+wj, j+1 : j+wj) G (= -C_panel) stay in shared
 // memory (row-major, leading dimension kLd, up to kRows rows), so the products of a
 // block column never go through global memory; the operands read from global memory
-// (L's panel, the window of C) go straight into DMMA fragments (no staging: a fragment
-// load of a column-major block is 8 whole sectors). Per block column:
+// (L's panel, the window of C) go straight into DMMA fragments, two k-steps ahead (no
+// staging: a fragment load of a column-major block is 8 whole sectors), and the next
+// block column's L panel and D block are prefetched to L2. Per block column:
 //   1. D_jj (= L_jj^-1) into Q's space (Ds, k-major, zero outside nb x nb);
 //   2. G = L_panel Ds (warp s: rows 16 s .. 16 s + 15, 10 fragments of m16n8) into Gs, and
 //      each warp's part of L_jj^-T L_jj^-1 = Ds^T Ds (a 16 x 40 piece of C_jj, 5
@@ -186,11 +187,9 @@ __device__ __forceinline__ void dmma1688(double (&acc)[4], const double (&a)[4],
 #endif
 }
 
-// acc[f] += A B over k-steps of 8: loadA(ks, a) the A fragment of step ks (fetched one
-// step ahead), loadB(ks, f, b) fragment f's B.
-#ifndef SPEX_SELINV_AHEAD
-#define SPEX_SELINV_AHEAD 2
-#endif
+// acc[f] += A B over k-steps of 8: loadA(ks, a) the A fragment of step ks (fetched two
+// steps ahead: one step ahead left the fused kernel 1.3 ms slower a frame, docs/benchmarks.md
+// "Issue 12, eighth round"), loadB(ks, f, b) fragment f's B.
 template <int NF, class LoadA, class LoadB>
 __device__ __forceinline__ void mmaSteps(double (&acc)[NF][4], int steps, LoadA loadA, LoadB loadB) {
   const auto step = [&](int ks, const double (&a)[4]) {
@@ -201,7 +200,6 @@ __device__ __forceinline__ void mmaSteps(double (&acc)[NF][4], int steps, LoadA 
       dmma1688(acc[f], a, b);
     }
   };
-#if SPEX_SELINV_AHEAD == 2
   // Two k-steps of A in flight (a ring of three fragments, indexed statically).
   double a0[4], a1[4], a2[4];
   if (steps > 0) loadA(0, a0);
@@ -216,16 +214,6 @@ __device__ __forceinline__ void mmaSteps(double (&acc)[NF][4], int steps, LoadA 
     if (ks + 4 < steps) loadA(ks + 4, a1);
     step(ks + 2, a2);
   }
-#else
-  double a[4], an[4];
-  if (steps > 0) loadA(0, a);
-  for (int ks = 0; ks < steps; ++ks) {
-    if (ks + 1 < steps) loadA(ks + 1, an);
-    step(ks, a);
-#pragma unroll
-    for (int e = 0; e < 4; ++e) a[e] = an[e];
-  }
-#endif
 }
 
 // B fragment f of k-step ks from a k-major shared block (element (k, c) at s[k * kLd + c]),
