@@ -51,6 +51,9 @@
 #           SPEXLAB_CUDA_SPOTS=warp|block (tile warp, pairs block, pairs warp), two streams, then
 #           one stream each with the kernel profile; test_cuda_engine normalEquationKernelsAgree,
 #           test_device_psf spotKernelsAgreeToTheBit; racecheck and memcheck of both new kernels
+#   selinv3ab warm medians (bench --repeat 7) alternating SPEXLAB_CUDA_SELINV=fused|steps, two
+#           passes, then one stream each with the kernel profile; test_cuda_engine
+#           fusedSelectedInverseMatchesSteps; racecheck of the fused selected inversion
 #   norm3ab warm medians (bench --repeat 5) alternating SPEXLAB_CUDA_NORMAL=lean|pairs (and other
 #           builds of the lean kernel bundled as spexlab-cli-NAME), two streams, two passes, then
 #           one stream each with the kernel profile; test_cuda_engine normalEquationKernelsAgree;
@@ -292,6 +295,18 @@ PY
                 | tee $OUT/memcheck_normal.log | grep -E "ERROR SUMMARY|PASS|FAIL|Totals"; echo "memcheck normal rc ${PIPESTATUS[0]}"
             timeout 100 compute-sanitizer --tool memcheck --error-exitcode 9 $B/test_device_psf spotKernelsAgreeToTheBit 2>&1 \
                 | tee $OUT/memcheck_spots.log | grep -E "ERROR SUMMARY|PASS|FAIL|Totals"; echo "memcheck spots rc ${PIPESTATUS[0]}" ;;
+    selinv3ab) # SPEXLAB_CUDA_SELINV=fused|steps: warm medians (bench --repeat 7, two streams)
+               # alternating, two passes; then one stream each with the kernel profile; the
+               # engine's fused-vs-steps test; racecheck of the fused kernel (small shapes)
+               for r in 1 2; do for k in fused steps; do echo "selinv $k:"
+                 SPEXLAB_CUDA_SELINV=$k timeout 60 $B/spexlab-cli bench --engine cuda --psf $PSF --repeat 7 2>&1 \
+                 | tee $OUT/bench_selinv_${k}_$r.txt | grep -E "^wall|memory:"; done; done
+               for k in fused steps; do echo "selinv $k, 1 stream, kernel profile:"
+                 SPEXLAB_CUDA_STREAMS=1 SPEXLAB_CUDA_SELINV=$k timeout 60 $B/spexlab-cli bench --engine cuda --psf $PSF --repeat 5 --profile-kernels 2>&1 \
+                 | tee $OUT/bench_selinv_1s_$k.txt | grep -E "^wall|^fiber blocks|^  .*(selectedInverseFused|gemmTileKernel|selectedDiag)|^device [0-9]"; done
+               timeout 120 $B/test_cuda_engine fusedSelectedInverseMatchesSteps 2>&1 | tee $OUT/test_selinv_engine.log | grep -E "PASS|FAIL|QINFO|Totals|Loc"
+               timeout 120 compute-sanitizer --tool racecheck --error-exitcode 9 $B/test_batched_selected_inverse everyBandwidth failuresAreFlagged 2>&1 \
+                 | tee $OUT/racecheck_selinv.log | grep -E "ERROR SUMMARY|RACE|PASS|FAIL|Totals"; echo "racecheck fused rc ${PIPESTATUS[0]}" ;;
     norm3ab) # variants: NAME:BINARY:SPEXLAB_CUDA_NORMAL; every other build bundled as spexlab-cli-NAME
              # (scripts/device-bundle.sh build path/to/spexlab-cli-NAME) runs as variant NAME with lean
              V="lean:spexlab-cli:lean"; for f in $B/spexlab-cli-*; do [ -x "$f" ] && V="$V ${f##*/spexlab-cli-}:${f##*/}:lean"; done
