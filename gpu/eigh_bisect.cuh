@@ -64,11 +64,12 @@ SPEX_BI_HD double recip(double x) {
 }
 
 // Scalars of one matrix (thread 0 of setup).
+// (No initializers: it lives in shared memory.)
 struct Scalars {
-  double tnorm = 0;  // max row sum of |T| (Gershgorin)
-  double pivmin = 0; // smallest pivot magnitude of a Sturm count / factorization
-  double atol = 0;   // bisection width
-  double tight = 0;  // cluster gap
+  double tnorm;  // max row sum of |T| (Gershgorin)
+  double pivmin; // smallest pivot magnitude of a Sturm count / factorization
+  double atol;   // bisection width
+  double tight;  // cluster gap
 };
 
 // Setup, one thread: e split where |e(i)| <= eps ||T||, e2 = e^2, the scalars. d, e of
@@ -166,10 +167,11 @@ struct Col {
 // not touched), unit 2-norm. P, M: D+ and D- (per-thread scratch). Not cluster: the
 // twisted vector. Cluster (dstein): three inverse-iteration steps from the start
 // startEntry(j, .), each solve followed by modified Gram-Schmidt against the cluster's
-// earlier members prev[0..nprev) (unit vectors on the same block), the shift already
-// pushed past the earlier members' by the caller.
+// earlier members (unit vectors on the same block: member p before this one is column
+// rank[j - 1 - p] of x's base, p < nprev), the shift already pushed past the earlier
+// members' by the caller.
 SPEX_BI_HD void twistedVector(const double* d, const double* e, const double* e2, int s, int t, double lambda,
-                              const Scalars& sc, bool cluster, int j, Col x, Col P, Col M, const Col* prev,
+                              const Scalars& sc, bool cluster, int j, Col x, Col P, Col M, const int* rank,
                               int nprev) {
   const double pm = sc.pivmin;
   // D+ from the top, D- from the bottom, gamma and the twist r.
@@ -227,9 +229,10 @@ SPEX_BI_HD void twistedVector(const double* d, const double* e, const double* e2
     // Gram-Schmidt against the earlier members (before the solve: the start; after it:
     // below), then the solve.
     for (int p = 0; p < nprev; ++p) {
+      const Col prev{x.base, x.ld, rank[j - 1 - p]};
       double dot = 0.0;
-      for (int i = s; i <= t; ++i) dot += x[i] * prev[p][i];
-      for (int i = s; i <= t; ++i) x[i] -= dot * prev[p][i];
+      for (int i = s; i <= t; ++i) dot += x[i] * prev[i];
+      for (int i = s; i <= t; ++i) x[i] -= dot * prev[i];
     }
     double y = 0.0;
     for (int i = s; i < r; ++i) {
@@ -261,9 +264,10 @@ SPEX_BI_HD void twistedVector(const double* d, const double* e, const double* e2
     for (int i = s; i <= t; ++i) x[i] *= inv;
   }
   for (int p = 0; p < nprev; ++p) {
+    const Col prev{x.base, x.ld, rank[j - 1 - p]};
     double dot = 0.0;
-    for (int i = s; i <= t; ++i) dot += x[i] * prev[p][i];
-    for (int i = s; i <= t; ++i) x[i] -= dot * prev[p][i];
+    for (int i = s; i <= t; ++i) dot += x[i] * prev[i];
+    for (int i = s; i <= t; ++i) x[i] -= dot * prev[i];
   }
   double x2 = 0.0;
   for (int i = s; i <= t; ++i) x2 += x[i] * x[i];

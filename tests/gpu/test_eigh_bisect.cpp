@@ -65,12 +65,10 @@ Result emulate(int n, std::vector<double> d, std::vector<double> e) {
       int s, t;
       bi::blockOf(n, e.data(), j, s, t);
       out.clustered += m >= 0;
-      bi::Col prev[64];
-      const int np = std::min(std::max(m, 0), 64);
-      for (int p = 0; p < np; ++p) prev[p] = bi::Col{X.data(), n, rank[j - 1 - p]};
       // X as the device holds it: element i of vector rank(j) at X[i * n + rank(j)].
       bi::twistedVector(d.data(), e.data(), e2.data(), s, t, shift[j], sc, m >= 0, j,
-                        bi::Col{X.data(), n, rank[j]}, bi::Col{P.data(), n, j}, bi::Col{M.data(), n, j}, prev, np);
+                        bi::Col{X.data(), n, rank[j]}, bi::Col{P.data(), n, j}, bi::Col{M.data(), n, j}, rank.data(),
+                        std::max(m, 0));
     }
   // Pass 2b: X column-major in "shared memory" (ldx = n | 1), CholQR twice.
   const int ldx = n | 1, ldg = n | 1, nt = bi::kOrthoThreads;
