@@ -602,7 +602,7 @@ __global__ void __launch_bounds__(kFormQThreads, 2)
 // the per-thread code and why it is accurate: eigh_bisect.cuh). Workspace of a matrix
 // from recordStart(n): X (n x n, element i of eigenvector c of T at X[i n + c]), then
 // the per-thread scratch D+ and D- (n x n each, the same layout).
-__host__ __device__ constexpr long long bisectWorkspace(int n) { return recordStart(n) + 3LL * n * n; }
+__host__ __device__ constexpr long long bisectWorkspace(int n) { return (recordStart(n) + 3LL * n * n + 1) & ~1LL; }
 
 // Pass 2: a thread per eigenvalue (n <= kOrthoMaxN). Eigenvalues by bisection, ranked
 // ascending into W, the vectors of T into X (the cluster members in rounds, member m
@@ -667,7 +667,8 @@ __global__ void __launch_bounds__(96, 6) syevBisectKernel(int n, double* work, l
 }
 
 // Pass 3 of the bisection method, 256 threads a matrix: X (pass 2) orthonormalised by
-// CholQR twice in shared memory (eigh_bisect.cuh), then Z = Q X by the register-tile
+// CholQR in shared memory, twice where the first Gram matrix is far from I
+// (eigh_bisect.cuh), then Z = Q X by the register-tile
 // form of syevFormQKernel run on Z^T = X^T H_{n-3} ... H_0 (the reflectors pass 1 left
 // in A, tau in the workspace), written to A. info[b] = j + 1 where CholQR broke down.
 __global__ void __launch_bounds__(bisect::kOrthoThreads, 2)
@@ -678,8 +679,9 @@ __global__ void __launch_bounds__(bisect::kOrthoThreads, 2)
   double* Xs = reinterpret_cast<double*>(sh2);
   const int ldx = n | 1, ld = n | 1;
   double* G = Xs + n * ldx;
-  double* rd = G + n * ld;
+  double* tauS = G + n * ld; // tau of the reflectors (after CholQR)
   __shared__ int fail;
+  __shared__ unsigned long long offBits; // max |G - I| of the first Gram matrix (as bits: >= 0)
   const int tid = threadIdx.x, nt = blockDim.x, lane = tid & 31;
   const int tc = lane & 15, tr = ((tid >> 5) << 1) | (lane >> 4);
   double* A = Ag + (long long)blockIdx.x * strideA;
@@ -687,34 +689,37 @@ __global__ void __launch_bounds__(bisect::kOrthoThreads, 2)
   const double* X = wk + recordStart(n);
   long long clk0 = 0;
   if (prof && tid == 0) clk0 = clock64();
-  if (tid == 0) fail = 0;
+  if (tid == 0) {
+    fail = 0;
+    offBits = 0;
+  }
   for (int t = tid; t < n * n; t += nt) {
     const int i = t / n, c = t - i * n;
     Xs[c * ldx + i] = X[t];
   }
   __syncthreads();
   for (int pass = 0; pass < 2; ++pass) {
-    bi::gramTile(n, Xs, ldx, G, ld, tid);
+    const double off = bi::gramTile(n, Xs, ldx, G, ld, tid);
+    if (pass == 0 && off > 0.0) atomicMax(&offBits, (unsigned long long)__double_as_longlong(off));
     __syncthreads();
+    // The second pass only where the first Gram matrix was far from I (kSecondPass).
+    if (pass == 1 && __longlong_as_double((long long)offBits) <= bi::kSecondPass) break;
+    if (pass == 0 && prof && tid == 0 && __longlong_as_double((long long)offBits) > bi::kSecondPass)
+      atomicAdd(prof + 5, 1ull);
     for (int j = 0; j < n; ++j) {
-      bi::cholPivotRow(n, G, ld, rd, j, tid, nt, &fail);
-      __syncthreads();
-      bi::cholUpdate(n, G, ld, j, tid, nt);
+      bi::cholQrStep(n, G, ld, Xs, ldx, j, tid, &fail);
       __syncthreads();
     }
-    for (int j = 0; j + 1 < n; ++j) {
-      bi::solveStep(n, Xs, ldx, G, ld, rd, j, tid, nt);
-      __syncthreads();
-    }
-    bi::solveScale(n, Xs, ldx, rd, tid, nt);
+    bi::cholScale(n, G, ld, Xs, ldx, tid, nt);
     __syncthreads();
+    if (__longlong_as_double((long long)offBits) <= bi::kSecondPass) break;
   }
-  // The reflectors into G's place, tau into rd's.
+  // The reflectors into G's place.
   for (int t = tid; t < n * n; t += nt) {
     const int c = t / n, r = t - c * n;
     if (r >= c + 2) G[c * ld + r] = A[(long long)c * lda + r];
   }
-  for (int r = tid; r < n; r += nt) rd[r] = wk[2 + 2 * n + r];
+  for (int r = tid; r < n; r += nt) tauS[r] = wk[2 + 2 * n + r];
   __syncthreads();
   double q[kQCols][kQCols];
 #pragma unroll
@@ -724,7 +729,7 @@ __global__ void __launch_bounds__(bisect::kOrthoThreads, 2)
       const int R = tr + 16 * k, C = tc + 16 * l;
       q[k][l] = R < n && C < n ? Xs[R * ldx + C] : 0.0;
     }
-  applyReflectorsToRows<kQCols, true>(n, G, ld, rd, tc, q);
+  applyReflectorsToRows<kQCols, true>(n, G, ld, tauS, tc, q);
 #pragma unroll
   for (int k = 0; k < kQCols; ++k)
 #pragma unroll

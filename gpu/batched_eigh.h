@@ -32,7 +32,7 @@ namespace spex::gpu {
 // Issue 12, eighth round; gpu/eigh_bisect.cuh): pass 1 leaves the reflectors; pass 2
 // finds the eigenvalues of the tridiagonal by bisection on Sturm counts and its
 // eigenvectors by twisted factorizations (a thread per eigenvalue; clusters as dstein);
-// pass 3 orthonormalises them by CholQR twice and multiplies by Q in registers
+// pass 3 orthonormalises them by CholQR (twice where needed) and multiplies by Q in registers
 // (syevFormQKernel's tile on Z^T = V^T Q^T). n <= 80 (larger n run the chain); needs
 // syevBatchedBisectWorkspace doubles of workspace.
 enum class SyevMethod { Chain, Bisect };
@@ -45,7 +45,7 @@ constexpr int kSyevMaxN = 160;
 // hold up to sweepsPerMatrix QL sweeps of n entries each (0: 3 n; random SPD matrices
 // of n = 74 need ~2.03 n on average).
 std::size_t syevBatchedWorkspace(int n, int batch, long long sweepsPerMatrix = 0);
-// The least workspace the bisection method accepts (3 n^2 + 3 n + 2 doubles a matrix;
+// The least workspace the bisection method accepts (~3 n^2 + 3 n doubles a matrix;
 // syevBatchedWorkspace's default is larger).
 std::size_t syevBatchedBisectWorkspace(int n, int batch);
 // The least workspace syevBatched accepts (no rotation record: every matrix then runs
@@ -76,8 +76,9 @@ void syevBatched(int n, double* A, int lda, long long strideA, double* W, int* i
 // where n <= 80, Q by its own register-tile kernel; 1: the three-pass reduction of the
 // fourth round, kept for A/B; 2: the fused kernel forming Q itself).
 // method Bisect: qlSeconds / qlCycles are pass 2 (bisection and vectors), applySeconds /
-// applyCycles pass 3 (CholQR and Q); sweeps the bisection steps a matrix (all its
-// eigenvalues), fallbacks the matrices with a cluster of close eigenvalues.
+// applyCycles pass 3 (CholQR and Q); sweeps the quadsection steps a matrix (all its
+// eigenvalues), fallbacks the matrices with a cluster of close eigenvalues, rotations
+// the matrices that took a second CholQR pass.
 struct SyevProfile {
   double seconds = 0, reduceSeconds = 0, qlSeconds = 0, applySeconds = 0;
   double tridiagonalCycles = 0, formQCycles = 0, qlCycles = 0, applyCycles = 0;

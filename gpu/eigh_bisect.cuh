@@ -7,9 +7,10 @@
 //   - split: e(i) = 0 where |e(i)| <= eps ||T|| (a perturbation of eps ||T||, the
 //     backward error QL has anyway); row j's unreduced block [s, t] owns the
 //     eigenvalues s..t, thread j finds the (j - s)-th of its block;
-//   - bisection on Sturm counts (dstebz/dlaneg: q(i) = (d(i) - x) - e(i-1)^2 / q(i-1),
-//     a pivot |q| <= pivmin taken as -pivmin), from the block's Gershgorin interval down
-//     to a width of eps ||T||: ~53 counts of the block's length;
+//   - quadsection on Sturm counts (dstebz/dlaneg: q(i) = (d(i) - x) - e(i-1)^2 / q(i-1),
+//     a pivot |q| <= pivmin taken as -pivmin): three counts a step, interleaved (the
+//     latency of one), two bits a step, from the block's Gershgorin interval down to a
+//     width of eps ||T||: ~27 steps;
 //   - the vector by a twisted factorization of T - lambda (Fernando; Parlett-Dhillon):
 //     D+ from the top, D- from the bottom, twist r at the least |gamma(r)|, then
 //     z(r) = 1, z(i) = -e(i) / D+(i) z(i+1) above, z(i+1) = -e(i) / D-(i+1) z(i) below:
@@ -20,8 +21,9 @@
 //     solver) from its own pseudo-random start: independent vectors spanning the
 //     cluster's space.
 //   - eigenvalues ranked ascending (ties by index); vector j goes to column rank(j).
-// Pass 2b (syevOrthoKernel): CholQR twice on the vectors X (G = X^T X = R^T R,
-// X <- X R^-1). Why this keeps C^-1/2 = V f(Lambda) V^T accurate without any cluster
+// Pass 3 (syevOrthoFormKernel): CholQR on the vectors X (G = X^T X = R^T R,
+// X <- X R^-1), a second time where the first Gram matrix departs from I by more than
+// kSecondPass; then Z = Q X. Why this keeps C^-1/2 = V f(Lambda) V^T accurate without any cluster
 // threshold: for two computed pairs, (lambda_a - lambda_b) x_a^T x_b = x_a^T r_b - r_a^T x_b
 // with r = T x - lambda x, so |G_ab| <= (|r_a| + |r_b|) / |lambda_a - lambda_b|, and
 // R^-1 = I - (strict upper G) + O(G^2) mixes x_b into x_a by ~G_ab, which adds
@@ -118,7 +120,34 @@ SPEX_BI_HD int sturmCount(const double* d, const double* e2, int s, int t, doubl
   return c;
 }
 
-// The k-th (from 0) eigenvalue of block [s, t] by bisection to a width of atol.
+// Counts below three points at once (three independent chains: the latency of one).
+SPEX_BI_HD void sturmCount3(const double* d, const double* e2, int s, int t, double x1, double x2, double x3,
+                            double pivmin, int& c1, int& c2, int& c3) {
+  double q1 = d[s] - x1, q2 = d[s] - x2, q3 = d[s] - x3;
+  if (fabs(q1) <= pivmin) q1 = -pivmin;
+  if (fabs(q2) <= pivmin) q2 = -pivmin;
+  if (fabs(q3) <= pivmin) q3 = -pivmin;
+  int a1 = q1 < 0.0, a2 = q2 < 0.0, a3 = q3 < 0.0;
+  for (int i = s + 1; i <= t; ++i) {
+    const double di = d[i], ei = e2[i - 1];
+    q1 = (di - x1) - ei * recip(q1);
+    q2 = (di - x2) - ei * recip(q2);
+    q3 = (di - x3) - ei * recip(q3);
+    if (fabs(q1) <= pivmin) q1 = -pivmin;
+    if (fabs(q2) <= pivmin) q2 = -pivmin;
+    if (fabs(q3) <= pivmin) q3 = -pivmin;
+    a1 += q1 < 0.0;
+    a2 += q2 < 0.0;
+    a3 += q3 < 0.0;
+  }
+  c1 = a1;
+  c2 = a2;
+  c3 = a3;
+}
+
+// The k-th (from 0) eigenvalue of block [s, t] to a width of atol: quadsection (three
+// counts a step, two bits), bisection for the last steps where the quarter points
+// round onto the ends. counts: steps taken (for the benchmark notes).
 SPEX_BI_HD double bisectEigenvalue(const double* d, const double* e, const double* e2, int s, int t, int k,
                                    const Scalars& sc, int* counts = nullptr) {
   double lo = d[s], hi = d[s];
@@ -134,13 +163,27 @@ SPEX_BI_HD double bisectEigenvalue(const double* d, const double* e, const doubl
   hi += w;
   int steps = 0;
   while (hi - lo > sc.atol) {
-    const double mid = 0.5 * (lo + hi);
-    if (mid <= lo || mid >= hi) break;
-    if (sturmCount(d, e2, s, t, mid, sc.pivmin) > k)
-      hi = mid;
-    else
-      lo = mid;
+    const double h = hi - lo;
+    const double x1 = lo + 0.25 * h, x2 = lo + 0.5 * h, x3 = hi - 0.25 * h;
     ++steps;
+    if (x1 > lo && x1 < x2 && x2 < x3 && x3 < hi) {
+      int c1, c2, c3;
+      sturmCount3(d, e2, s, t, x1, x2, x3, sc.pivmin, c1, c2, c3);
+      if (c1 > k)
+        hi = x1;
+      else if (c2 > k)
+        lo = x1, hi = x2;
+      else if (c3 > k)
+        lo = x2, hi = x3;
+      else
+        lo = x3;
+      continue;
+    }
+    if (x2 <= lo || x2 >= hi) break;
+    if (sturmCount(d, e2, s, t, x2, sc.pivmin) > k)
+      hi = x2;
+    else
+      lo = x2;
   }
   if (counts) *counts += steps;
   return 0.5 * (lo + hi);
@@ -301,13 +344,14 @@ SPEX_BI_HD int rankOf(int n, const double* lam, int j) {
   return k;
 }
 
-// Pass 2b: CholQR on X (n x n, column-major, leading dimension ldx), all in shared
+// Pass 3: CholQR on X (n x n, column-major, leading dimension ldx), all in shared
 // memory, 256 threads. gramTile: G = X^T X, thread (tr, tc) of a 16 x 16 grid forming
 // G(tr + 16 k, tc + 16 l), k, l < 5 (n <= 80), row-major in G (leading dimension ldg).
 constexpr int kOrthoThreads = 256;
 constexpr int kOrthoMaxN = 80;
 
-SPEX_BI_HD void gramTile(int n, const double* X, int ldx, double* G, int ldg, int tid) {
+// Returns this thread's max |G - I| (whether a second CholQR pass is needed).
+SPEX_BI_HD double gramTile(int n, const double* X, int ldx, double* G, int ldg, int tid) {
   const int lane = tid & 31, tc = lane & 15, tr = ((tid >> 5) << 1) | (lane >> 4);
   double g[5][5];
   for (int k = 0; k < 5; ++k)
@@ -325,50 +369,56 @@ SPEX_BI_HD void gramTile(int n, const double* X, int ldx, double* G, int ldg, in
     for (int k = 0; k < 5; ++k)
       for (int l = 0; l < 5; ++l) g[k][l] = fma(a[k], b[l], g[k][l]);
   }
+  double off = 0.0;
   for (int k = 0; k < 5; ++k)
     for (int l = 0; l < 5; ++l) {
       const int i = tr + 16 * k, c = tc + 16 * l;
-      if (i < n && c < n) G[i * ldg + c] = g[k][l];
+      if (i < n && c < n) {
+        G[i * ldg + c] = g[k][l];
+        off = fmax(off, fabs(g[k][l] - (i == c ? 1.0 : 0.0)));
+      }
     }
+  return off;
 }
+// A second CholQR pass runs where the unit vectors' Gram matrix departs from I by more
+// than this (CholQR loses ~eps cond(X)^2 of orthogonality; below it cond(X) < 1.01).
+constexpr double kSecondPass = 1e-4;
 
-// Cholesky step j, part a: row j of R = G(j, j+1:) / sqrt(G(j, j)) into G, the pivot
-// into rd[j]. A pivot <= tiny (X rank-deficient) is reported in *fail (j + 1) and
-// taken as 1.
-SPEX_BI_HD void cholPivotRow(int n, double* G, int ldg, double* rd, int j, int tid, int nt, int* fail) {
-  double p = G[j * ldg + j];
+// One step j of CholQR after the Gram matrix (256 threads as a 16 x 16 grid (tr, tc),
+// a barrier between steps): with row j of G as steps 0 .. j - 1 left it (u, pivot
+// p = u(j)), the Cholesky update of the trailing upper triangle G(i, l) -= u(i) u(l) / p
+// (i > j, l >= i; i = tr, l = tc mod 16) and X(:, l) -= X(:, j) u(l) / p for l > j
+// (l = tr, rows tc mod 16): X <- X R^-1 but for the column scaling (cholScale). No
+// division or modulo in the index arithmetic, one barrier a step. A pivot <= 1e-20
+// (the vectors are unit: X rank-deficient) is reported in *fail (j + 1) and skipped.
+SPEX_BI_HD void cholQrStep(int n, double* G, int ldg, double* X, int ldx, int j, int tid, int* fail) {
+  const int lane = tid & 31, tc = lane & 15, tr = ((tid >> 5) << 1) | (lane >> 4);
+  const double p = G[j * ldg + j];
   const bool bad = !(p > 1e-20);
-  if (bad) p = 1.0;
-  const double r = sqrt(p), ri = 1.0 / r;
-  for (int l = j + 1 + tid; l < n; l += nt) G[j * ldg + l] *= ri;
-  if (tid == 0) {
-    rd[j] = r;
-    if (bad && *fail == 0) *fail = j + 1;
+  if (bad) {
+    if (tid == 0 && *fail == 0) *fail = j + 1;
+    return;
+  }
+  const double pi = 1.0 / p;
+  const double* u = G + j * ldg;
+  for (int i = j + 1 + ((tr - j - 1) & 15); i < n; i += 16) {
+    const double gi = u[i] * pi;
+    double* gr = G + i * ldg;
+    for (int l = i + ((tc - i) & 15); l < n; l += 16) gr[l] -= gi * u[l];
+  }
+  const double* xj = X + j * ldx;
+  for (int l = j + 1 + ((tr - j - 1) & 15); l < n; l += 16) {
+    const double f = u[l] * pi;
+    double* xl = X + l * ldx;
+    for (int r = tc; r < n; r += 16) xl[r] -= xj[r] * f;
   }
 }
-// Part b: the trailing upper triangle G(i, l) -= R(j, i) R(j, l), j < i <= l.
-SPEX_BI_HD void cholUpdate(int n, double* G, int ldg, int j, int tid, int nt) {
-  const int m = n - j - 1;
-  for (int t = tid; t < m * m; t += nt) {
-    const int i = j + 1 + t / m, l = j + 1 + t % m;
-    if (i <= l) G[i * ldg + l] -= G[j * ldg + i] * G[j * ldg + l];
-  }
-}
-// X <- X R^-1 by columns, step j: X(:, l) -= X(:, j) R(j, l) / R(j, j) for l > j
-// (column j as step j - 1 left it, unscaled); cholScale then divides column j by R(j, j).
-SPEX_BI_HD void solveStep(int n, double* X, int ldx, const double* G, int ldg, const double* rd, int j, int tid,
-                          int nt) {
-  const int m = n - j - 1;
-  const double ri = 1.0 / rd[j];
-  for (int t = tid; t < m * n; t += nt) {
-    const int l = j + 1 + t / n, r = t % n;
-    X[l * ldx + r] -= X[j * ldx + r] * (G[j * ldg + l] * ri);
-  }
-}
-SPEX_BI_HD void solveScale(int n, double* X, int ldx, const double* rd, int tid, int nt) {
-  for (int t = tid; t < n * n; t += nt) {
-    const int c = t / n, r = t % n;
-    X[c * ldx + r] /= rd[c];
+// X(:, j) /= sqrt(p_j) (the pivots on G's diagonal, final after their steps).
+SPEX_BI_HD void cholScale(int n, const double* G, int ldg, double* X, int ldx, int tid, int nt) {
+  for (int c = tid >> 4; c < n; c += nt >> 4) {
+    const double p = G[c * ldg + c];
+    const double s = p > 1e-20 ? 1.0 / sqrt(p) : 1.0;
+    for (int r = tid & 15; r < n; r += 16) X[c * ldx + r] *= s;
   }
 }
 

@@ -456,9 +456,9 @@ private slots:
             bisect ? gpu::SyevMethod::Bisect : gpu::SyevMethod::Chain);
         if (bisect)
           qInfo("%d blocks of %d, bisect: %.3f ms (reduce %.3f, bisection+vectors %.3f, CholQR+Q %.3f); per block "
-                "%.0f / %.0f cycles, %.0f bisection steps, %lld with clusters", small, n, q.seconds * 1e3,
-                q.reduceSeconds * 1e3, q.qlSeconds * 1e3, q.applySeconds * 1e3, q.qlCycles, q.applyCycles,
-                q.sweeps, q.fallbacks);
+                "%.0f / %.0f cycles, %.0f quadsection steps, %lld with clusters, %.0f with a second CholQR",
+                small, n, q.seconds * 1e3, q.reduceSeconds * 1e3, q.qlSeconds * 1e3, q.applySeconds * 1e3,
+                q.qlCycles, q.applyCycles, q.sweeps, q.fallbacks, q.rotations * small);
         else
           qInfo("%d blocks of %d, chain:  %.3f ms (reduce %.3f, QL %.3f, apply %.3f)", small, n, q.seconds * 1e3,
                 q.reduceSeconds * 1e3, q.qlSeconds * 1e3, q.applySeconds * 1e3);

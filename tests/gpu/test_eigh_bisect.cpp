@@ -29,6 +29,7 @@ struct Result {
   std::vector<double> w; // ascending
   std::vector<double> V; // n x n column-major, eigenvectors of T
   int fail = 0, clustered = 0;
+  bool secondPass = false;
   double steps = 0;
 };
 
@@ -72,26 +73,26 @@ Result emulate(int n, std::vector<double> d, std::vector<double> e) {
     }
   // Pass 2b: X column-major in "shared memory" (ldx = n | 1), CholQR twice.
   const int ldx = n | 1, ldg = n | 1, nt = bi::kOrthoThreads;
-  std::vector<double> Xs(std::size_t(n) * ldx), G(std::size_t(n) * ldg), rd(n);
+  std::vector<double> Xs(std::size_t(n) * ldx), G(std::size_t(n) * ldg);
   for (int c = 0; c < n; ++c)
     for (int r = 0; r < n; ++r) Xs[c * ldx + r] = X[std::size_t(r) * n + c];
   for (int pass = 0; pass < 2; ++pass) {
+    double off = 0;
     if (n <= bi::kOrthoMaxN)
-      for (int tid = 0; tid < nt; ++tid) bi::gramTile(n, Xs.data(), ldx, G.data(), ldg, tid);
+      for (int tid = 0; tid < nt; ++tid) off = std::max(off, bi::gramTile(n, Xs.data(), ldx, G.data(), ldg, tid));
     else
       for (int i = 0; i < n; ++i)
         for (int l = 0; l < n; ++l) {
           double s = 0;
           for (int r = 0; r < n; ++r) s += Xs[i * ldx + r] * Xs[l * ldx + r];
           G[i * ldg + l] = s;
+          off = std::max(off, std::abs(s - (i == l ? 1.0 : 0.0)));
         }
-    for (int j = 0; j < n; ++j) {
-      for (int tid = 0; tid < nt; ++tid) bi::cholPivotRow(n, G.data(), ldg, rd.data(), j, tid, nt, &out.fail);
-      for (int tid = 0; tid < nt; ++tid) bi::cholUpdate(n, G.data(), ldg, j, tid, nt);
-    }
+    if (pass == 0) out.secondPass = off > bi::kSecondPass; // as the kernel: judged on pass 0's Gram
     for (int j = 0; j < n; ++j)
-      for (int tid = 0; tid < nt; ++tid) bi::solveStep(n, Xs.data(), ldx, G.data(), ldg, rd.data(), j, tid, nt);
-    for (int tid = 0; tid < nt; ++tid) bi::solveScale(n, Xs.data(), ldx, rd.data(), tid, nt);
+      for (int tid = 0; tid < nt; ++tid) bi::cholQrStep(n, G.data(), ldg, Xs.data(), ldx, j, tid, &out.fail);
+    for (int tid = 0; tid < nt; ++tid) bi::cholScale(n, G.data(), ldg, Xs.data(), ldx, tid, nt);
+    if (!out.secondPass) break;
   }
   out.V.resize(std::size_t(n) * n);
   for (int c = 0; c < n; ++c)
@@ -294,15 +295,16 @@ private slots:
     for (double decades : {1.0, 4.0, 8.0, 12.0}) {
       Errors all;
       double steps = 0;
-      int clustered = 0;
+      int clustered = 0, second = 0;
       for (int b = 0; b < 24; ++b) {
         Result r;
         all.max(spdCase(74, randomSpd(74, decades, b % 2, 0, rng), &r));
         steps += r.steps / 24;
         clustered += r.clustered;
+        second += r.secondPass;
       }
-      qInfo("%2.0f decades: %.1f bisection steps an eigenvalue, %d vectors by the cluster path", decades, steps,
-            clustered);
+      qInfo("%2.0f decades: %.1f quadsection steps an eigenvalue, %d vectors by the cluster path, %d of 24 "
+            "matrices with a second CholQR pass", decades, steps, clustered, second);
       report(qPrintable(QString("SPD 74, %1 decades").arg(decades)), all);
       verify(all);
       // C^-1/2 carries ~eps cond / 2 relative error in either solver (test_batched_eigh
@@ -315,13 +317,15 @@ private slots:
     std::mt19937_64 rng(14);
     for (double rel : {1e-9, 1e-12, 1e-15}) {
       Errors all;
-      int clustered = 0;
+      int clustered = 0, second = 0;
       for (int b = 0; b < 16; ++b) {
         Result r;
         all.max(spdCase(74, randomSpd(74, 4.0, 2 + b % 2, rel, rng), &r));
         clustered += r.clustered;
+        second += r.secondPass;
       }
-      report(qPrintable(QString("SPD 74, clusters within %1 (%2 cluster vectors)").arg(rel).arg(clustered)), all);
+      report(qPrintable(QString("SPD 74, clusters within %1 (%2 cluster vectors, %3 of 16 second passes)")
+                            .arg(rel).arg(clustered).arg(second)), all);
       verify(all);
       QVERIFY2(all.invSqrt < 1e-10, qPrintable(QString::number(all.invSqrt)));
     }
