@@ -48,6 +48,8 @@ namespace spex::gpu::bisect {
 constexpr double kEpsB = 2.220446049250313e-16;
 // Adjacent eigenvalues of a block closer than this many eps ||T|| take the cluster path.
 constexpr double kTightGap = 30.0;
+// Inverse-iteration steps of a cluster member.
+constexpr int kClusterIterations = 3;
 
 // 1 / x to ~1 ulp: rcp.approx and two Newton steps on the device (the IEEE division is
 // a subroutine call on the Sturm count's serial chain), the division on the host.
@@ -268,7 +270,7 @@ SPEX_BI_HD void twistedVector(const double* d, const double* e, const double* e2
   if (r < t) gr -= e2[r] * recip(M[r + 1]);
   if (fabs(gr) <= pm) gr = -pm;
   for (int i = s; i <= t; ++i) x[i] = startEntry(j, i);
-  for (int it = 0; it < 3; ++it) {
+  for (int it = 0; it < kClusterIterations; ++it) {
     // Gram-Schmidt against the earlier members (before the solve: the start; after it:
     // below), then the solve.
     for (int p = 0; p < nprev; ++p) {
@@ -327,12 +329,15 @@ SPEX_BI_HD int clusterMember(const double* lam, int s, int t, int j, const Scala
   const bool above = j < t && lam[j + 1] - lam[j] <= sc.tight;
   shift = lam[j];
   if (!below) return above ? 0 : -1;
-  int c = j;
+  int c = j, last = j;
   while (c > s && lam[c] - lam[c - 1] <= sc.tight) --c;
+  while (last < t && lam[last + 1] - lam[last] <= sc.tight) ++last;
   const double pert = 10.0 * kEpsB * sc.tnorm;
   double sh = lam[c];
   for (int i = c + 1; i <= j; ++i) sh = fmax(lam[i], sh + pert);
-  shift = sh;
+  // Never past the cluster's last eigenvalue: a long chain of pushed shifts would
+  // otherwise drift towards the next eigenvalue outside it.
+  shift = fmin(sh, lam[last]);
   return j - c;
 }
 
