@@ -35,7 +35,7 @@ struct EngineChoice {
 //   SPEXLAB_CUDA_MEMORY=4G      device-memory budget per GPU (when gpuMemoryBytes is 0)
 //   SPEXLAB_CUDA_STREAMS=N      workspaces (streams) per GPU
 //   SPEXLAB_CUDA_BATCH=P        patches per batch (within the budget)
-//   SPEXLAB_CUDA_EIGH=tridiagonal|cusolver|jacobi  fiber-block eigensolver
+//   SPEXLAB_CUDA_EIGH=tridiagonal|cusolver|jacobi|bisect  fiber-block eigensolver
 //   SPEXLAB_CUDA_CHOLESKY=tiled|fused|blocked|potrf  batched Cholesky: block columns by one
 //                                          kernel, diagonal block by tiles (default) or in one
 //                                          sweep, by four launches, or cuSOLVER

@@ -59,9 +59,12 @@ struct CudaEngineOptions {
   // Signal decorrelation's fiber-block eigensolver (the kept 74 x 74 blocks of a
   // patch): Tridiagonal, the engine's shared-memory solver (gpu/batched_eigh.h,
   // default); Cusolver, cusolverDnXsyevBatched on the same blocks (0.12 s a frame on an
-  // H100); Jacobi, the older shared-memory Jacobi kernel on all blocks (0.29 s).
-  // docs/benchmarks.md has the figures. Factory switch: SPEXLAB_CUDA_EIGH.
-  enum class Eigh { Tridiagonal, Cusolver, Jacobi };
+  // H100); Jacobi, the older shared-memory Jacobi kernel on all blocks (0.29 s);
+  // Bisect, syevBatched's bisection method (SyevMethod::Bisect: bisection, twisted
+  // factorizations, CholQR, no QL chain; Issue 12, eighth round).
+  // docs/benchmarks.md has the figures. Factory switch:
+  // SPEXLAB_CUDA_EIGH=tridiagonal|cusolver|jacobi|bisect.
+  enum class Eigh { Tridiagonal, Cusolver, Jacobi, Bisect };
   Eigh eigh = Eigh::Tridiagonal;
   // Cholesky: true (default), blocked by fiber with batched GEMMs (docs/benchmarks.md,
   // version 6); false, cusolverDnDpotrfBatched. Factory switch: SPEXLAB_CUDA_CHOLESKY.

@@ -42,6 +42,7 @@ struct Workspace {
   bool syevLoop = false; // no batched syev of this size: syevd per patch
   bool potrf = false;    // Cholesky by cusolverDnDpotrfBatched instead of the blocked one
   bool cusolverEigh = false; // kept fiber blocks by cusolverDnXsyevBatched, not syevBatched
+  bool bisectEigh = false;   // syevBatched's bisection method (where A holds its workspace)
   // CudaEngineOptions::selectedInverse: no X; C holds L_kk^-1 after the Cholesky, then
   // the selected inversion's C_ss (batched_selected_inverse.h).
   bool selected = false;

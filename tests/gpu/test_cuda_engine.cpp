@@ -242,7 +242,8 @@ private slots:
     const Simulation sim = simulate(realPsf, so);
     const ExtractionRequest req = request(realPsf, sim.image, so.wave, 25, 50);
     const ExtractionResult c = runCpu(req);
-    for (auto eigh : {CudaEngineOptions::Eigh::Cusolver, CudaEngineOptions::Eigh::Jacobi}) {
+    for (auto eigh : {CudaEngineOptions::Eigh::Cusolver, CudaEngineOptions::Eigh::Jacobi,
+                      CudaEngineOptions::Eigh::Bisect}) {
       CudaEngineOptions o;
       o.eigh = eigh;
       CudaEngine other(o);
@@ -929,7 +930,7 @@ private slots:
     // One stream, so phases do not overlap: the per-phase device times of each
     // fiber-block eigensolver (docs/benchmarks.md).
     using E = CudaEngineOptions::Eigh;
-    for (E eigh : {E::Tridiagonal, E::Cusolver, E::Jacobi}) {
+    for (E eigh : {E::Tridiagonal, E::Cusolver, E::Jacobi, E::Bisect}) {
       const bool lib = eigh == E::Cusolver;
       CudaEngineOptions o;
       o.streams = 1;
@@ -938,7 +939,8 @@ private slots:
       runCuda(req, &e);
       const ExtractionResult r = runCuda(req, &e);
       qInfo("one stream, %s: wall %.3f s",
-            lib ? "cusolverDnXsyevBatched" : eigh == E::Jacobi ? "Jacobi kernel" : "syevBatched",
+            lib ? "cusolverDnXsyevBatched" : eigh == E::Jacobi ? "Jacobi kernel"
+                  : eigh == E::Bisect ? "syevBatched (bisect)" : "syevBatched",
             r.profile.wallNs * 1e-9);
       for (const PhaseStats& ps : r.profile.phaseStats())
         qInfo("  %-18s %3d  %8.4f s", ps.name.c_str(), ps.count, ps.totalS);
