@@ -217,17 +217,66 @@ bool sameParams(const PatchParams& a, const PatchParams& b) {
          same(a.psferr, b.psferr) && a.mode == b.mode;
 }
 
-// A kept result extractInto can write into as it is: the plan's frame, the model (and
-// its tiles) when asked for.
-bool shapedFor(const ExtractionResult& r, const PatchPlan& plan, const GaussHermitePsf& psf, bool model) {
+// A kept result extractInto can write into as it is: the plan's frame, the model (and,
+// with `tiles`, its tiles) when asked for.
+bool shapedFor(const ExtractionResult& r, const PatchPlan& plan, const GaussHermitePsf& psf, bool model,
+               bool tiles) {
+  const std::size_t nfw = std::size_t(plan.nFiber) * std::size_t(std::max(plan.wave.n, 0));
   return r.nfiber == plan.nFiber && r.fiberMin == plan.fiberMin && r.nwave == plan.wave.n &&
          r.ndiag == psf.hsizeY && r.wave.wmin == plan.wave.wmin && r.wave.wmax == plan.wave.wmax &&
          r.wave.dw == plan.wave.dw && r.wave.n == plan.wave.n && sameParams(r.params, plan.params) &&
          r.flux.rows == plan.nFiber && r.flux.cols == plan.wave.n && r.resolution.n0 == plan.nFiber &&
          r.resolution.n1 == 2 * psf.hsizeY + 1 && r.resolution.n2 == plan.wave.n &&
-         r.model.has_value() == model &&
+         r.flux.size() == nfw && r.ivar.size() == nfw && r.mask.size() == nfw && r.chi2pix.size() == nfw &&
+         r.pixmaskFraction.size() == nfw && r.deconvolved.size() == nfw && r.covered.size() == nfw &&
+         r.resolution.size() == nfw * std::size_t(2 * psf.hsizeY + 1) && r.model.has_value() == model &&
          (!model || (r.model->rows == psf.npixY && r.model->cols == psf.npixX &&
-                     r.modelTiles.size() == plan.patches.size()));
+                     r.model->size() == std::size_t(psf.npixY) * std::size_t(psf.npixX) &&
+                     (!tiles || r.modelTiles.size() == plan.patches.size())));
+}
+
+// CudaEngineOptions::keepResult: `to` (a fresh result) takes `from`'s frame arrays and
+// their shape; everything else of `from` stays there (to be freed).
+void takeArrays(ExtractionResult& from, ExtractionResult& to) {
+  to.fiberMin = from.fiberMin;
+  to.nfiber = from.nfiber;
+  to.nwave = from.nwave;
+  to.ndiag = from.ndiag;
+  to.wave = from.wave;
+  to.params = from.params;
+  to.flux = std::move(from.flux);
+  to.ivar = std::move(from.ivar);
+  to.mask = std::move(from.mask);
+  to.resolution = std::move(from.resolution);
+  to.chi2pix = std::move(from.chi2pix);
+  to.pixmaskFraction = std::move(from.pixmaskFraction);
+  to.deconvolved = std::move(from.deconvolved);
+  to.covered = std::move(from.covered);
+  to.model = std::move(from.model);
+  from.model.reset();
+}
+
+// CudaEngineOptions::keepResult, after the request: every bin it did not fill (not
+// covered: patches not asked for, not launched, rows of no device) gets what a new
+// result holds there, zero, in every array. The covered bins were all written (the
+// devices' rows of every array come back whole or by wave steps that hold them, and
+// the finalize sets their mask).
+void clearUncovered(ExtractionResult& r) {
+  const int nk = r.resolution.n1;
+  for (int f = 0; f < r.nfiber; ++f) {
+    const uint8_t* c = r.covered.row(f);
+    if (!std::memchr(c, 0, std::size_t(r.nwave))) continue;
+    for (int w = 0; w < r.nwave; ++w) {
+      if (c[w]) continue;
+      r.flux(f, w) = 0;
+      r.ivar(f, w) = 0;
+      r.mask(f, w) = 0;
+      r.chi2pix(f, w) = 0;
+      r.pixmaskFraction(f, w) = 0;
+      r.deconvolved(f, w) = 0;
+      for (int d = 0; d < nk; ++d) r.resolution(f, d, w) = 0;
+    }
+  }
 }
 
 } // namespace
@@ -235,21 +284,24 @@ bool shapedFor(const ExtractionResult& r, const PatchPlan& plan, const GaussHerm
 ExtractionResult CudaEngine::extract(const ExtractionRequest& req, ProgressSink& progress,
                                      const CancelToken& cancel) {
   ExtractionResult result;
-  run(req, result, false, progress, cancel);
+  run(req, result, false, false, progress, cancel);
   return result;
 }
 
 void CudaEngine::extractInto(const ExtractionRequest& req, ExtractionResult& into, ProgressSink& progress,
                              const CancelToken& cancel) {
-  if (!req.accumulate || !req.patches) {
+  if (req.accumulate && req.patches) {
+    run(req, into, true, false, progress, cancel);
+  } else if (m_options.keepResult) {
+    run(req, into, false, true, progress, cancel);
+    if (req.patches) into.lastPatches = *req.patches; // as Engine::extractInto
+  } else {
     Engine::extractInto(req, into, progress, cancel);
-    return;
   }
-  run(req, into, true, progress, cancel);
 }
 
-void CudaEngine::run(const ExtractionRequest& req, ExtractionResult& result, bool into, ProgressSink& progress,
-                     const CancelToken& cancel) {
+void CudaEngine::run(const ExtractionRequest& req, ExtractionResult& result, bool into, bool keep,
+                     ProgressSink& progress, const CancelToken& cancel) {
   ProfileRecorder rec;
   rec.setThreadLaneName("main");
   // The kernel profile: CUPTI records from here until the devices are idle.
@@ -416,12 +468,42 @@ void CudaEngine::run(const ExtractionRequest& req, ExtractionResult& result, boo
       });
     };
     const GaussHermitePsf& psf = *req.psf;
+    if (req.patches)
+      todo = *req.patches;
+    else
+      for (const Patch& p : plan.patches) todo.push_back(p.index);
+    std::sort(todo.begin(), todo.end());
+    todo.erase(std::unique(todo.begin(), todo.end()), todo.end());
+    // keep: from here on the caller's result is this request's (a fresh result, its
+    // frame arrays kept when they have the plan's shape); a failure leaves it empty
+    // rather than half written. Declared before the allocator, so it acts after the
+    // allocator's thread is joined.
+    struct EmptyOnFailure {
+      ExtractionResult& r;
+      bool armed = false;
+      int unwinding = std::uncaught_exceptions();
+      ~EmptyOnFailure() {
+        if (armed && std::uncaught_exceptions() > unwinding) r = ExtractionResult{};
+      }
+    } emptyOnFailure{result};
+    ExtractionResult stale; // keep: what the result held, freed on the allocator's thread
+    bool kept = false;      // keep: its frame arrays are reused
+    if (keep) {
+      emptyOnFailure.armed = true;
+      stale = std::move(result);
+      result = ExtractionResult{};
+      kept = shapedFor(stale, plan, psf, req.model, false);
+      if (kept) takeArrays(stale, result);
+    }
+    // A kept model is zeroed unless one device downloads it whole (runDevice's D2H):
+    // several devices add theirs into it.
+    const bool zeroModel = kept && req.model && (m_devices.size() > 1 || todo.empty());
     // The frame's host arrays (~150 MB, zeroed and paged in: tens of ms) are made on
     // their own thread while the devices work; runDevice waits for them before its D2H.
     std::promise<void> allocPromise;
     const std::shared_future<void> allocated = allocPromise.get_future().share();
     // extractInto: a kept result of the plan's shape is written in place.
-    const bool shaped = into && shapedFor(result, plan, psf, req.model);
+    const bool shaped = into && shapedFor(result, plan, psf, req.model, true);
     std::thread allocator;
     if (shaped) {
       allocPromise.set_value();
@@ -429,13 +511,26 @@ void CudaEngine::run(const ExtractionRequest& req, ExtractionResult& result, boo
       allocator = std::thread([&] {
         try {
           rec.setThreadLaneName("allocate");
-          ScopedRange r(&rec, "allocate");
-          result.allocate(plan, psf.hsizeY, req.model, psf.npixX, psf.npixY);
-          result.modelTiles.clear();
-          if (into && req.model) result.modelTiles.resize(plan.patches.size());
+          if (kept) {
+            // The kept arrays: only `covered` starts at zero (the request's patches set
+            // it; clearUncovered zeroes the rest after them).
+            ScopedRange r(&rec, "clear");
+            std::fill(result.covered.data.begin(), result.covered.data.end(), uint8_t(0));
+            if (zeroModel) std::fill(result.model->data.begin(), result.model->data.end(), 0.0);
+          } else {
+            ScopedRange r(&rec, "allocate");
+            stale = ExtractionResult{}; // a result of another shape goes first
+            result.allocate(plan, psf.hsizeY, req.model, psf.npixX, psf.npixY);
+            result.modelTiles.clear();
+            if (into && req.model) result.modelTiles.resize(plan.patches.size());
+          }
           allocPromise.set_value();
         } catch (...) {
           allocPromise.set_exception(std::current_exception());
+        }
+        try {
+          stale = ExtractionResult{}; // beside the devices' work
+        } catch (...) {
         }
       });
     }
@@ -448,12 +543,6 @@ void CudaEngine::run(const ExtractionRequest& req, ExtractionResult& result, boo
     result.engine = name();
     result.psferr = effectivePsfErr(req);
     result.nonFinitePixels = req.image->nonFinitePixels;
-    if (req.patches)
-      todo = *req.patches;
-    else
-      for (const Patch& p : plan.patches) todo.push_back(p.index);
-    std::sort(todo.begin(), todo.end());
-    todo.erase(std::unique(todo.begin(), todo.end()), todo.end());
 
     bool finalizedOnDevices = false; // every device finalized its rows (overlapEnds)
     if (!todo.empty()) {
@@ -553,6 +642,10 @@ void CudaEngine::run(const ExtractionRequest& req, ExtractionResult& result, boo
       }
     }
     allocated.get();
+    if (kept) {
+      ScopedRange r(&rec, "clear uncovered");
+      clearUncovered(result);
+    }
     if (into) {
       // Bins were finalized patch by patch (runDevice); the model image is redone
       // inside the boxes of the patches that finished.
