@@ -235,25 +235,24 @@ bool shapedFor(const ExtractionResult& r, const PatchPlan& plan, const GaussHerm
                      (!tiles || r.modelTiles.size() == plan.patches.size())));
 }
 
-// CudaEngineOptions::keepResult: `to` (a fresh result) takes `from`'s frame arrays and
-// their shape; everything else of `from` stays there (to be freed).
-void takeArrays(ExtractionResult& from, ExtractionResult& to) {
-  to.fiberMin = from.fiberMin;
-  to.nfiber = from.nfiber;
-  to.nwave = from.nwave;
-  to.ndiag = from.ndiag;
-  to.wave = from.wave;
-  to.params = from.params;
-  to.flux = std::move(from.flux);
-  to.ivar = std::move(from.ivar);
-  to.mask = std::move(from.mask);
-  to.resolution = std::move(from.resolution);
-  to.chi2pix = std::move(from.chi2pix);
-  to.pixmaskFraction = std::move(from.pixmaskFraction);
-  to.deconvolved = std::move(from.deconvolved);
-  to.covered = std::move(from.covered);
-  to.model = std::move(from.model);
-  from.model.reset();
+// CudaEngineOptions::keepResult: everything of a kept result but its frame arrays (and
+// their shape) as in a new one. The arrays stay where they are (a view may be reading
+// them: the workbench's live result). Every field ExtractionResult has beside the
+// arrays and the shape must be here.
+void resetAllButArrays(ExtractionResult& r) {
+  const ExtractionResult fresh;
+  r.engine = fresh.engine;
+  r.psferr = fresh.psferr;
+  r.modelTiles.clear();
+  r.lastPatches.clear();
+  r.patches.clear();
+  r.profile = Profile{};
+  r.fibers.clear();
+  r.heliocor = fresh.heliocor;
+  r.nonFinitePixels = fresh.nonFinitePixels;
+  r.noDataBins = fresh.noDataBins;
+  r.nonFiniteBins = fresh.nonFiniteBins;
+  r.cancelled = fresh.cancelled;
 }
 
 // CudaEngineOptions::keepResult, after the request: every bin it did not fill (not
@@ -474,26 +473,38 @@ void CudaEngine::run(const ExtractionRequest& req, ExtractionResult& result, boo
       for (const Patch& p : plan.patches) todo.push_back(p.index);
     std::sort(todo.begin(), todo.end());
     todo.erase(std::unique(todo.begin(), todo.end()), todo.end());
-    // keep: from here on the caller's result is this request's (a fresh result, its
-    // frame arrays kept when they have the plan's shape); a failure leaves it empty
-    // rather than half written. Declared before the allocator, so it acts after the
-    // allocator's thread is joined.
+    // keep: from here on the caller's result is this request's: a new one, or the kept
+    // one with its frame arrays where they are when they have the plan's shape. A
+    // failure leaves it empty (new) or zeroed (kept) rather than half written. Declared
+    // before the allocator, so it acts after the allocator's thread is joined.
+    bool kept = false; // keep: the frame arrays are reused
     struct EmptyOnFailure {
       ExtractionResult& r;
+      const bool& kept;
       bool armed = false;
       int unwinding = std::uncaught_exceptions();
       ~EmptyOnFailure() {
-        if (armed && std::uncaught_exceptions() > unwinding) r = ExtractionResult{};
+        if (!armed || std::uncaught_exceptions() <= unwinding) return;
+        if (!kept) {
+          r = ExtractionResult{};
+          return;
+        }
+        resetAllButArrays(r);
+        std::fill(r.covered.data.begin(), r.covered.data.end(), uint8_t(0));
+        clearUncovered(r);
+        if (r.model) std::fill(r.model->data.begin(), r.model->data.end(), 0.0);
       }
-    } emptyOnFailure{result};
-    ExtractionResult stale; // keep: what the result held, freed on the allocator's thread
-    bool kept = false;      // keep: its frame arrays are reused
+    } emptyOnFailure{result, kept};
+    ExtractionResult stale; // keep, another shape: what the result held, freed on the allocator's thread
     if (keep) {
+      kept = shapedFor(result, plan, psf, req.model, false);
+      if (kept) {
+        resetAllButArrays(result);
+      } else {
+        stale = std::move(result);
+        result = ExtractionResult{};
+      }
       emptyOnFailure.armed = true;
-      stale = std::move(result);
-      result = ExtractionResult{};
-      kept = shapedFor(stale, plan, psf, req.model, false);
-      if (kept) takeArrays(stale, result);
     }
     // A kept model is zeroed unless one device downloads it whole (runDevice's D2H):
     // several devices add theirs into it.

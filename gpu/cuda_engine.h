@@ -181,8 +181,9 @@ public:
   // and the model image redone inside their boxes (updateModelImage); nothing frame-
   // or CCD-sized is allocated, uploaded or copied back. Otherwise (keepResult) the
   // request's frame is written into `into`'s arrays when they have its shape, else
-  // into new ones, and `into` then equals what extract() returns; on a failure after
-  // the extraction began `into` is left empty.
+  // into new ones (the kept arrays stay where they are, for views reading them), and
+  // `into` then equals what extract() returns; on a failure after the extraction began
+  // `into` is left empty, or zeroed where its arrays were kept.
   void extractInto(const ExtractionRequest& request, ExtractionResult& into, ProgressSink& progress,
                    const CancelToken& cancel) override;
 

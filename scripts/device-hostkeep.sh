@@ -24,6 +24,7 @@ for k in 0 1; do
   echo "keepresult $k:"; SPEXLAB_CUDA_KEEPRESULT=$k timeout 40 $B/spexlab-cli bench --engine cuda --psf $PSF --repeat 3 --quiet \
     --profile $OUT/trace$k.json > $OUT/bench_trace$k.txt 2>&1; grep -E "^wall" $OUT/bench_trace$k.txt
   python3 ./trace-summary.py $OUT/trace$k.json > $OUT/trace$k.summary.txt; grep -E " plan$|allocate|clear|finalize|assemble|ends:|wall" $OUT/trace$k.summary.txt
+  python3 ./trace-tail.py $OUT/trace$k.json 6 0
 done
 echo "=== kernel profile: occupancy and ends"
 for k in 0 1; do
@@ -31,6 +32,7 @@ for k in 0 1; do
     --profile-kernels --profile $OUT/tracek$k.json > $OUT/bench_kernels$k.txt 2>&1
   grep -E "^wall|over the|busy|idle" $OUT/bench_kernels$k.txt | head -6
   python3 ./trace-summary.py $OUT/tracek$k.json > $OUT/tracek$k.summary.txt; grep -E " plan$|allocate|clear|ends:|wall" $OUT/tracek$k.summary.txt
+  python3 ./trace-tail.py $OUT/tracek$k.json 6 0
 done
 echo "=== test_cuda_engine (kept result first)"
 timeout 25 $B/test_cuda_engine keptResultMatchesToTheBit 2>&1 | tee $OUT/test_kept.log | grep -E "PASS|FAIL|QINFO|Totals|Loc"
