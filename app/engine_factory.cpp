@@ -124,6 +124,7 @@ CudaEngineOptions cudaOptions(const EngineOptions& eo) {
   }
   if (const int k = pick("SPEXLAB_CUDA_SOLVER", {"auto", "dense"}); k >= 0) o.bandedSolve = k == 0;
   if (const int k = pick("SPEXLAB_CUDA_INVERSE", {"selected", "full"}); k >= 0) o.selectedInverse = k == 0;
+  if (const int k = pick("SPEXLAB_CUDA_SELINV", {"fused", "steps"}); k >= 0) o.fusedSelectedInverse = k == 0;
   if (const int k = pick("SPEXLAB_CUDA_NORMAL", {"tree", "lean", "pairs", "tile", "scan"}); k >= 0)
     o.normalKernel = std::array{O::NormalKernel::Tree, O::NormalKernel::Lean, O::NormalKernel::Pairs,
                                 O::NormalKernel::Tile, O::NormalKernel::Scan}[k];

@@ -41,6 +41,9 @@ struct EngineChoice {
 //                                          sweep, by four launches, or cuSOLVER
 //   SPEXLAB_CUDA_SOLVER=auto|dense         blocked Cholesky and L^-1 on the block band, or dense
 //   SPEXLAB_CUDA_INVERSE=selected|full     fiber blocks of C by selected inversion on the band (no L^-1), or from L^-1
+//   SPEXLAB_CUDA_SELINV=fused|steps        that selected inversion by one kernel a patch (G and the C
+//                                          panel in shared memory) or by GEMMs and a mirror kernel
+//                                          per block column (A/B timing; the same to rounding)
 //   SPEXLAB_CUDA_GEMM=tensor|cublas        batched GEMMs by the engine's own fp64 tensor-core kernel
 //                                          (default: no cuBLAS handle, no warm-up) or by cuBLAS
 //   SPEXLAB_CUDA_NORMAL=tree|lean|pairs|tile|scan  normal equations on the factor's band by a block

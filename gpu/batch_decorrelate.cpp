@@ -28,7 +28,8 @@ void enqueueDecorrelate(Workspace& w, BatchView v, const BatchShape& shape, Devi
           // C_ss of the selected inversion on the factor's band (L_kk^-1 in C already);
           // blocks left of the first kept one are not formed.
           potriSelectedBlockBandedBatched(w.cublas, F, nb, w.potrf ? F - 1 : shape.w, shape.keptLo, v.A, v.C,
-                                          (long long)F * nb * nb, v.T, blockBandedScratch(F, nb), count, s);
+                                          (long long)F * nb * nb, v.T, blockBandedScratch(F, nb), count, s,
+                                          w.fusedSelected ? SelectedInverseKernel::Fused : SelectedInverseKernel::Steps);
           return;
         }
         fiberBlocksBatched(w.cublas, F, nb, shape.keptLo, shape.keptHi, v.X, v.C, (long long)F * nb * nb,

@@ -157,6 +157,7 @@ CudaEngine::CudaEngine(CudaEngineOptions options) : m_options(std::move(options)
       w->potrf = !m_options.blockedCholesky;
       w->cusolverEigh = m_options.eigh == CudaEngineOptions::Eigh::Cusolver;
       w->selected = m_options.selectedInverse;
+      w->fusedSelected = m_options.fusedSelectedInverse;
       w->choleskyColumns = m_options.choleskyColumns;
       w->normalKernel = m_options.normalKernel;
       SPEX_CUDA(cudaStreamCreateWithFlags(&w->stream, cudaStreamNonBlocking));

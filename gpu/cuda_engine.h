@@ -110,6 +110,14 @@ struct CudaEngineOptions {
   // with either Cholesky and either band (dense: w = F - 1). Same results to rounding.
   // Factory switch: SPEXLAB_CUDA_INVERSE.
   bool selectedInverse = true;
+  // The selected inversion by one kernel a patch that keeps G and the C panel in shared
+  // memory through all its block columns (default; gpu/batched_selected_inverse.h
+  // SelectedInverseKernel::Fused, where nb <= 80 and w nb <= 160), or by the GEMMs of
+  // batched_gemm.h and a mirror kernel per block column (false: Steps). With
+  // Gemm::Cublas the steps run. Same blocks to rounding (docs/benchmarks.md, "Issue 12,
+  // eighth round: selected inversion (selinv3)"). Factory switch:
+  // SPEXLAB_CUDA_SELINV=fused|steps.
+  bool fusedSelectedInverse = true;
   // The batched GEMMs (the Cholesky's trailing updates, the selected inversion, the
   // fiber blocks, noise mode's Q): Tensor (default), the engine's own on the fp64
   // tensor cores (gpu/batched_gemm.h), so no cuBLAS handle is made and no warm-up runs;

@@ -45,6 +45,7 @@ struct Workspace {
   // CudaEngineOptions::selectedInverse: no X; C holds L_kk^-1 after the Cholesky, then
   // the selected inversion's C_ss (batched_selected_inverse.h).
   bool selected = false;
+  bool fusedSelected = true; // CudaEngineOptions::fusedSelectedInverse
   CudaEngineOptions::CholeskyColumns choleskyColumns = CudaEngineOptions::CholeskyColumns::Tiled; // CholeskyKernel
   // Normal-equation kernel (CudaEngineOptions::normalKernel): Tile and Pairs write the
   // factor's band with no memsets first.
