@@ -135,6 +135,7 @@ CudaEngineOptions cudaOptions(const EngineOptions& eo) {
   if (const int k = pick("SPEXLAB_CUDA_RESERVE", {"0", "1"}); k >= 0) o.reserveAhead = k == 1;
   if (const int k = pick("SPEXLAB_CUDA_OVERLAP", {"0", "1"}); k >= 0) o.overlapEnds = k == 1;
   if (const int k = pick("SPEXLAB_CUDA_PLANAHEAD", {"0", "1"}); k >= 0) o.planAhead = k == 1;
+  if (const int k = pick("SPEXLAB_CUDA_KEEPRESULT", {"0", "1"}); k >= 0) o.keepResult = k == 1;
   return o;
 }
 

@@ -219,17 +219,65 @@ bool sameParams(const PatchParams& a, const PatchParams& b) {
          same(a.psferr, b.psferr) && a.mode == b.mode;
 }
 
-// A kept result extractInto can write into as it is: the plan's frame, the model (and
-// its tiles) when asked for.
-bool shapedFor(const ExtractionResult& r, const PatchPlan& plan, const GaussHermitePsf& psf, bool model) {
+// A kept result extractInto can write into as it is: the plan's frame, the model (and,
+// with `tiles`, its tiles) when asked for.
+bool shapedFor(const ExtractionResult& r, const PatchPlan& plan, const GaussHermitePsf& psf, bool model,
+               bool tiles) {
+  const std::size_t nfw = std::size_t(plan.nFiber) * std::size_t(std::max(plan.wave.n, 0));
   return r.nfiber == plan.nFiber && r.fiberMin == plan.fiberMin && r.nwave == plan.wave.n &&
          r.ndiag == psf.hsizeY && r.wave.wmin == plan.wave.wmin && r.wave.wmax == plan.wave.wmax &&
          r.wave.dw == plan.wave.dw && r.wave.n == plan.wave.n && sameParams(r.params, plan.params) &&
          r.flux.rows == plan.nFiber && r.flux.cols == plan.wave.n && r.resolution.n0 == plan.nFiber &&
          r.resolution.n1 == 2 * psf.hsizeY + 1 && r.resolution.n2 == plan.wave.n &&
-         r.model.has_value() == model &&
+         r.flux.size() == nfw && r.ivar.size() == nfw && r.mask.size() == nfw && r.chi2pix.size() == nfw &&
+         r.pixmaskFraction.size() == nfw && r.deconvolved.size() == nfw && r.covered.size() == nfw &&
+         r.resolution.size() == nfw * std::size_t(2 * psf.hsizeY + 1) && r.model.has_value() == model &&
          (!model || (r.model->rows == psf.npixY && r.model->cols == psf.npixX &&
-                     r.modelTiles.size() == plan.patches.size()));
+                     r.model->size() == std::size_t(psf.npixY) * std::size_t(psf.npixX) &&
+                     (!tiles || r.modelTiles.size() == plan.patches.size())));
+}
+
+// CudaEngineOptions::keepResult: everything of a kept result but its frame arrays (and
+// their shape) as in a new one. The arrays stay where they are (a view may be reading
+// them: the workbench's live result). Every field ExtractionResult has beside the
+// arrays and the shape must be here.
+void resetAllButArrays(ExtractionResult& r) {
+  const ExtractionResult fresh;
+  r.engine = fresh.engine;
+  r.psferr = fresh.psferr;
+  r.modelTiles.clear();
+  r.lastPatches.clear();
+  r.patches.clear();
+  r.profile = Profile{};
+  r.fibers.clear();
+  r.heliocor = fresh.heliocor;
+  r.nonFinitePixels = fresh.nonFinitePixels;
+  r.noDataBins = fresh.noDataBins;
+  r.nonFiniteBins = fresh.nonFiniteBins;
+  r.cancelled = fresh.cancelled;
+}
+
+// CudaEngineOptions::keepResult, after the request: every bin it did not fill (not
+// covered: patches not asked for, not launched, rows of no device) gets what a new
+// result holds there, zero, in every array. The covered bins were all written (the
+// devices' rows of every array come back whole or by wave steps that hold them, and
+// the finalize sets their mask).
+void clearUncovered(ExtractionResult& r) {
+  const int nk = r.resolution.n1;
+  for (int f = 0; f < r.nfiber; ++f) {
+    const uint8_t* c = r.covered.row(f);
+    if (!std::memchr(c, 0, std::size_t(r.nwave))) continue;
+    for (int w = 0; w < r.nwave; ++w) {
+      if (c[w]) continue;
+      r.flux(f, w) = 0;
+      r.ivar(f, w) = 0;
+      r.mask(f, w) = 0;
+      r.chi2pix(f, w) = 0;
+      r.pixmaskFraction(f, w) = 0;
+      r.deconvolved(f, w) = 0;
+      for (int d = 0; d < nk; ++d) r.resolution(f, d, w) = 0;
+    }
+  }
 }
 
 } // namespace
@@ -237,21 +285,24 @@ bool shapedFor(const ExtractionResult& r, const PatchPlan& plan, const GaussHerm
 ExtractionResult CudaEngine::extract(const ExtractionRequest& req, ProgressSink& progress,
                                      const CancelToken& cancel) {
   ExtractionResult result;
-  run(req, result, false, progress, cancel);
+  run(req, result, false, false, progress, cancel);
   return result;
 }
 
 void CudaEngine::extractInto(const ExtractionRequest& req, ExtractionResult& into, ProgressSink& progress,
                              const CancelToken& cancel) {
-  if (!req.accumulate || !req.patches) {
+  if (req.accumulate && req.patches) {
+    run(req, into, true, false, progress, cancel);
+  } else if (m_options.keepResult) {
+    run(req, into, false, true, progress, cancel);
+    if (req.patches) into.lastPatches = *req.patches; // as Engine::extractInto
+  } else {
     Engine::extractInto(req, into, progress, cancel);
-    return;
   }
-  run(req, into, true, progress, cancel);
 }
 
-void CudaEngine::run(const ExtractionRequest& req, ExtractionResult& result, bool into, ProgressSink& progress,
-                     const CancelToken& cancel) {
+void CudaEngine::run(const ExtractionRequest& req, ExtractionResult& result, bool into, bool keep,
+                     ProgressSink& progress, const CancelToken& cancel) {
   ProfileRecorder rec;
   rec.setThreadLaneName("main");
   // The kernel profile: CUPTI records from here until the devices are idle.
@@ -418,12 +469,54 @@ void CudaEngine::run(const ExtractionRequest& req, ExtractionResult& result, boo
       });
     };
     const GaussHermitePsf& psf = *req.psf;
+    if (req.patches)
+      todo = *req.patches;
+    else
+      for (const Patch& p : plan.patches) todo.push_back(p.index);
+    std::sort(todo.begin(), todo.end());
+    todo.erase(std::unique(todo.begin(), todo.end()), todo.end());
+    // keep: from here on the caller's result is this request's: a new one, or the kept
+    // one with its frame arrays where they are when they have the plan's shape. A
+    // failure leaves it empty (new) or zeroed (kept) rather than half written. Declared
+    // before the allocator, so it acts after the allocator's thread is joined.
+    bool kept = false; // keep: the frame arrays are reused
+    struct EmptyOnFailure {
+      ExtractionResult& r;
+      const bool& kept;
+      bool armed = false;
+      int unwinding = std::uncaught_exceptions();
+      ~EmptyOnFailure() {
+        if (!armed || std::uncaught_exceptions() <= unwinding) return;
+        if (!kept) {
+          r = ExtractionResult{};
+          return;
+        }
+        resetAllButArrays(r);
+        std::fill(r.covered.data.begin(), r.covered.data.end(), uint8_t(0));
+        clearUncovered(r);
+        if (r.model) std::fill(r.model->data.begin(), r.model->data.end(), 0.0);
+      }
+    } emptyOnFailure{result, kept};
+    ExtractionResult stale; // keep, another shape: what the result held, freed on the allocator's thread
+    if (keep) {
+      kept = shapedFor(result, plan, psf, req.model, false);
+      if (kept) {
+        resetAllButArrays(result);
+      } else {
+        stale = std::move(result);
+        result = ExtractionResult{};
+      }
+      emptyOnFailure.armed = true;
+    }
+    // A kept model is zeroed unless one device downloads it whole (runDevice's D2H):
+    // several devices add theirs into it.
+    const bool zeroModel = kept && req.model && (m_devices.size() > 1 || todo.empty());
     // The frame's host arrays (~150 MB, zeroed and paged in: tens of ms) are made on
     // their own thread while the devices work; runDevice waits for them before its D2H.
     std::promise<void> allocPromise;
     const std::shared_future<void> allocated = allocPromise.get_future().share();
     // extractInto: a kept result of the plan's shape is written in place.
-    const bool shaped = into && shapedFor(result, plan, psf, req.model);
+    const bool shaped = into && shapedFor(result, plan, psf, req.model, true);
     std::thread allocator;
     if (shaped) {
       allocPromise.set_value();
@@ -431,13 +524,26 @@ void CudaEngine::run(const ExtractionRequest& req, ExtractionResult& result, boo
       allocator = std::thread([&] {
         try {
           rec.setThreadLaneName("allocate");
-          ScopedRange r(&rec, "allocate");
-          result.allocate(plan, psf.hsizeY, req.model, psf.npixX, psf.npixY);
-          result.modelTiles.clear();
-          if (into && req.model) result.modelTiles.resize(plan.patches.size());
+          if (kept) {
+            // The kept arrays: only `covered` starts at zero (the request's patches set
+            // it; clearUncovered zeroes the rest after them).
+            ScopedRange r(&rec, "clear");
+            std::fill(result.covered.data.begin(), result.covered.data.end(), uint8_t(0));
+            if (zeroModel) std::fill(result.model->data.begin(), result.model->data.end(), 0.0);
+          } else {
+            ScopedRange r(&rec, "allocate");
+            stale = ExtractionResult{}; // a result of another shape goes first
+            result.allocate(plan, psf.hsizeY, req.model, psf.npixX, psf.npixY);
+            result.modelTiles.clear();
+            if (into && req.model) result.modelTiles.resize(plan.patches.size());
+          }
           allocPromise.set_value();
         } catch (...) {
           allocPromise.set_exception(std::current_exception());
+        }
+        try {
+          stale = ExtractionResult{}; // beside the devices' work
+        } catch (...) {
         }
       });
     }
@@ -450,12 +556,6 @@ void CudaEngine::run(const ExtractionRequest& req, ExtractionResult& result, boo
     result.engine = name();
     result.psferr = effectivePsfErr(req);
     result.nonFinitePixels = req.image->nonFinitePixels;
-    if (req.patches)
-      todo = *req.patches;
-    else
-      for (const Patch& p : plan.patches) todo.push_back(p.index);
-    std::sort(todo.begin(), todo.end());
-    todo.erase(std::unique(todo.begin(), todo.end()), todo.end());
 
     bool finalizedOnDevices = false; // every device finalized its rows (overlapEnds)
     if (!todo.empty()) {
@@ -555,6 +655,10 @@ void CudaEngine::run(const ExtractionRequest& req, ExtractionResult& result, boo
       }
     }
     allocated.get();
+    if (kept) {
+      ScopedRange r(&rec, "clear uncovered");
+      clearUncovered(result);
+    }
     if (into) {
       // Bins were finalized patch by patch (runDevice); the model image is redone
       // inside the boxes of the patches that finished.

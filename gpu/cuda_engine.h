@@ -155,6 +155,13 @@ struct CudaEngineOptions {
   // frame's spot table before the host sets the boxes. The plan is the same to the
   // bit (core/plan setPatchBoxes). Factory switch: SPEXLAB_CUDA_PLANAHEAD=0 turns it off.
   bool planAhead = true;
+  // extractInto of a whole frame (or of a patch list without `accumulate`) into a kept
+  // result of the plan's shape: its host arrays (~150 MB for a full r frame) are
+  // written in place instead of allocated, zeroed and paged in again for each frame;
+  // every bin the request does not fill is zeroed, so the result equals extract()'s
+  // (docs/design.md "Kept results"). Factory switch: SPEXLAB_CUDA_KEEPRESULT=0 turns it
+  // off (extractInto then makes a new result, as extract() does).
+  bool keepResult = true;
 };
 
 // How one device's memory was split in the engine's last extraction (for reports).
@@ -186,7 +193,11 @@ public:
   // only when it has another shape), like the CPU engine: the patches' kept bins are
   // replaced and finalized, their model tiles filled (ExtractionResult::modelTiles)
   // and the model image redone inside their boxes (updateModelImage); nothing frame-
-  // or CCD-sized is allocated, uploaded or copied back. Otherwise Engine::extractInto.
+  // or CCD-sized is allocated, uploaded or copied back. Otherwise (keepResult) the
+  // request's frame is written into `into`'s arrays when they have its shape, else
+  // into new ones (the kept arrays stay where they are, for views reading them), and
+  // `into` then equals what extract() returns; on a failure after the extraction began
+  // `into` is left empty, or zeroed where its arrays were kept.
   void extractInto(const ExtractionRequest& request, ExtractionResult& into, ProgressSink& progress,
                    const CancelToken& cancel) override;
 
@@ -200,9 +211,11 @@ public:
   struct Device; // per-GPU state (streams, handles, buffers), defined in cuda_engine.cpp
 
 private:
-  // extract() (into = false: result is new) and extractInto (into = true).
-  void run(const ExtractionRequest& request, ExtractionResult& result, bool into, ProgressSink& progress,
-           const CancelToken& cancel);
+  // extract() (into = false, keep = false: result is new), extractInto with
+  // `accumulate` and a patch list (into = true) and the other extractInto calls with
+  // keepResult (keep = true: result's arrays are reused when they fit the plan).
+  void run(const ExtractionRequest& request, ExtractionResult& result, bool into, bool keep,
+           ProgressSink& progress, const CancelToken& cancel);
 
   void joinWarmUp();
   CudaEngineOptions m_options;

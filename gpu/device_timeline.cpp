@@ -18,9 +18,10 @@ cudaEvent_t EventPool::acquire() {
   return e;
 }
 
-void DeviceTimeline::flush(ProfileRecorder& rec, cudaEvent_t t0, int64_t hostT0) {
+void DeviceTimeline::flushFirst(std::size_t n, ProfileRecorder& rec, cudaEvent_t t0, int64_t hostT0) {
   std::vector<PhaseWindow> windows;
-  for (const Pending& p : m_pending) {
+  for (std::size_t i = 0; i < n; ++i) {
+    const Pending& p = m_pending[i];
     float ta = 0, tb = 0;
     SPEX_CUDA(cudaEventElapsedTime(&ta, t0, p.a));
     SPEX_CUDA(cudaEventElapsedTime(&tb, t0, p.b));
@@ -31,6 +32,11 @@ void DeviceTimeline::flush(ProfileRecorder& rec, cudaEvent_t t0, int64_t hostT0)
     r.lane = p.lane;
     r.depth = p.depth;
     r.patch = p.id;
+    if (p.depth == 0) {
+      float ms = 0;
+      SPEX_CUDA(cudaEventElapsedTime(&ms, p.a, p.b));
+      m_doneSeconds.push_back(DoneSeconds{p.lane, p.id, ms * 1e-3});
+    }
     if (m_tracer) {
       PhaseWindow w;
       w.id = p.traceId;
@@ -45,12 +51,40 @@ void DeviceTimeline::flush(ProfileRecorder& rec, cudaEvent_t t0, int64_t hostT0)
     }
     rec.add(std::move(r));
   }
-  if (m_tracer) m_tracer->addPhases(std::move(windows));
-  drop();
+  if (m_tracer && !windows.empty()) m_tracer->addPhases(std::move(windows));
+  for (std::size_t i = 0; i < n; ++i) {
+    m_pool.release(m_pending[i].a);
+    m_pool.release(m_pending[i].b);
+  }
+  m_pending.erase(m_pending.begin(), m_pending.begin() + std::ptrdiff_t(n));
+}
+
+void DeviceTimeline::flush(ProfileRecorder& rec, cudaEvent_t t0, int64_t hostT0) {
+  flushFirst(m_pending.size(), rec, t0, hostT0);
+  m_doneSeconds.clear();
+}
+
+std::size_t DeviceTimeline::flushDone(ProfileRecorder& rec, cudaEvent_t t0, int64_t hostT0) {
+  if (!m_open.empty()) return 0;
+  std::size_t n = 0;
+  while (n < m_pending.size()) {
+    // A phase's end event completes after its start (both on its stream).
+    const cudaError_t q = cudaEventQuery(m_pending[n].b);
+    if (q == cudaErrorNotReady) {
+      (void)cudaGetLastError(); // not an error: the phase still runs
+      break;
+    }
+    SPEX_CUDA(q);
+    ++n;
+  }
+  flushFirst(n, rec, t0, hostT0);
+  return n;
 }
 
 double DeviceTimeline::seconds(int lane, int id) const {
   double s = 0;
+  for (const DoneSeconds& d : m_doneSeconds)
+    if (d.lane == lane && d.id == id) s += d.s;
   for (const Pending& p : m_pending)
     if (p.lane == lane && p.id == id && p.depth == 0) {
       float ms = 0;
@@ -65,6 +99,7 @@ void DeviceTimeline::drop() {
     m_pool.release(p.b);
   }
   m_pending.clear();
+  m_doneSeconds.clear();
 }
 
 } // namespace spex::gpu

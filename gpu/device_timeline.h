@@ -74,7 +74,12 @@ public:
   // Call after the device is idle: t0 was recorded (and waited for) at hostT0 (ns on
   // the recorder's clock). The events go back to the pool.
   void flush(ProfileRecorder& rec, cudaEvent_t t0, int64_t hostT0);
-  // Device time (s) of all top-level phases with this id on this lane.
+  // The same for the phases already done (in the order they were launched, up to the
+  // first one whose end event has not completed), while later ones still run: a frame's
+  // batches are turned into ranges as they finish, not all after the last (docs/
+  // design.md "Pipeline ends"). Call between phases (none open). Returns how many.
+  std::size_t flushDone(ProfileRecorder& rec, cudaEvent_t t0, int64_t hostT0);
+  // Device time (s) of all top-level phases with this id on this lane (flushed or not).
   double seconds(int lane, int id) const;
   void drop();
 
@@ -88,8 +93,16 @@ private:
     uint64_t traceId; // external correlation id (0: not traced)
     const char* root; // the outermost open phase when it began
   };
+  // Ranges of m_pending[0, n) into rec (and their windows to the tracer); their events
+  // back to the pool, their top-level device times into m_doneSeconds.
+  void flushFirst(std::size_t n, ProfileRecorder& rec, cudaEvent_t t0, int64_t hostT0);
+  struct DoneSeconds {
+    int lane, id;
+    double s;
+  };
   EventPool& m_pool;
   std::vector<Pending> m_pending;
+  std::vector<DoneSeconds> m_doneSeconds; // top-level phases flushDone took
   std::vector<std::size_t> m_open; // indices of the phases being launched, outermost first
   KernelTracer* m_tracer = nullptr;
 };

@@ -214,13 +214,13 @@ bool downloadColumns(CudaEngine::Device& dev, int nrow, int nwave, int nk, int k
 
 // Host side after the D2H (engine_results.cpp): a diagnostics entry for each of the
 // first `launched` patches of todo (chi2, retry flags, stream lane, an equal share of
-// its batch's device time from the timeline) appended to diags, and their kept bins
-// marked covered in result.
+// its batch's device time from the timeline) appended to diags, and (markCovered: not
+// where the wave steps' download marked them) their kept bins marked covered in result.
 void collectDiagnostics(const PatchPlan& plan, const std::vector<int>& todo, int launched, const double* chi2,
                         const std::vector<char>& regularized, const std::vector<char>& failed,
                         const std::vector<int>& batchOf, const std::vector<int>& laneOf, int batches,
                         const DeviceTimeline& tl, ExtractionResult& result,
-                        std::vector<PatchDiagnostics>& diags);
+                        std::vector<PatchDiagnostics>& diags, bool markCovered = true);
 
 } // namespace gpu
 } // namespace spex

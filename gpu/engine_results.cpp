@@ -9,7 +9,7 @@ void collectDiagnostics(const PatchPlan& plan, const std::vector<int>& todo, int
                         const std::vector<char>& regularized, const std::vector<char>& failed,
                         const std::vector<int>& batchOf, const std::vector<int>& laneOf, int batches,
                         const DeviceTimeline& tl, ExtractionResult& result,
-                        std::vector<PatchDiagnostics>& diags) {
+                        std::vector<PatchDiagnostics>& diags, bool markCovered) {
   const std::size_t first = diags.size();
   for (int i = 0; i < launched; ++i) {
     const Patch& p = plan.patches[todo[i]];
@@ -20,6 +20,7 @@ void collectDiagnostics(const PatchPlan& plan, const std::vector<int>& todo, int
     d.failed = failed[i];
     d.lane = laneOf[i];
     diags.push_back(d);
+    if (!markCovered) continue;
     for (int s = 0; s < p.nfiber; ++s)
       for (int k = 0; k < p.nwave; ++k) result.covered(p.fiber0 + s - plan.fiberMin, p.wave0 + k) = 1;
   }

@@ -163,11 +163,15 @@ bool downloadSteps(CudaEngine::Device& dev, DeviceRun& run, const DeviceJob& job
         queued = q + 1;
       }
       cv.notify_all();
+      // The phases done so far become ranges now, while the device works, rather than
+      // all after the last kernel (they were ~3 ms of the frame's tail).
+      run.tl.flushDone(rec, run.t0, run.hostT0);
     }
     if (workers.empty()) {
       allocated.get();
       for (int t = 0; t < T; ++t) workers.emplace_back(worker, t);
     }
+    run.tl.flushDone(rec, run.t0, run.hostT0);
     for (auto& th : workers) th.join();
   } catch (...) {
     stopWorkers();
@@ -535,8 +539,12 @@ void runDevice(CudaEngine::Device& dev, DeviceRun& run, const CudaEngineOptions&
     }
   }
 
-  gpu::collectDiagnostics(plan, job.todo, launched, hChi2, regularized, failed, batchOf, laneOf, batchId, tl,
-                          result, job.diags);
+  {
+    // The wave steps' workers marked the coverage of every patch already (framesBack).
+    ScopedRange r(&rec, "diagnostics");
+    gpu::collectDiagnostics(plan, job.todo, launched, hChi2, regularized, failed, batchOf, laneOf, batchId, tl,
+                            result, job.diags, !framesBack);
+  }
   if (overlap) {
     job.finalized = true;
     if (framesBack) {
@@ -558,6 +566,7 @@ void runDevice(CudaEngine::Device& dev, DeviceRun& run, const CudaEngineOptions&
   job.done = launched;
   job.cancelled = launched < ntodo;
   SPEX_CUDA(cudaStreamSynchronize(ms)); // the patch table's host copy goes out of scope
+  ScopedRange timelineRange(&rec, "timeline");
   if (overlap) {
     SPEX_CUDA(cudaStreamSynchronize(dev.upload));
     SPEX_CUDA(cudaStreamSynchronize(dev.download));

@@ -263,6 +263,15 @@ int cmdBatch(const std::vector<std::string>& args) {
   Slot toExtract, toWrite;
   std::vector<std::unique_ptr<Frame>> done;
   std::mutex doneMutex;
+  // The result of the frame written last, handed to the next extraction: the CUDA
+  // engine writes a result of the frame's shape in place (Engine::extractInto, docs/
+  // design.md "Kept results"), so a frame does not allocate and page in ~150 MB of host
+  // arrays again. As many results are alive as before (the one being extracted, the
+  // one being written). Not for the CPU engine: it reuses only the result object it
+  // filled last, and its allocation is a small part of its frame.
+  const bool recycle = engine.name() != "cpu";
+  std::mutex spareMutex;
+  ExtractionResult spare;
 
   std::thread reader([&] {
     for (const Job* j : mine) {
@@ -321,9 +330,14 @@ int cmdBatch(const std::vector<std::string>& args) {
         }
       }
       f->write1 = now();
-      // Keep only the timings: the frame's arrays go now (bounded memory).
+      // Keep only the timings: the frame's arrays go now (bounded memory), or its
+      // result to the next extraction (recycle).
       f->image.reset();
       f->psf.reset();
+      if (recycle && f->error.empty()) {
+        std::lock_guard lock(spareMutex);
+        spare = std::move(f->result);
+      }
       f->result = ExtractionResult{};
       std::lock_guard lock(doneMutex);
       done.push_back(std::move(f));
@@ -343,7 +357,18 @@ int cmdBatch(const std::vector<std::string>& args) {
         try {
           ProgressSink progress;
           CancelToken cancel;
-          f->result = engine.extract(f->request, progress, cancel);
+          if (recycle) {
+            ExtractionResult r;
+            {
+              std::lock_guard lock(spareMutex);
+              r = std::move(spare);
+              spare = ExtractionResult{};
+            }
+            engine.extractInto(f->request, r, progress, cancel);
+            f->result = std::move(r);
+          } else {
+            f->result = engine.extract(f->request, progress, cancel);
+          }
           // The engine's own phases sit under the frame's extract range.
           batchProfile.append(f->result.profile, f->extract0);
         } catch (const std::exception& e) {

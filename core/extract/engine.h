@@ -68,6 +68,8 @@ struct PatchDiagnostics {
   int lane = 0;
 };
 
+// A field added here that is neither a frame array nor the shape must also be reset in
+// the CUDA engine's kept results (gpu/cuda_engine.cpp, resetAllButArrays).
 struct ExtractionResult {
   std::string engine;
   int fiberMin = 0;

@@ -99,6 +99,31 @@ double convolved(const ExtractionResult& r, const Array2D<double>& phot, int f, 
   return s;
 }
 
+// Every element of a result's frame arrays (and model) set to a value no extraction
+// writes: NaN in the doubles, all bits in the mask, 2 in the coverage.
+void fillSentinels(ExtractionResult& r) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (auto* a : {&r.flux, &r.ivar, &r.chi2pix, &r.pixmaskFraction, &r.deconvolved})
+    std::fill(a->data.begin(), a->data.end(), nan);
+  std::fill(r.resolution.data.begin(), r.resolution.data.end(), nan);
+  std::fill(r.mask.data.begin(), r.mask.data.end(), 0xffffffffu);
+  std::fill(r.covered.data.begin(), r.covered.data.end(), uint8_t(2));
+  if (r.model) std::fill(r.model->data.begin(), r.model->data.end(), nan);
+}
+
+// Elements still holding fillSentinels' values.
+long sentinelsLeft(const ExtractionResult& r) {
+  long n = 0;
+  for (const auto* a : {&r.flux, &r.ivar, &r.chi2pix, &r.pixmaskFraction, &r.deconvolved})
+    for (double v : a->data) n += std::isnan(v);
+  for (double v : r.resolution.data) n += std::isnan(v);
+  for (uint32_t m : r.mask.data) n += m == 0xffffffffu;
+  for (uint8_t c : r.covered.data) n += c == 2;
+  if (r.model)
+    for (double v : r.model->data) n += std::isnan(v);
+  return n;
+}
+
 } // namespace
 
 class TestCudaEngine : public QObject {
@@ -410,6 +435,96 @@ private slots:
       QVERIFY(upEnd > 0);
       QVERIFY(d2h > 0);
     }
+  }
+
+  void keptResultMatchesToTheBit() {
+    // CudaEngineOptions::keepResult: extractInto of a whole frame into a result of its
+    // shape writes the kept arrays in place. A full r frame through the real r0 PSF,
+    // without and with the model, on two warm engines (keepResult off, on): before the
+    // kept result's second frame every element of it is set to a sentinel (NaN, all mask
+    // bits, coverage 2); none may survive, the arrays must be the same memory, and the
+    // frame must equal the old path's to the bit. Then a patch list (not accumulated)
+    // into the same kept result, sentinels again: equal to extract() of the list, zero
+    // elsewhere; and a request of another shape: new arrays, equal to extract().
+    SimulationOptions so; // the r grid, 500 fibers
+    const Simulation sim = simulate(realPsf, so);
+    CudaEngineOptions o;
+    o.keepResult = false;
+    CudaEngine before(o);
+    o.keepResult = true;
+    CudaEngine after(o);
+    NullProgress np;
+    CancelToken ct;
+    for (bool model : {false, true}) {
+      const ExtractionRequest req = request(realPsf, sim.image, so.wave, 0, 500, {}, model);
+      ExtractionResult a, b;
+      before.extractInto(req, a, np, ct);
+      const ExtractionResult a0 = a;
+      before.extractInto(req, a, np, ct);
+      after.extractInto(req, b, np, ct);
+      const ExtractionResult b0 = b;
+      const double* flux0 = b.flux.data.data();
+      const double* res0 = b.resolution.data.data();
+      fillSentinels(b);
+      QCOMPARE(sentinelsLeft(b), long(b.flux.size()) * (7 + 2 * b.ndiag + 1) + (model ? long(b.model->size()) : 0L));
+      after.extractInto(req, b, np, ct);
+      QCOMPARE(b.flux.data.data(), flux0);
+      QCOMPARE(b.resolution.data.data(), res0);
+      QCOMPARE(sentinelsLeft(b), 0L);
+      const Diff diff = compare(a, b);
+      const BitCounts n = requireSameFrame(a0, a, b0, b, diff);
+      QCOMPARE(b.model.has_value(), model);
+      QVERIFY(b.modelTiles.empty() && b.lastPatches.empty());
+      QCOMPARE(b.engine, a.engine);
+      qInfo("model %d: kept vs new arrays: %s; bins not identical: %ld (old path twice: %ld, new twice: %ld); "
+            "wall %.4f / %.4f s",
+            int(model), qPrintable(diff.text()), n.differ, n.again, n.warm, a.profile.wallNs * 1e-9,
+            b.profile.wallNs * 1e-9);
+      if (QTest::currentTestFailed()) return;
+
+      // A patch list, not accumulated, into the kept frame: the rest is zero again.
+      ExtractionRequest some = req;
+      attachPlan(some);
+      std::vector<int> pick = some.plan->patchesInRegion(30, 60, 400, 700);
+      const std::vector<int> more = some.plan->patchesInRegion(300, 320, 1500, 1600);
+      pick.insert(pick.end(), more.begin(), more.end());
+      QVERIFY(pick.size() > 4);
+      some.patches = pick;
+      fillSentinels(b);
+      after.extractInto(some, b, np, ct);
+      QCOMPARE(b.flux.data.data(), flux0);
+      QCOMPARE(sentinelsLeft(b), 0L);
+      QVERIFY(b.lastPatches == pick);
+      ExtractionResult c;
+      before.extractInto(some, c, np, ct);
+      const ExtractionResult fresh = runCuda(some, &before);
+      QCOMPARE(binsNotIdentical(b, fresh, true), 0L);
+      QCOMPARE(binsNotIdentical(b, c, true), 0L);
+      QCOMPARE(b.patches.size(), pick.size());
+      QCOMPARE(b.noDataBins, fresh.noDataBins);
+      long coveredBins = 0;
+      for (uint8_t v : b.covered.data) coveredBins += v;
+      QVERIFY(coveredBins > 0 && coveredBins < long(b.covered.size()));
+      requireAgreement(compare(fresh, b));
+      if (QTest::currentTestFailed()) return;
+
+      // Another shape: new arrays, the same as extract() of it.
+      const ExtractionRequest narrow = request(realPsf, sim.image, so.wave, 100, 25, {}, model);
+      after.extractInto(narrow, b, np, ct);
+      QCOMPARE(b.nfiber, 25);
+      QCOMPARE(long(b.flux.size()), 25L * so.wave.n);
+      const ExtractionResult narrowFresh = runCuda(narrow, &before);
+      QCOMPARE(binsNotIdentical(b, narrowFresh, true), 0L);
+      requireAgreement(compare(narrowFresh, b));
+      if (QTest::currentTestFailed()) return;
+    }
+    // Switched off, extractInto makes new arrays each time (the old path).
+    ExtractionResult d;
+    const ExtractionRequest req = request(realPsf, sim.image, so.wave, 100, 25, {}, false);
+    before.extractInto(req, d, np, ct);
+    fillSentinels(d);
+    before.extractInto(req, d, np, ct);
+    QCOMPARE(sentinelsLeft(d), 0L);
   }
 
   void plannedAheadMatchesToTheBit() {
