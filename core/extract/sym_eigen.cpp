@@ -545,6 +545,96 @@ SPEX_CLONES void reflectorUpdate4(int n, int lo, const double* __restrict tau, c
   for (r = lo; r < n; ++r) W[r] = P[r] + alpha * V[r];
 }
 
+// applyTwoReflectors() in lanes on the four Z's (Z[N r + c] row r, column c; each
+// reflector and tau per lane). A lane whose tau is 0 gets that reflector as the identity.
+SPEX_CLONES void applyTwoReflectors4(int n, int k, const double* __restrict tau1, const double* __restrict v1,
+                                     const double* __restrict tau0, const double* __restrict v0,
+                                     double* __restrict zz, double* __restrict uu) {
+  const std::size_t N = std::size_t(n);
+  const Lanes4* V1 = reinterpret_cast<const Lanes4*>(v1);
+  const Lanes4* V0 = reinterpret_cast<const Lanes4*>(v0);
+  Lanes4* Z = reinterpret_cast<Lanes4*>(zz);
+  Lanes4* A = reinterpret_cast<Lanes4*>(uu);
+  Lanes4* B = A + N;
+  const Lanes4 t1 = {tau1[0], tau1[1], tau1[2], tau1[3]}, t0 = {tau0[0], tau0[1], tau0[2], tau0[3]};
+  const Lanes4 zero = {0, 0, 0, 0};
+  {
+    const Lanes4* zk = Z + N * k;
+    const Lanes4 w0 = V0[k];
+    for (int c = 0; c < n; ++c) {
+      A[c] = zero;
+      B[c] = w0 * zk[c];
+    }
+  }
+  Lanes4 v01 = zero;
+  int r = k + 1;
+  for (; r + 4 <= n; r += 4) {
+    const Lanes4 *z0 = Z + N * r, *z1 = z0 + N, *z2 = z1 + N, *z3 = z2 + N;
+    const Lanes4 p0 = V1[r], p1 = V1[r + 1], p2 = V1[r + 2], p3 = V1[r + 3];
+    const Lanes4 q0 = V0[r], q1 = V0[r + 1], q2 = V0[r + 2], q3 = V0[r + 3];
+    v01 += (q0 * p0 + q1 * p1) + (q2 * p2 + q3 * p3);
+    for (int c = 0; c < n; ++c) {
+      A[c] += (p0 * z0[c] + p1 * z1[c]) + (p2 * z2[c] + p3 * z3[c]);
+      B[c] += (q0 * z0[c] + q1 * z1[c]) + (q2 * z2[c] + q3 * z3[c]);
+    }
+  }
+  for (; r < n; ++r) {
+    const Lanes4* z0 = Z + N * r;
+    const Lanes4 p0 = V1[r], q0 = V0[r];
+    v01 += q0 * p0;
+    for (int c = 0; c < n; ++c) {
+      A[c] += p0 * z0[c];
+      B[c] += q0 * z0[c];
+    }
+  }
+  const Lanes4 g = t1 * v01;
+  for (int c = 0; c < n; ++c) B[c] = t0 * (B[c] - g * A[c]); // tau0 u0
+  {
+    Lanes4* zk = Z + N * k;
+    const Lanes4 w0 = V0[k];
+    for (int c = 0; c < n; ++c) zk[c] -= w0 * B[c];
+  }
+  for (r = k + 1; r + 4 <= n; r += 4) {
+    Lanes4 *z0 = Z + N * r, *z1 = z0 + N, *z2 = z1 + N, *z3 = z2 + N;
+    const Lanes4 s0 = t1 * V1[r], s1 = t1 * V1[r + 1], s2 = t1 * V1[r + 2], s3 = t1 * V1[r + 3];
+    const Lanes4 q0 = V0[r], q1 = V0[r + 1], q2 = V0[r + 2], q3 = V0[r + 3];
+    for (int c = 0; c < n; ++c) {
+      const Lanes4 ac = A[c], bc = B[c];
+      z0[c] -= s0 * ac + q0 * bc;
+      z1[c] -= s1 * ac + q1 * bc;
+      z2[c] -= s2 * ac + q2 * bc;
+      z3[c] -= s3 * ac + q3 * bc;
+    }
+  }
+  for (; r < n; ++r) {
+    Lanes4* z0 = Z + N * r;
+    const Lanes4 s0 = t1 * V1[r], q0 = V0[r];
+    for (int c = 0; c < n; ++c) z0[c] -= s0 * A[c] + q0 * B[c];
+  }
+}
+
+// applyReflector() in lanes: rows (k, n) of the four Z's <- (I - tau v v^T) Z.
+SPEX_CLONES void applyReflector4(int n, int k, const double* __restrict tau, const double* __restrict v,
+                                 double* __restrict zz, double* __restrict uu) {
+  const std::size_t N = std::size_t(n);
+  const Lanes4* V = reinterpret_cast<const Lanes4*>(v);
+  Lanes4* Z = reinterpret_cast<Lanes4*>(zz);
+  Lanes4* U = reinterpret_cast<Lanes4*>(uu);
+  const Lanes4 t = {tau[0], tau[1], tau[2], tau[3]};
+  const Lanes4 zero = {0, 0, 0, 0};
+  for (int c = 0; c < n; ++c) U[c] = zero;
+  for (int r = k + 1; r < n; ++r) {
+    const Lanes4* zr = Z + N * r;
+    const Lanes4 vr = V[r];
+    for (int c = 0; c < n; ++c) U[c] += vr * zr[c];
+  }
+  for (int r = k + 1; r < n; ++r) {
+    Lanes4* zr = Z + N * r;
+    const Lanes4 sr = t * V[r];
+    for (int c = 0; c < n; ++c) zr[c] -= sr * U[c];
+  }
+}
+
 } // namespace detail
 
 double SymEigen::fma(int n) {
@@ -670,7 +760,11 @@ void SymEigen::reduce4(int count, int n, const double* const* a, int lda) {
     for (int c = 0; c < n; ++c)
       for (int r = c; r < n; ++r) A[4 * (r + N * c) + j] = src[r + std::size_t(c) * lda] * sigma;
   }
+  m_vall.resize(4 * N * N);
+  m_tau4.assign(4 * N, 0.0);
   auto keep = [&](int i, const double* refl, const double* tau) { // reflector i of each lane
+    std::copy(refl + 4 * (i + 1), refl + 4 * N, m_vall.data() + 4 * (N * i + i + 1));
+    std::copy(tau, tau + 4, m_tau4.data() + 4 * i);
     for (int j = 0; j < count; ++j) {
       Reduced& L = m_lane[j];
       L.tau[i] = tau[j];
@@ -797,8 +891,20 @@ int SymEigen::compute4(int count, int n, const double* const* a, int lda, double
   }
   m_rot4.resize(8 * N);
   const unsigned failed = detail::tridiagQL4(n, m_d4.data(), m_e4.data(), m_z4.data(), m_rot4.data());
+  // V = H_0 H_1 ... H_(n-3) Z for the four lanes at once, on Z as QL left it (row k of
+  // eigenvector column i at Z[N k + i]), two reflectors per pass; columns sorted after.
+  m_p.resize(8 * N);
+  for (int k = n - 3; k >= 0;) {
+    if (k >= 1) {
+      detail::applyTwoReflectors4(n, k, m_tau4.data() + 4 * k, m_vall.data() + 4 * N * k, m_tau4.data() + 4 * (k - 1),
+                                  m_vall.data() + 4 * N * (k - 1), m_z4.data(), m_p.data());
+      k -= 2;
+    } else {
+      detail::applyReflector4(n, k, m_tau4.data() + 4 * k, m_vall.data() + 4 * N * k, m_z4.data(), m_p.data());
+      k -= 1;
+    }
+  }
   int info = 0;
-  m_zt.resize(N * N);
   m_order.resize(N);
   for (int j = 0; j < count; ++j) {
     Reduced& L = m_lane[j];
@@ -809,19 +915,17 @@ int SymEigen::compute4(int count, int n, const double* const* a, int lda, double
       if (r != 0 && info == 0) info = r;
       continue;
     }
-    // Ascending eigenvalues (a stable sort of the lane's indices), Z's columns in that
-    // order written as the rows of m_zt for the back-transformation.
+    // Ascending eigenvalues (a stable sort of the lane's indices), V's columns in that order.
     for (int i = 0; i < n; ++i) m_order[i] = i;
     std::stable_sort(m_order.begin(), m_order.end(),
                      [&](int x, int y) { return m_d4[4 * x + j] < m_d4[4 * y + j]; });
-    double* zt = m_zt.data();
     for (int c = 0; c < n; ++c) {
       const int src = m_order[c];
       w[j][c] = m_d4[4 * src + j] / tscale[j] / L.sigma;
-      const double* col = m_z4.data() + 4 * std::size_t(src) + j; // Z row-major per lane
-      for (int r = 0; r < n; ++r) zt[std::size_t(r) * N + c] = col[4 * N * r];
+      const double* col = m_z4.data() + 4 * std::size_t(src) + j; // V row-major per lane
+      double* out = z[j] + std::size_t(c) * ldz;
+      for (int r = 0; r < n; ++r) out[r] = col[4 * N * r];
     }
-    backTransform(n, L, z[j], ldz);
   }
   return info;
 }
