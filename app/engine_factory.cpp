@@ -124,9 +124,9 @@ CudaEngineOptions cudaOptions(const EngineOptions& eo) {
   }
   if (const int k = pick("SPEXLAB_CUDA_SOLVER", {"auto", "dense"}); k >= 0) o.bandedSolve = k == 0;
   if (const int k = pick("SPEXLAB_CUDA_INVERSE", {"selected", "full"}); k >= 0) o.selectedInverse = k == 0;
-  if (const int k = pick("SPEXLAB_CUDA_NORMAL", {"lean", "pairs", "tile", "scan"}); k >= 0)
-    o.normalKernel =
-        std::array{O::NormalKernel::Lean, O::NormalKernel::Pairs, O::NormalKernel::Tile, O::NormalKernel::Scan}[k];
+  if (const int k = pick("SPEXLAB_CUDA_NORMAL", {"tree", "lean", "pairs", "tile", "scan"}); k >= 0)
+    o.normalKernel = std::array{O::NormalKernel::Tree, O::NormalKernel::Lean, O::NormalKernel::Pairs,
+                                O::NormalKernel::Tile, O::NormalKernel::Scan}[k];
   if (const int k = pick("SPEXLAB_CUDA_SPOTS", {"warp", "block"}); k >= 0) o.spotWarps = k == 0;
   if (const int k = pick("SPEXLAB_CUDA_GEMM", {"tensor", "cublas"}); k >= 0)
     o.gemm = k == 1 ? O::Gemm::Cublas : O::Gemm::Tensor;

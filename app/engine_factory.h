@@ -43,10 +43,12 @@ struct EngineChoice {
 //   SPEXLAB_CUDA_INVERSE=selected|full     fiber blocks of C by selected inversion on the band (no L^-1), or from L^-1
 //   SPEXLAB_CUDA_GEMM=tensor|cublas        batched GEMMs by the engine's own fp64 tensor-core kernel
 //                                          (default: no cuBLAS handle, no warm-up) or by cuBLAS
-//   SPEXLAB_CUDA_NORMAL=lean|pairs|tile|scan  normal equations on the factor's band by a block per
-//                                          unknown, with fewer instructions a pair (default) or as
-//                                          before, or per 8 unknowns (no memsets either), or the
-//                                          older kernel (A/B timing; all the same to the bit)
+//   SPEXLAB_CUDA_NORMAL=tree|lean|pairs|tile|scan  normal equations on the factor's band by a block
+//                                          per unknown, its sums by one thread each from shared
+//                                          memory (default), or by warp shuffles with fewer
+//                                          instructions a pair, or as before, or per 8 unknowns (no
+//                                          memsets either), or the older kernel (A/B timing; all
+//                                          the same to the bit)
 //   SPEXLAB_CUDA_SPOTS=warp|block          the frame's spot table by a warp per spot (default) or a
 //                                          block per spot (A/B timing; the same stamps)
 //   SPEXLAB_CUDA_LOAD=parallel|serial      cuBLAS/cuSOLVER opened beside the driver's start

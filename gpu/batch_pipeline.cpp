@@ -33,8 +33,8 @@ void enqueueBatch(Workspace& w, BatchView v, const DevPatch* table, int first, i
   v.band = (w.potrf || v.noise) ? v.F - 1 : shape.w;
   tl.phase(kPhaseNormal, w.lane, batchId, s, [&] {
     using NK = CudaEngineOptions::NormalKernel;
-    if (w.normalKernel == NK::Lean && normalEquationsLeanFit(v)) {
-      launchNormalEquationsLean(v, s); // writes all it must: no memsets
+    if ((w.normalKernel == NK::Tree || w.normalKernel == NK::Lean) && normalEquationsLeanFit(v)) {
+      launchNormalEquationsLean(v, s, w.normalKernel == NK::Tree); // writes all it must: no memsets
     } else if (w.normalKernel == NK::Tile && normalEquationsTileFit(v)) {
       launchNormalEquationsTile(v, s); // writes all it must: no memsets
     } else if (w.normalKernel != NK::Scan && normalEquationsPairsFit(v)) {

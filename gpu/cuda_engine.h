@@ -73,7 +73,10 @@ struct CudaEngineOptions {
   // older four launches. Factory switch: SPEXLAB_CUDA_CHOLESKY=tiled|fused|blocked.
   enum class CholeskyColumns { Tiled, Fused, Steps };
   CholeskyColumns choleskyColumns = CholeskyColumns::Tiled;
-  // Normal equations. Lean (default): Pairs with fewer instructions a pair (gpu/kernels.h
+  // Normal equations. Tree (default): Lean with its warp sums (a pair's, y's, fw's, pm's)
+  // done by one thread a sum from the lanes' partials in shared memory, in the butterfly's
+  // order, and the column written straight into A (launchNormalEquationsLean with tree;
+  // docs/benchmarks.md, "eighth round"). Lean: Pairs with fewer instructions a pair (gpu/kernels.h
   // launchNormalEquationsLean: each pair's lane-independent walk set up once by the thread
   // that lists it, 32-bit offsets, a pair's stamp loads in flight at once, no integer division
   // by a runtime width; docs/benchmarks.md, "seventh round"). Pairs: a thread block per
@@ -85,9 +88,9 @@ struct CudaEngineOptions {
   // lower triangle, so A is not cleared first. Scan:
   // the older kernel (each unknown tests every later one, both triangles written where
   // stamps overlap, A, y, fw and pm cleared by memsets first). iCov, y, fw and pm are
-  // the same to the bit. Factory switch: SPEXLAB_CUDA_NORMAL=lean|pairs|tile|scan.
-  enum class NormalKernel { Lean, Tile, Pairs, Scan };
-  NormalKernel normalKernel = NormalKernel::Lean;
+  // the same to the bit. Factory switch: SPEXLAB_CUDA_NORMAL=tree|lean|pairs|tile|scan.
+  enum class NormalKernel { Tree, Lean, Tile, Pairs, Scan };
+  NormalKernel normalKernel = NormalKernel::Tree;
   // The frame's spot table: true (default), a warp per spot (gpu/kernels.h SpotKernel::Warp);
   // false, a 128-thread block per spot (the older kernel). The same stamps to the bit.
   // Factory switch: SPEXLAB_CUDA_SPOTS=warp|block.

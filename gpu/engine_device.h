@@ -48,7 +48,7 @@ struct Workspace {
   CudaEngineOptions::CholeskyColumns choleskyColumns = CudaEngineOptions::CholeskyColumns::Tiled; // CholeskyKernel
   // Normal-equation kernel (CudaEngineOptions::normalKernel): Tile and Pairs write the
   // factor's band with no memsets first.
-  CudaEngineOptions::NormalKernel normalKernel = CudaEngineOptions::NormalKernel::Lean;
+  CudaEngineOptions::NormalKernel normalKernel = CudaEngineOptions::NormalKernel::Tree;
   DeviceArray<double> A, X, T, C, y, fw, pm, f, mbuf, cbuf, chi2, E, W, syevWork;
   DeviceArray<double> K, KW, kWork; // library eigensolver of the kept fiber blocks
   // Per-patch model tiles of the batch (BatchView::tiles), allocated only for requests

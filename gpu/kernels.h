@@ -160,8 +160,11 @@ bool normalEquationsTileFit(const BatchView& b);
 // division by a runtime width). Needs normalEquationsLeanFit (normalEquationsPairsFit,
 // stamps at most 255 px wide, all stamp values of the table under 2^32, at most 65535
 // candidates a column and n < 2^22); throws GpuError otherwise.
+// tree: the same kernel with every warp sum (a pair's, y's, fw's and pm's) done by one thread
+// a sum from the lanes' partials in shared memory, in the butterfly's order (treeSum: the
+// same values to the bit, fewer instructions; docs/benchmarks.md, "eighth round").
 bool normalEquationsLeanFit(const BatchView& b);
-void launchNormalEquationsLean(const BatchView& b, cudaStream_t stream);
+void launchNormalEquationsLean(const BatchView& b, cudaStream_t stream, bool tree = false);
 void launchNormalEquationsTile(const BatchView& b, cudaStream_t stream);
 void launchPrior(const BatchView& b, cudaStream_t stream);
 // L_kk^-1 of every diagonal block of the factors in b.A into D: block k of patch p at

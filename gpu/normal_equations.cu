@@ -12,6 +12,10 @@ namespace spex::gpu {
 namespace {
 
 constexpr int kNeThreads = 128;
+// The tree buffer of normalEquationsLeanKernel<true>: rows of 32 lane partials (a pair's,
+// or a warp's y, fw or pm), 34 doubles apart (16-byte aligned rows; one thread a row reads
+// its row two doubles at a time with no more than the 4 wavefronts 32 such loads need).
+constexpr int kNeTreeRows = 32, kNeTreePitch = 34;
 
 __device__ __forceinline__ double warpSum(double v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -257,35 +261,89 @@ __device__ __forceinline__ int divByRcp(int x, float r) { return int((float(x) +
 // W S_a as weighStamp (the same partition of the pixels over the threads, the same sums
 // in the same order: identical to the bit), the pixel's row and column by divByRcp
 // instead of an integer division and modulo by the stamp width.
+// One pixel t of weighStampLean.
+__device__ __forceinline__ void weighPixel(const BatchView& b, const DevPatch& pt, int2 ca, const double* sa, int nx,
+                                           float rnx, double* wsa, int t, double& yv, double& fwv, double& pmv) {
+  const int ty = divByRcp(t, rnx);
+  const int X = ca.x + (t - ty * nx), Y = ca.y + ty;
+  const double s = __ldg(sa + t);
+  const bool inBox = X >= pt.x0 && X < pt.x1 && Y >= pt.y0 && Y < pt.y1;
+  double w = 0.0, pv = 0.0;
+  if (inBox) {
+    const long long q = (long long)Y * b.npixX + X;
+    w = __ldg(b.ivar + q);
+    pv = __ldg(b.pix + q);
+  }
+  const double ws = w * s;
+  wsa[t] = ws;
+  yv += ws * pv;
+  fwv += ws;
+  if (!inBox || w == 0.0) pmv += s; // §4.7: masked or outside the box
+}
+
+// Tree: each lane's partials of y, fw and pm stored into rows k nw + warp (k = 0, 1, 2) of
+// the tree buffer tb instead of summed over the warp into red (normalEquationsTreeKernel),
+// the pixel loop not unrolled (a 17 x 11 stamp is two pixels a thread: the unrolled loop
+// only took registers there).
+template <bool Tree>
 __device__ __forceinline__ void weighStampLean(const BatchView& b, const DevPatch& pt, int2 ca, const double* sa,
-                                               int nx, int npix, float rnx, double* wsa, double* red) {
+                                               int nx, int npix, float rnx, double* wsa, double* red, double* tb) {
   double yv = 0.0, fwv = 0.0, pmv = 0.0;
-  for (int t = threadIdx.x; t < npix; t += kNeThreads) {
-    const int ty = divByRcp(t, rnx);
-    const int X = ca.x + (t - ty * nx), Y = ca.y + ty;
-    const double s = __ldg(sa + t);
-    const bool inBox = X >= pt.x0 && X < pt.x1 && Y >= pt.y0 && Y < pt.y1;
-    double w = 0.0, pv = 0.0;
-    if (inBox) {
-      const long long q = (long long)Y * b.npixX + X;
-      w = __ldg(b.ivar + q);
-      pv = __ldg(b.pix + q);
-    }
-    const double ws = w * s;
-    wsa[t] = ws;
-    yv += ws * pv;
-    fwv += ws;
-    if (!inBox || w == 0.0) pmv += s; // §4.7: masked or outside the box
+  if (Tree) {
+#pragma unroll 1
+    for (int t = threadIdx.x; t < npix; t += kNeThreads) weighPixel(b, pt, ca, sa, nx, rnx, wsa, t, yv, fwv, pmv);
+  } else {
+    for (int t = threadIdx.x; t < npix; t += kNeThreads) weighPixel(b, pt, ca, sa, nx, rnx, wsa, t, yv, fwv, pmv);
+  }
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = kNeThreads / 32;
+  if (Tree) { // the lanes' partials, row k nw + warp of the tree buffer
+    tb[(0 * nw + warp) * kNeTreePitch + lane] = yv;
+    tb[(1 * nw + warp) * kNeTreePitch + lane] = fwv;
+    tb[(2 * nw + warp) * kNeTreePitch + lane] = pmv;
+    return;
   }
   yv = warpSum(yv);
   fwv = warpSum(fwv);
   pmv = warpSum(pmv);
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = kNeThreads / 32;
   if (lane == 0) {
     red[warp] = yv;
     red[nw + warp] = fwv;
     red[2 * nw + warp] = pmv;
   }
+}
+
+// warpSum's value without the shuffles: v_l (l = 0 .. 31, lane l's partial) read from one
+// row of shared memory at address row (16-byte aligned), summed by one thread in the
+// butterfly's tree. warpSum leaves every lane with s5, where s1_l = v_l + v_{l+16}
+// (l < 16), s2_l = s1_l + s1_{l+8} (l < 8), s3_l = s2_l + s2_{l+4}, s4_l = s3_l + s3_{l+2},
+// s5 = s4_0 + s4_1 (lane 0's operands; a lane's own value first, its partner's second,
+// and a double addition is commutative to the bit): the same additions of the same
+// values, so the same sum to the bit. 16 two-double loads and 31 additions for one
+// thread, so a warp sums 32 rows for the instructions one butterfly costs 2. The loads
+// are volatile only so that ptxas issues them a group at a time (hoisted all at once they
+// spilled a register on sm_80); shared memory has no cache, so they cost the same.
+__device__ __forceinline__ double treeSum(unsigned row) {
+  // s2_l and s2_{l+1} (l even) from the pairs (l + 8m, l + 8m + 1), m = 0 .. 3: four
+  // two-double loads; s3_l = s2_l + s2_{l+4}, as soon as both are there (few registers).
+  double s3[4];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) { // s3_{2h}, s3_{2h+1}
+    double s2[4];               // s2_{2h}, s2_{2h+1}, s2_{2h+4}, s2_{2h+5}
+#pragma unroll
+    for (int g = 0; g < 2; ++g) {
+      const int l = 2 * h + 4 * g;
+      double v[8]; // v[2m + e] = v_{l + 8m + e}
+#pragma unroll
+      for (int m = 0; m < 4; ++m)
+        asm volatile("ld.volatile.shared.v2.f64 {%0, %1}, [%2];" : "=d"(v[2 * m]), "=d"(v[2 * m + 1]) : "r"(row + 8u * (l + 8 * m)));
+#pragma unroll
+      for (int e = 0; e < 2; ++e) // s1_{l+e} = v_{l+e} + v_{l+e+16}, s1_{l+e+8} = v_{l+e+8} + v_{l+e+24}
+        s2[2 * g + e] = (v[e] + v[4 + e]) + (v[2 + e] + v[6 + e]);
+    }
+    s3[2 * h] = s2[0] + s2[2];
+    s3[2 * h + 1] = s2[1] + s2[3];
+  }
+  return (s3[0] + s3[2]) + (s3[1] + s3[3]); // s4_0 = s3_0 + s3_2, s4_1 = s3_1 + s3_3
 }
 
 // p itself, hidden from the optimiser (a pointer it cannot re-associate with an offset).
@@ -425,7 +483,7 @@ __global__ void __launch_bounds__(kNeThreads) normalEquationsLeanKernel(BatchVie
   int4* pairs = reinterpret_cast<int4*>(sh + L.pairOff);
   const int ncol = rowEnd - a;
 
-  weighStampLean(b, pt, ca, sa, nx, npix, __frcp_rn(float(nx)), wsa, red);
+  weighStampLean<false>(b, pt, ca, sa, nx, npix, __frcp_rn(float(nx)), wsa, red, nullptr);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = kNeThreads / 32;
   if (threadIdx.x == 0) npairs = 0;
   for (int r = threadIdx.x; r < ncol; r += kNeThreads) col[r] = 0.0;
@@ -483,6 +541,143 @@ __global__ void __launch_bounds__(kNeThreads) normalEquationsLeanKernel(BatchVie
   }
   __syncthreads();
   for (int r = threadIdx.x; r < ncol; r += kNeThreads) colA[a + r] = col[r];
+}
+
+// Shared memory of normalEquationsTreeKernel: W S_a, the pair list, the tree buffer.
+struct TreeLayout {
+  int cap;     // candidates of a column at most (as PairsLayout)
+  int pairOff; // doubles before the pair list (int4, 16-byte aligned)
+  int treeOff; // doubles before the tree buffer (kNeTreeRows x kNeTreePitch, 16-byte aligned)
+  std::size_t bytes;
+};
+__host__ __device__ inline TreeLayout treeLayout(int npix, int band, int nb, int n) {
+  TreeLayout L;
+  L.cap = (band + 1) * nb < n ? (band + 1) * nb : n;
+  L.pairOff = (npix + 1) & ~1;
+  L.treeOff = L.pairOff + 2 * L.cap;
+  L.bytes = sizeof(double) * (std::size_t(L.treeOff) + std::size_t(kNeTreeRows) * kNeTreePitch);
+  return L;
+}
+
+// The same sums as normalEquationsLeanKernel (the same blocks, lanes, pair list and walks:
+// iCov, y, fw and pm identical to the bit) with the warp sums left out. The lean kernel
+// spends ~15 instructions a warp on each butterfly (warpSum: 5 steps of two shuffles and
+// one addition), one a pair and three a warp for y, fw and pm, ~20 % of a block's ~4.0 k
+// warp instructions (docs/benchmarks.md, "eighth round"). Here each lane's partial goes
+// into a row of the tree buffer (one store) and, after the block's last barrier, one
+// thread a row sums it in the butterfly's order (treeSum): warp 0 sums the 12 rows of
+// y, fw and pm (lanes 0 .. 11) and the first kNeTreeRows - 12 pairs (lanes 12 .. 31) in
+// one pass of ~50 instructions; further pairs (a block has ~20) by the butterfly as
+// before. The column is cleared in A itself before the first barrier and each sum written
+// there by the thread that makes it: no column buffer, no copy-out pass.
+constexpr int kNeTreeSums = 3 * (kNeThreads / 32); // rows of y, fw and pm partials
+__global__ void __launch_bounds__(kNeThreads) normalEquationsTreeKernel(BatchView b) {
+  extern __shared__ double sh[];
+  __shared__ int npairs;
+  const int p = blockIdx.y, a = blockIdx.x;
+  const DevPatch pt = b.patches[p];
+  const int n = b.n, nb = b.nb;
+  const int nReal = pt.nfiberPad * nb;
+  const int i = divByRcp(a, __frcp_rn(float(nb)));
+  const int rowEnd = min(n, (i + b.band + 1) * nb); // column a: rows a .. rowEnd - 1
+  double* colA = b.A + (long long)p * n * n + (long long)a * n;
+  const long long o = (long long)p * n + a;
+  if (a >= nReal) { // identity padding: zero below the diagonal (the prior sets it)
+    for (int r = a + threadIdx.x; r < rowEnd; r += kNeThreads) colA[r] = 0.0;
+    if (threadIdx.x == 0) b.y[o] = b.fw[o] = b.pm[o] = 0.0;
+    return;
+  }
+  const int ka = a - i * nb;
+  const SpotTable& st = b.spots;
+  const int nx = st.nx, ny = st.ny, npix = nx * ny;
+  const TreeLayout L = treeLayout(npix, b.band, nb, n);
+  const long long ia = st.index(pt.fiberPad0 + i, pt.wavePad0 + ka);
+  const int2 ca = st.corner[ia];
+  const double* sa = st.v + ia * npix;
+  double* wsa = sh; // W S_a over the stamp, 0 outside the box
+  int4* pairs = reinterpret_cast<int4*>(sh + L.pairOff);
+  double* tb = sh + L.treeOff; // rows 0 .. 11: y, fw, pm partials; then the pairs'
+
+  weighStampLean<true>(b, pt, ca, sa, nx, npix, __frcp_rn(float(nx)), wsa, nullptr, tb);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = kNeThreads / 32;
+  if (threadIdx.x == 0) npairs = 0;
+  for (int r = a + threadIdx.x; r < rowEnd; r += kNeThreads) colA[r] = 0.0;
+  __syncthreads();
+
+  // The candidates b of the band (b >= a), as normalEquationsLeanKernel.
+  const int cEnd = min(rowEnd, nReal);
+  int j = i, kb = ka + int(threadIdx.x);
+  while (kb >= nb) {
+    kb -= nb;
+    ++j;
+  }
+  for (int bb = a + threadIdx.x; bb < cEnd; bb += kNeThreads) {
+    const long long ib = st.index(pt.fiberPad0 + j, pt.wavePad0 + kb);
+    const int2 cb = st.corner[ib];
+    const int ox0 = max(max(ca.x, cb.x), pt.x0), ox1 = min(min(ca.x, cb.x) + nx, pt.x1);
+    const int oy0 = max(max(ca.y, cb.y), pt.y0), oy1 = min(min(ca.y, cb.y) + ny, pt.y1);
+    if (ox0 < ox1 && oy0 < oy1) {
+      const unsigned w = unsigned(ox1 - ox0), area = w * unsigned(oy1 - oy0);
+      const unsigned offA = unsigned((oy0 - ca.y) * nx + (ox0 - ca.x));
+      const unsigned gb = unsigned(ib) * unsigned(npix) + unsigned((oy0 - cb.y) * nx + (ox0 - cb.x));
+      const int s = atomicAdd(&npairs, 1);
+      pairs[s] = make_int4(int(gb), int(offA | (unsigned(bb - a) << 16)), __float_as_int(__frcp_rn(float(w))),
+                           int(w | (area << 8)));
+    }
+    kb += kNeThreads;
+    while (kb >= nb) {
+      kb -= nb;
+      ++j;
+    }
+  }
+  __syncthreads();
+
+  // A warp per listed pair, as normalEquationsLeanKernel; the lanes' partials into row
+  // kNeTreeSums + q of the tree buffer (the first kNeTreeRows - kNeTreeSums pairs), or
+  // summed by the butterfly and written by lane 0 (the rest).
+  const int np = npairs;
+  constexpr int kRows = kNeTreeRows - kNeTreeSums;
+  for (int q = warp; q < np; q += nw) {
+    const int4 pr = pairs[q];
+    const unsigned wa = unsigned(pr.w);
+    const int w = int(wa & 0xffu), area = int(wa >> 8);
+    const float rw = __int_as_float(pr.z);
+    const int r0 = divByRcp(lane, rw), dr = divByRcp(32, rw);
+    const int dc = 32 - dr * w, dq = dr * nx + dc, wrap = nx - w;
+    int c = lane - r0 * w;
+    unsigned qo = unsigned(r0 * nx + c);
+    const unsigned pa = unsigned(__cvta_generic_to_shared(wsa)) + 8u * (unsigned(pr.y) & 0xffffu);
+    const double* pb = opaque(st.v + unsigned(pr.x));
+    double acc = wrap == 0 ? leanPair<true>(pa, pb, lane, area, c, qo, w, dc, dq, wrap)
+                           : leanPair<false>(pa, pb, lane, area, c, qo, w, dc, dq, wrap);
+    if (q < kRows) {
+      tb[(kNeTreeSums + q) * kNeTreePitch + lane] = acc;
+    } else {
+      acc = warpSum(acc);
+      if (lane == 0) colA[a + (unsigned(pr.y) >> 16)] = acc;
+    }
+  }
+  __syncthreads(); // the partials are in, the column's zeros written
+
+  // Warp 0, a thread a row: lanes 0 .. 11 y, fw, pm of warps 0 .. 3 (row k nw + w), summed
+  // over the warps in writeRowSums' order by lanes 0, 4 and 8; lanes 12 .. 31 the pairs.
+  if (warp != 0) return;
+  const int q = lane - kNeTreeSums;
+  if (lane >= kNeTreeSums && q >= np) return; // (the row sums' shuffles below: lanes 0 .. 11 only)
+  const double v = treeSum(unsigned(__cvta_generic_to_shared(tb)) + 8u * kNeTreePitch * unsigned(lane));
+  if (lane >= kNeTreeSums) {
+    colA[a + (unsigned(pairs[q].y) >> 16)] = v;
+    return;
+  }
+  const unsigned m = (1u << kNeTreeSums) - 1u; // groups of 4 lanes: k = lane / 4, warp w = lane % 4
+  const double v1 = __shfl_down_sync(m, v, 1, 4), v2 = __shfl_down_sync(m, v, 2, 4), v3 = __shfl_down_sync(m, v, 3, 4);
+  if ((lane & 3) != 0) return;
+  double s = 0.0; // writeRowSums' order: ((0 + warp 0) + warp 1) + ..
+  s += v;
+  s += v1;
+  s += v2;
+  s += v3;
+  (lane == 0 ? b.y : lane == 4 ? b.fw : b.pm)[o] = s;
 }
 
 // The same sums as normalEquationsPairsKernel again (each pair's pixels on the same lanes
@@ -867,12 +1062,22 @@ bool normalEquationsLeanFit(const BatchView& b) {
          pairsLayout(int(npix), b.band, b.nb, b.n).cap <= 0xffff && b.n < (1 << 22);
 }
 
-void launchNormalEquationsLean(const BatchView& b, cudaStream_t stream) {
+void launchNormalEquationsLean(const BatchView& b, cudaStream_t stream, bool tree) {
+  static_assert(kNeThreads == 128 && kNeTreeSums == 12, "normalEquationsTreeKernel: 4 warps (lanes 0 .. 11 of warp 0)");
   if (!normalEquationsLeanFit(b))
     throw GpuError("launchNormalEquationsLean: stamps of " + std::to_string(b.spots.nx) + " x " +
                    std::to_string(b.spots.ny) + " px, " + std::to_string((long long)b.spots.nf * b.spots.nk) +
                    " spots, " + std::to_string(b.n) + " unknowns, band " + std::to_string(b.band) + " of " +
                    std::to_string(b.F) + " fiber blocks: outside what the lean kernel holds (normalEquationsLeanFit)");
+  if (tree) {
+    const TreeLayout T = treeLayout(b.spots.nx * b.spots.ny, b.band, b.nb, b.n);
+    if (T.bytes > 48 * 1024)
+      SPEX_CUDA(cudaFuncSetAttribute(normalEquationsTreeKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     int(T.bytes)));
+    normalEquationsTreeKernel<<<dim3(b.n, b.count), kNeThreads, T.bytes, stream>>>(b);
+    SPEX_CUDA_LAUNCH("normalEquationsTreeKernel");
+    return;
+  }
   const PairsLayout L = pairsLayout(b.spots.nx * b.spots.ny, b.band, b.nb, b.n);
   if (L.bytes > 48 * 1024)
     SPEX_CUDA(cudaFuncSetAttribute(normalEquationsLeanKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,

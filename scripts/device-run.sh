@@ -57,6 +57,11 @@
 #           memcheck of the lean kernel
 #   norm3x  racecheck of the lean kernel; Nsight Compute's warp-instruction count of one
 #           normal-equations launch of each variant of norm3ab (where ncu is there)
+#   norm5ab warm medians (bench --repeat 7) alternating SPEXLAB_CUDA_NORMAL=tree|lean, two
+#           streams, two passes; one stream each with the kernel profile (--repeat 5);
+#           test_cuda_engine normalEquationKernelsAgree; memcheck of the tree kernel (the default)
+#   norm5x  racecheck of the tree kernel; Nsight Compute's warp-instruction count of one
+#           normal-equations launch, tree and lean (where ncu is there)
 #   solverab  warm medians with SPEXLAB_CUDA_SOLVER=auto|dense (block band or dense), two
 #             streams alternating, then one stream each (phase times)
 #   guisel  spexlab-bench-gui's 6-patch selection, CUDA (warm) then CPU engine (bundle it:
@@ -308,6 +313,23 @@ PY
                  --metrics smsp__inst_executed.sum,gpu__time_duration.sum,sm__warps_active.avg.pct_of_peak_sustained_active,smsp__issue_active.avg.pct_of_peak_sustained_active \
                  $B/$bin bench --engine cuda --psf $PSF --repeat 1 --quiet > $OUT/ncu_norm3_$nm.txt 2>&1
                grep -E "normalEquations|inst_executed|duration|warps_active|issue_active|==ERR|==WARN" $OUT/ncu_norm3_$nm.txt | head -12; done
+             else echo "no ncu"; fi ;;
+    norm5ab) for r in 1 2; do for k in tree lean; do echo "normal $k:"
+               SPEXLAB_CUDA_NORMAL=$k timeout 60 $B/spexlab-cli bench --engine cuda --psf $PSF --repeat 7 2>&1 \
+               | tee $OUT/bench_norm5_${k}_$r.txt | grep -E "^wall|memory:"; done; done
+             for k in tree lean; do echo "normal $k, 1 stream, kernel profile:"
+               SPEXLAB_CUDA_STREAMS=1 SPEXLAB_CUDA_NORMAL=$k timeout 60 $B/spexlab-cli bench --engine cuda --psf $PSF --repeat 5 --profile-kernels 2>&1 \
+               | tee $OUT/bench_norm5_1s_$k.txt | grep -E "^wall|^normal|^  .*(ormalEquations|priorKernel)|^device [0-9]"; done
+             timeout 120 $B/test_cuda_engine normalEquationKernelsAgree 2>&1 | tee $OUT/test_normal_agree.log | grep -E "PASS|FAIL|QINFO|Totals|Loc"
+             timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 $B/test_cuda_engine subsetAndSmallBatchesMatch nonSpdPatchesBehaveLikeCpu 2>&1 \
+                 | tee $OUT/memcheck_normal.log | grep -E "ERROR SUMMARY|PASS|FAIL|Totals"; echo "memcheck tree rc ${PIPESTATUS[0]}" ;;
+    norm5x) timeout 150 compute-sanitizer --tool racecheck --error-exitcode 9 $B/test_cuda_engine subsetAndSmallBatchesMatch 2>&1 \
+                 | tee $OUT/racecheck_normal.log | grep -E "ERROR SUMMARY|RACE|PASS|FAIL|Totals"; echo "racecheck tree rc ${PIPESTATUS[0]}"
+             if command -v ncu > /dev/null; then for k in tree lean; do echo "normal $k, ncu (one launch):"
+               SPEXLAB_CUDA_STREAMS=1 SPEXLAB_CUDA_NORMAL=$k timeout 90 ncu --kernel-name regex:normalEquations --launch-skip 4 --launch-count 1 \
+                 --metrics smsp__inst_executed.sum,gpu__time_duration.sum,sm__warps_active.avg.pct_of_peak_sustained_active,smsp__issue_active.avg.pct_of_peak_sustained_active \
+                 $B/spexlab-cli bench --engine cuda --psf $PSF --repeat 1 --quiet > $OUT/ncu_norm5_$k.txt 2>&1
+               grep -E "normalEquations|inst_executed|duration|warps_active|issue_active|==ERR|==WARN" $OUT/ncu_norm5_$k.txt | head -12; done
              else echo "no ncu"; fi ;;
     raceeigh) timeout 300 compute-sanitizer --tool racecheck --error-exitcode 9 $B/test_batched_eigh workspaceSizesAgree 2>&1 \
                 | tee $OUT/racecheck_eigh.log | grep -E "ERROR SUMMARY|RACE|PASS|FAIL|Totals"; echo "racecheck eigh rc ${PIPESTATUS[0]}" ;;

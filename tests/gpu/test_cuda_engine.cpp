@@ -301,12 +301,13 @@ private slots:
   }
 
   void normalEquationKernelsAgree() {
-    // CudaEngineOptions::normalKernel: the lean pair-list kernel (a block per unknown;
-    // every other test here runs it), the pair-list kernel it was cut from, and the tile kernel (a block per 8 unknowns) fill only
+    // CudaEngineOptions::normalKernel: the tree kernel (the lean kernel with its warp sums
+    // done by one thread a sum in the butterfly's order), the lean pair-list kernel (a
+    // block per unknown), the pair-list kernel it was cut from, and the tile kernel (a block per 8 unknowns) fill only
     // the lower triangle's block band the factor reads, with no memsets, so A's upper
     // triangle and the blocks outside the band keep whatever the workspace held (an
     // earlier batch's factor, the eigensolver's scratch); the older scan kernel clears A
-    // and writes both triangles. All four sum each entry over the same pixels in the
+    // and writes both triangles. All five sum each entry over the same pixels in the
     // same order, so flux, ivar, resolution, f and pixmask_fraction must agree to the
     // bit (chi2pix and the model to rounding), on the band and dense, with cuSOLVER's
     // potrf, in signal and noise mode, over several batches a workspace (small batches:
@@ -337,14 +338,16 @@ private slots:
         CudaEngine tile(o);
         o.normalKernel = NK::Lean;
         CudaEngine lean(o);
+        o.normalKernel = NK::Tree;
+        CudaEngine tree(o);
         const ExtractionResult r0 = runCuda(req, &scan), r2 = runCuda(req, &scan);
         const long again = binsNotIdentical(r0, r2, false);
-        for (CudaEngine* e : {&lean, &pairs, &tile}) {
+        for (CudaEngine* e : {&tree, &lean, &pairs, &tile}) {
           const ExtractionResult r1 = runCuda(req, e);
           const Diff diff = compare(r0, r1);
           const long differ = binsNotIdentical(r0, r1, false);
           qInfo("%s, %s: %s vs scan kernel: %s; bins not identical: %ld (scan twice: %ld; batches %d)",
-                mode == Decorrelation::Signal ? "signal" : "noise", var.name, e == &tile ? "tile" : e == &lean ? "lean" : "pairs",
+                mode == Decorrelation::Signal ? "signal" : "noise", var.name, e == &tile ? "tile" : e == &lean ? "lean" : e == &tree ? "tree" : "pairs",
                 qPrintable(diff.text()), differ, again, e->memoryPlans().at(0).batches);
           QVERIFY(e->memoryPlans().at(0).batches > 2);
           requireAgreement(diff);
