@@ -158,10 +158,12 @@ void CpuEngine::extractInto(const ExtractionRequest& req, ExtractionResult& resu
     }
     while (int(ws.size()) < nthreads) ws.push_back(std::make_unique<Workspace>());
 
-    // Assembly and final values of one solved patch (after PatchSolver::finish).
-    auto finishPatch = [&](const Patch& p, const PatchSolution& sol) {
+    // Assembly and final values of one solved patch (after PatchSolver::finish), their
+    // zones marked with the patch of the zone they run in (zone: the batch's last), so
+    // that every patch stays one "patch" zone with its work nested inside.
+    auto finishPatch = [&](const Patch& p, const PatchSolution& sol, int zone) {
       {
-        ScopedRange ra(&rec, "assemble", p.index);
+        ScopedRange ra(&rec, "assemble", zone);
         // Keep the central fibers and bins (EXTRACTION.md §3); each (fiber, bin)
         // belongs to one patch, so these writes never overlap between threads.
         const int nw = sol.nwave, nk = 2 * sol.ndiag + 1;
@@ -204,7 +206,7 @@ void CpuEngine::extractInto(const ExtractionRequest& req, ExtractionResult& resu
         // Final values (per Angstrom, mask) as soon as the patch is done, so a
         // result read while the job runs is right for every finished patch.
         // Inside the patch zone: a patch's zones all nest under it.
-        ScopedRange rf(&rec, "finalize", p.index);
+        ScopedRange rf(&rec, "finalize", zone);
         const FinalizeCounts c = finalizeRegion(result, keptRegion(plan, p.index));
         noData += c.noData;
         nonFinite += c.nonFinite;
@@ -234,7 +236,7 @@ void CpuEngine::extractInto(const ExtractionRequest& req, ExtractionResult& resu
             const Patch& p = plan.patches[todo[i0 + k]];
             t0[k] = std::chrono::steady_clock::now();
             // Each patch is one "patch" zone; the batch's eigenproblems and the
-            // assembly of its patches fall in the last one's.
+            // assembly of its patches fall in the last one's (and carry its index).
             ScopedRange rp(&rec, "patch", p.index);
             solver.begin(p, plan, image, psf, opt, sols[k], &rec, spotCache.get());
             if (spotCache) spotCache->release(p);
@@ -245,7 +247,7 @@ void CpuEngine::extractInto(const ExtractionRequest& req, ExtractionResult& resu
             for (int j = 0; j < count; ++j) {
               const Patch& pj = plan.patches[todo[i0 + j]];
               const PatchSolution& sol = sols[j];
-              finishPatch(pj, sol);
+              finishPatch(pj, sol, p.index);
               PatchDiagnostics diag;
               diag.patch = pj.index;
               diag.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0[j]).count();
