@@ -115,8 +115,8 @@ CudaEngineOptions cudaOptions(const EngineOptions& eo) {
     throw InputError(std::string(name) + "='" + e + "': expected " + expected);
   };
   using O = CudaEngineOptions;
-  if (const int k = pick("SPEXLAB_CUDA_EIGH", {"tridiagonal", "cusolver", "jacobi"}); k >= 0)
-    o.eigh = std::array{O::Eigh::Tridiagonal, O::Eigh::Cusolver, O::Eigh::Jacobi}[k];
+  if (const int k = pick("SPEXLAB_CUDA_EIGH", {"tridiagonal", "cusolver", "jacobi", "bisect"}); k >= 0)
+    o.eigh = std::array{O::Eigh::Tridiagonal, O::Eigh::Cusolver, O::Eigh::Jacobi, O::Eigh::Bisect}[k];
   if (const int k = pick("SPEXLAB_CUDA_CHOLESKY", {"tiled", "fused", "blocked", "potrf"}); k >= 0) {
     o.blockedCholesky = k != 3;
     o.choleskyColumns = std::array{O::CholeskyColumns::Tiled, O::CholeskyColumns::Fused,
@@ -124,6 +124,7 @@ CudaEngineOptions cudaOptions(const EngineOptions& eo) {
   }
   if (const int k = pick("SPEXLAB_CUDA_SOLVER", {"auto", "dense"}); k >= 0) o.bandedSolve = k == 0;
   if (const int k = pick("SPEXLAB_CUDA_INVERSE", {"selected", "full"}); k >= 0) o.selectedInverse = k == 0;
+  if (const int k = pick("SPEXLAB_CUDA_SELINV", {"fused", "steps"}); k >= 0) o.fusedSelectedInverse = k == 0;
   if (const int k = pick("SPEXLAB_CUDA_NORMAL", {"tree", "lean", "pairs", "tile", "scan"}); k >= 0)
     o.normalKernel = std::array{O::NormalKernel::Tree, O::NormalKernel::Lean, O::NormalKernel::Pairs,
                                 O::NormalKernel::Tile, O::NormalKernel::Scan}[k];

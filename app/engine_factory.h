@@ -35,12 +35,15 @@ struct EngineChoice {
 //   SPEXLAB_CUDA_MEMORY=4G      device-memory budget per GPU (when gpuMemoryBytes is 0)
 //   SPEXLAB_CUDA_STREAMS=N      workspaces (streams) per GPU
 //   SPEXLAB_CUDA_BATCH=P        patches per batch (within the budget)
-//   SPEXLAB_CUDA_EIGH=tridiagonal|cusolver|jacobi  fiber-block eigensolver
+//   SPEXLAB_CUDA_EIGH=tridiagonal|cusolver|jacobi|bisect  fiber-block eigensolver
 //   SPEXLAB_CUDA_CHOLESKY=tiled|fused|blocked|potrf  batched Cholesky: block columns by one
 //                                          kernel, diagonal block by tiles (default) or in one
 //                                          sweep, by four launches, or cuSOLVER
 //   SPEXLAB_CUDA_SOLVER=auto|dense         blocked Cholesky and L^-1 on the block band, or dense
 //   SPEXLAB_CUDA_INVERSE=selected|full     fiber blocks of C by selected inversion on the band (no L^-1), or from L^-1
+//   SPEXLAB_CUDA_SELINV=fused|steps        that selected inversion by one kernel a patch (G and the C
+//                                          panel in shared memory) or by GEMMs and a mirror kernel
+//                                          per block column (A/B timing; the same to rounding)
 //   SPEXLAB_CUDA_GEMM=tensor|cublas        batched GEMMs by the engine's own fp64 tensor-core kernel
 //                                          (default: no cuBLAS handle, no warm-up) or by cuBLAS
 //   SPEXLAB_CUDA_NORMAL=tree|lean|pairs|tile|scan  normal equations on the factor's band by a block

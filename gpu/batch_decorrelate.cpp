@@ -28,7 +28,8 @@ void enqueueDecorrelate(Workspace& w, BatchView v, const BatchShape& shape, Devi
           // C_ss of the selected inversion on the factor's band (L_kk^-1 in C already);
           // blocks left of the first kept one are not formed.
           potriSelectedBlockBandedBatched(w.cublas, F, nb, w.potrf ? F - 1 : shape.w, shape.keptLo, v.A, v.C,
-                                          (long long)F * nb * nb, v.T, blockBandedScratch(F, nb), count, s);
+                                          (long long)F * nb * nb, v.T, blockBandedScratch(F, nb), count, s,
+                                          w.fusedSelected ? SelectedInverseKernel::Fused : SelectedInverseKernel::Steps);
           return;
         }
         fiberBlocksBatched(w.cublas, F, nb, shape.keptLo, shape.keptHi, v.X, v.C, (long long)F * nb * nb,
@@ -41,9 +42,13 @@ void enqueueDecorrelate(Workspace& w, BatchView v, const BatchShape& shape, Devi
           launchGatherKeptBlocks(v, s);
           if (!w.cusolverEigh) {
             // Its workspace (the rotation record) is A: the factor is not needed after the
-            // solve, and count patches' A hold ~n^2 / maxKept doubles per fiber block.
-            syevBatched(nb, v.K, nb, (long long)nb * nb, v.KW, w.info2.get(), count * v.maxKept,
-                        w.A.get(), w.A.capacity(), s);
+            // solve, and count patches' A hold ~n^2 / maxKept doubles per fiber block. The
+            // bisection method needs 3 nb^2 a block: where A is smaller (patches of one or
+            // two fibers) the chain runs.
+            const int blocks = count * v.maxKept;
+            const bool bisect = w.bisectEigh && w.A.capacity() >= syevBatchedBisectWorkspace(nb, blocks);
+            syevBatched(nb, v.K, nb, (long long)nb * nb, v.KW, w.info2.get(), blocks, w.A.get(), w.A.capacity(), s,
+                        bisect ? SyevMethod::Bisect : SyevMethod::Chain);
             return;
           }
           checkCusolver(cusolverDnXsyevBatched(

@@ -5,6 +5,7 @@
 // rotations whose scalar chain is serial, so it runs a thread per matrix and records
 // the rotations; applying them is independent per row of Q.
 #include "batched_eigh.h"
+#include "eigh_bisect.cuh"
 
 #include "core/errors.h"
 #include "kernels.h"
@@ -287,10 +288,12 @@ __device__ __forceinline__ double halfWarpSum(double x) {
 // tc + 16 l): u = Q v by rows (partial sums over the thread's columns, reduced across
 // the half-warp), then Q -= tau u v^T. Reflector i is column i of v (leading dimension
 // ldv): v_i(i + 1) = 1, v_i(c) = v[i ldv + c] below, 0 above.
-template <int KN>
+// kReverse: H_{n-3} first (Q^T's order; the bisection method's Z^T = V^T Q^T).
+template <int KN, bool kReverse = false>
 __device__ __forceinline__ void applyReflectorsToRows(int n, const double* v, int ldv, const double* tau, int tc,
                                                       double (&q)[KN][kQCols]) {
-  for (int i = 0; i + 2 < n; ++i) {
+  for (int it = 0; it + 2 < n; ++it) {
+    const int i = kReverse ? n - 3 - it : it;
     const double t = tau[i];
     double vc[kQCols];
 #pragma unroll
@@ -593,6 +596,150 @@ __global__ void __launch_bounds__(kFormQThreads, 2)
   }
 }
 
+
+
+// The bisection method (SyevMethod::Bisect; docs/benchmarks.md, Issue 12, eighth round;
+// the per-thread code and why it is accurate: eigh_bisect.cuh). Workspace of a matrix
+// from recordStart(n): X (n x n, element i of eigenvector c of T at X[i n + c]), then
+// the per-thread scratch D+ and D- (n x n each, the same layout).
+__host__ __device__ constexpr long long bisectWorkspace(int n) { return (recordStart(n) + 3LL * n * n + 1) & ~1LL; }
+
+// Pass 2: a thread per eigenvalue (n <= kOrthoMaxN). Eigenvalues by bisection, ranked
+// ascending into W, the vectors of T into X (the cluster members in rounds, member m
+// after members 0 .. m - 1 of its cluster).
+__global__ void __launch_bounds__(96, 6) syevBisectKernel(int n, double* work, long long S, double* Wg,
+                                                       unsigned long long* prof) {
+  namespace bi = bisect;
+  __shared__ double d[bi::kOrthoMaxN], e[bi::kOrthoMaxN], e2[bi::kOrthoMaxN], lam[bi::kOrthoMaxN],
+      shift[bi::kOrthoMaxN];
+  __shared__ int rank[bi::kOrthoMaxN], member[bi::kOrthoMaxN], blkS[bi::kOrthoMaxN], blkT[bi::kOrthoMaxN];
+  __shared__ bi::Scalars sc;
+  __shared__ int maxMember;
+  const int tid = threadIdx.x, j = tid;
+  double* wk = work + (long long)blockIdx.x * S;
+  double* X = wk + recordStart(n);
+  double* P = X + (long long)n * n;
+  double* M = P + (long long)n * n;
+  long long clk0 = 0;
+  if (prof && tid == 0) clk0 = clock64();
+  for (int i = tid; i < n; i += blockDim.x) {
+    d[i] = wk[2 + i];
+    e[i] = wk[2 + n + i];
+  }
+  if (tid == 0) maxMember = -1;
+  __syncthreads();
+  if (tid == 0) bi::setup(n, d, e, e2, sc);
+  __syncthreads();
+  int steps = 0;
+  if (j < n) {
+    int s, t;
+    bi::blockOf(n, e, j, s, t);
+    blkS[j] = s;
+    blkT[j] = t;
+    lam[j] = bi::bisectEigenvalue(d, e, e2, s, t, j - s, sc, &steps);
+  }
+  __syncthreads();
+  if (j < n) {
+    rank[j] = bi::rankOf(n, lam, j);
+    Wg[(long long)blockIdx.x * n + rank[j]] = lam[j];
+    double sh;
+    member[j] = bi::clusterMember(lam, blkS[j], blkT[j], j, sc, sh);
+    shift[j] = sh;
+    atomicMax(&maxMember, member[j]);
+  }
+  __syncthreads();
+  const int rounds = maxMember;
+  for (int m = -1; m <= rounds; ++m) {
+    if (j < n && member[j] == m) {
+      bi::twistedVector(d, e, e2, blkS[j], blkT[j], shift[j], sc, m >= 0, j, bi::Col{X, n, rank[j]},
+                        bi::Col{P, n, j}, bi::Col{M, n, j}, rank, max(m, 0));
+      // Rows outside the block are zero.
+      for (int i = 0; i < n; ++i)
+        if (i < blkS[j] || i > blkT[j]) X[(long long)i * n + rank[j]] = 0.0;
+    }
+    __syncthreads();
+  }
+  if (prof) {
+    if (j < n) atomicAdd(prof + 4, (unsigned long long)steps);
+    if (tid == 0) atomicAdd(prof + 2, (unsigned long long)(clock64() - clk0));
+    if (tid == 0 && rounds > 0) atomicAdd(prof + 6, 1ull);
+  }
+}
+
+// Pass 3 of the bisection method, 256 threads a matrix: X (pass 2) orthonormalised by
+// CholQR in shared memory, twice where the first Gram matrix is far from I
+// (eigh_bisect.cuh), then Z = Q X by the register-tile
+// form of syevFormQKernel run on Z^T = X^T H_{n-3} ... H_0 (the reflectors pass 1 left
+// in A, tau in the workspace), written to A. info[b] = j + 1 where CholQR broke down.
+__global__ void __launch_bounds__(bisect::kOrthoThreads, 2)
+    syevOrthoFormKernel(int n, double* Ag, int lda, long long strideA, const double* __restrict__ work,
+                        long long S, int* info, unsigned long long* prof) {
+  namespace bi = bisect;
+  extern __shared__ double2 sh2[];
+  double* Xs = reinterpret_cast<double*>(sh2);
+  const int ldx = n | 1, ld = n | 1;
+  double* G = Xs + n * ldx;
+  double* tauS = G + n * ld; // tau of the reflectors (after CholQR)
+  __shared__ int fail;
+  __shared__ unsigned long long offBits; // max |G - I| of the first Gram matrix (as bits: >= 0)
+  const int tid = threadIdx.x, nt = blockDim.x, lane = tid & 31;
+  const int tc = lane & 15, tr = ((tid >> 5) << 1) | (lane >> 4);
+  double* A = Ag + (long long)blockIdx.x * strideA;
+  const double* wk = work + (long long)blockIdx.x * S;
+  const double* X = wk + recordStart(n);
+  long long clk0 = 0;
+  if (prof && tid == 0) clk0 = clock64();
+  if (tid == 0) {
+    fail = 0;
+    offBits = 0;
+  }
+  for (int t = tid; t < n * n; t += nt) {
+    const int i = t / n, c = t - i * n;
+    Xs[c * ldx + i] = X[t];
+  }
+  __syncthreads();
+  for (int pass = 0; pass < 2; ++pass) {
+    const double off = bi::gramTile(n, Xs, ldx, G, ld, tid);
+    if (pass == 0 && off > 0.0) atomicMax(&offBits, (unsigned long long)__double_as_longlong(off));
+    __syncthreads();
+    // The second pass only where the first Gram matrix was far from I (kSecondPass).
+    if (pass == 1 && __longlong_as_double((long long)offBits) <= bi::kSecondPass) break;
+    if (pass == 0 && prof && tid == 0 && __longlong_as_double((long long)offBits) > bi::kSecondPass)
+      atomicAdd(prof + 5, 1ull);
+    for (int j = 0; j < n; ++j) {
+      bi::cholQrStep(n, G, ld, Xs, ldx, j, tid, &fail);
+      __syncthreads();
+    }
+    bi::cholScale(n, G, ld, Xs, ldx, tid, nt);
+    __syncthreads();
+    if (__longlong_as_double((long long)offBits) <= bi::kSecondPass) break;
+  }
+  // The reflectors into G's place.
+  for (int t = tid; t < n * n; t += nt) {
+    const int c = t / n, r = t - c * n;
+    if (r >= c + 2) G[c * ld + r] = A[(long long)c * lda + r];
+  }
+  for (int r = tid; r < n; r += nt) tauS[r] = wk[2 + 2 * n + r];
+  __syncthreads();
+  double q[kQCols][kQCols];
+#pragma unroll
+  for (int k = 0; k < kQCols; ++k)
+#pragma unroll
+    for (int l = 0; l < kQCols; ++l) {
+      const int R = tr + 16 * k, C = tc + 16 * l;
+      q[k][l] = R < n && C < n ? Xs[R * ldx + C] : 0.0;
+    }
+  applyReflectorsToRows<kQCols, true>(n, G, ld, tauS, tc, q);
+#pragma unroll
+  for (int k = 0; k < kQCols; ++k)
+#pragma unroll
+    for (int l = 0; l < kQCols; ++l) {
+      const int R = tr + 16 * k, C = tc + 16 * l;
+      if (R < n && C < n) A[(long long)R * lda + C] = q[k][l];
+    }
+  if (tid == 0) info[blockIdx.x] = fail;
+  if (prof && tid == 0) atomicAdd(prof + 3, (unsigned long long)(clock64() - clk0));
+}
 
 // Pass 2: implicit QL with shifts (dsteqr / tqli) on the tridiagonal, one thread per
 // matrix, d and e in shared memory ([i][lane]: conflict-free whatever i each lane is
@@ -974,7 +1121,7 @@ std::string shape(int n, int lda, long long strideA, int batch) {
 // ev (optional): 4 events recorded around the three passes.
 void launchSyev(int n, double* A, int lda, long long strideA, double* W, int* info, int batch, double* work,
                 std::size_t lwork, cudaStream_t stream, unsigned long long* prof, cudaEvent_t* ev,
-                int qlLanes = 0, int applyGroup = 0, int reduce = 0) {
+                int qlLanes = 0, int applyGroup = 0, int reduce = 0, SyevMethod method = SyevMethod::Chain) {
   if (n < 1 || n > kSyevMaxN || lda < n || strideA < (long long)lda * n || batch < 0)
     throw GpuError("syevBatched: bad arguments (" + shape(n, lda, strideA, batch) + "; n must be 1.." +
                    std::to_string(kSyevMaxN) + ")");
@@ -985,6 +1132,29 @@ void launchSyev(int n, double* A, int lda, long long strideA, double* W, int* in
                    (work ? "" : " (null)") + " is too small or not 16-byte aligned; " + shape(n, lda, strideA, batch) +
                    " needs at least " + std::to_string(need));
   const long long S = (long long)(lwork / std::size_t(batch)) & ~1LL;
+  if (method == SyevMethod::Bisect && n <= bisect::kOrthoMaxN) {
+    // The bisection method (n <= 80; larger n run the chain below).
+    if (S < bisectWorkspace(n))
+      throw GpuError("syevBatched (bisect): workspace of " + std::to_string(lwork) + " doubles is too small; " +
+                     shape(n, lda, strideA, batch) + " needs at least " +
+                     std::to_string(syevBatchedBisectWorkspace(n, batch)));
+    const std::size_t shm1 = sizeof(double) * (((std::size_t(n) * (n | 1) + 1) & ~std::size_t(1)) +
+                                               7 * (std::size_t(n + 1) & ~std::size_t(1)));
+    const std::size_t shmO = sizeof(double) * (2 * std::size_t(n) * (n | 1) + n);
+    SPEX_CUDA(cudaFuncSetAttribute(syevReduceFusedKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shm1)));
+    SPEX_CUDA(cudaFuncSetAttribute(syevOrthoFormKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shmO)));
+    if (ev) SPEX_CUDA(cudaEventRecord(ev[0], stream));
+    syevReduceFusedKernel<<<batch, kReduceThreads, shm1, stream>>>(n, A, lda, strideA, work, S, prof, 1);
+    SPEX_CUDA_LAUNCH("syevReduceFusedKernel");
+    if (ev) SPEX_CUDA(cudaEventRecord(ev[1], stream));
+    syevBisectKernel<<<batch, (n + 31) / 32 * 32, 0, stream>>>(n, work, S, W, prof);
+    SPEX_CUDA_LAUNCH("syevBisectKernel");
+    if (ev) SPEX_CUDA(cudaEventRecord(ev[2], stream));
+    syevOrthoFormKernel<<<batch, bisect::kOrthoThreads, shmO, stream>>>(n, A, lda, strideA, work, S, info, prof);
+    SPEX_CUDA_LAUNCH("syevOrthoFormKernel");
+    if (ev) SPEX_CUDA(cudaEventRecord(ev[3], stream));
+    return;
+  }
   // Pass 1 (docs/benchmarks.md, Issue 12, fifth round): 0 (the default) the fused
   // kernel, then Q by syevFormQKernel where n <= 80; 2 the fused kernel forming Q itself
   // (in registers where n <= 80); 1 the three-pass kernel of the fourth round.
@@ -1055,6 +1225,11 @@ std::size_t syevBatchedMinWorkspace(int n, int batch) {
   return std::size_t(batch) * std::size_t(recordStart(n));
 }
 
+std::size_t syevBatchedBisectWorkspace(int n, int batch) {
+  if (n < 1 || batch < 1) return 0;
+  return std::size_t(batch) * std::size_t(bisectWorkspace(n));
+}
+
 std::size_t syevBatchedWorkspace(int n, int batch, long long sweepsPerMatrix) {
   if (n < 1 || batch < 1) return 0;
   if (sweepsPerMatrix <= 0) sweepsPerMatrix = 3LL * n;
@@ -1064,12 +1239,13 @@ std::size_t syevBatchedWorkspace(int n, int batch, long long sweepsPerMatrix) {
 }
 
 void syevBatched(int n, double* A, int lda, long long strideA, double* W, int* info, int batch, double* work,
-                 std::size_t lwork, cudaStream_t stream) {
-  launchSyev(n, A, lda, strideA, W, info, batch, work, lwork, stream, nullptr, nullptr);
+                 std::size_t lwork, cudaStream_t stream, SyevMethod method) {
+  launchSyev(n, A, lda, strideA, W, info, batch, work, lwork, stream, nullptr, nullptr, 0, 0, 0, method);
 }
 
 SyevProfile syevBatchedProfile(int n, double* A, int lda, long long strideA, double* W, int* info, int batch,
-                               double* work, std::size_t lwork, int qlLanes, int applyGroup, int reduce) {
+                               double* work, std::size_t lwork, int qlLanes, int applyGroup, int reduce,
+                               SyevMethod method) {
   unsigned long long* prof = nullptr;
   SPEX_CUDA(cudaMalloc(&prof, 8 * sizeof(unsigned long long)));
   cudaEvent_t ev[4] = {};
@@ -1077,7 +1253,8 @@ SyevProfile syevBatchedProfile(int n, double* A, int lda, long long strideA, dou
   try {
     SPEX_CUDA(cudaMemset(prof, 0, 8 * sizeof(unsigned long long)));
     for (cudaEvent_t& e : ev) SPEX_CUDA(cudaEventCreate(&e));
-    launchSyev(n, A, lda, strideA, W, info, batch, work, lwork, nullptr, prof, ev, qlLanes, applyGroup, reduce);
+    launchSyev(n, A, lda, strideA, W, info, batch, work, lwork, nullptr, prof, ev, qlLanes, applyGroup, reduce,
+               method);
     SPEX_CUDA(cudaEventSynchronize(ev[3]));
     float ms[3] = {};
     for (int k = 0; k < 3; ++k) SPEX_CUDA(cudaEventElapsedTime(&ms[k], ev[k], ev[k + 1]));

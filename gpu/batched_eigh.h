@@ -28,6 +28,15 @@
 
 namespace spex::gpu {
 
+// The method of pass 2 and 3. Chain: the QL chain above. Bisect (docs/benchmarks.md,
+// Issue 12, eighth round; gpu/eigh_bisect.cuh): pass 1 leaves the reflectors; pass 2
+// finds the eigenvalues of the tridiagonal by bisection on Sturm counts and its
+// eigenvectors by twisted factorizations (a thread per eigenvalue; clusters as dstein);
+// pass 3 orthonormalises them by CholQR (twice where needed) and multiplies by Q in registers
+// (syevFormQKernel's tile on Z^T = V^T Q^T). n <= 80 (larger n run the chain); needs
+// syevBatchedBisectWorkspace doubles of workspace.
+enum class SyevMethod { Chain, Bisect };
+
 // Largest n the shared-memory solver takes (n * n doubles must fit in a block's
 // shared memory beside a few vectors).
 constexpr int kSyevMaxN = 160;
@@ -36,6 +45,9 @@ constexpr int kSyevMaxN = 160;
 // hold up to sweepsPerMatrix QL sweeps of n entries each (0: 3 n; random SPD matrices
 // of n = 74 need ~2.03 n on average).
 std::size_t syevBatchedWorkspace(int n, int batch, long long sweepsPerMatrix = 0);
+// The least workspace the bisection method accepts (~3 n^2 + 3 n doubles a matrix;
+// syevBatchedWorkspace's default is larger).
+std::size_t syevBatchedBisectWorkspace(int n, int batch);
 // The least workspace syevBatched accepts (no rotation record: every matrix then runs
 // its QL in the apply pass, as the one-kernel solver of version 9 did).
 std::size_t syevBatchedMinWorkspace(int n, int batch);
@@ -49,7 +61,7 @@ std::size_t syevBatchedMinWorkspace(int n, int batch);
 // aligned, each matrix taking an equal share. Asynchronous on `stream`; throws
 // GpuError for bad arguments or a failed launch.
 void syevBatched(int n, double* A, int lda, long long strideA, double* W, int* info, int batch,
-                 double* work, std::size_t lwork, cudaStream_t stream);
+                 double* work, std::size_t lwork, cudaStream_t stream, SyevMethod method = SyevMethod::Chain);
 
 // The same, synchronous on the default stream, each pass timed (CUDA events), with
 // clock-cycle counts per stage (thread 0 of a block, or the matrix's thread in the QL
@@ -63,6 +75,10 @@ void syevBatched(int n, double* A, int lda, long long strideA, double* W, int* i
 // reduce: the pass-1 kernels (0: as syevBatched, the fused tridiagonalisation and,
 // where n <= 80, Q by its own register-tile kernel; 1: the three-pass reduction of the
 // fourth round, kept for A/B; 2: the fused kernel forming Q itself).
+// method Bisect: qlSeconds / qlCycles are pass 2 (bisection and vectors), applySeconds /
+// applyCycles pass 3 (CholQR and Q); sweeps the quadsection steps a matrix (all its
+// eigenvalues), fallbacks the matrices with a cluster of close eigenvalues, rotations
+// the matrices that took a second CholQR pass.
 struct SyevProfile {
   double seconds = 0, reduceSeconds = 0, qlSeconds = 0, applySeconds = 0;
   double tridiagonalCycles = 0, formQCycles = 0, qlCycles = 0, applyCycles = 0;
@@ -71,6 +87,6 @@ struct SyevProfile {
 };
 SyevProfile syevBatchedProfile(int n, double* A, int lda, long long strideA, double* W, int* info,
                                int batch, double* work, std::size_t lwork, int qlLanes = 0,
-                               int applyGroup = 0, int reduce = 0);
+                               int applyGroup = 0, int reduce = 0, SyevMethod method = SyevMethod::Chain);
 
 } // namespace spex::gpu

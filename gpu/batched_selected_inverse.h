@@ -12,9 +12,12 @@
 // Fagan & Chin 1973):
 //   G = L(j+1 : j+w, j) L_jj^-1,   C(j+1 : j+w, j) = -C(j+1 : j+w, j+1 : j+w) G,
 //   C_jj = L_jj^-T L_jj^-1 - C(j+1 : j+w, j)^T G,
-// four strided-batched GEMMs (batched_gemm.h: fp64 tensor cores, or cuBLAS; L_jj^-T
-// L_jj^-1 is one) and one kernel
-// (C_jj mirrored to the bit, the transposed copies) per block column. Tested
+// by one kernel a matrix that keeps G and the C panel in shared memory through all the
+// block columns (SelectedInverseKernel::Fused, the default where nb <= 80 and w nb <= 160
+// on sm_80+: the engine's 74-wide blocks, w <= 2), or by four strided-batched GEMMs
+// (batched_gemm.h: fp64 tensor cores, or cuBLAS; L_jj^-T L_jj^-1 is one) and one kernel
+// (C_jj mirrored to the bit, the transposed copies) per block column (Steps; also where
+// a cuBLAS handle is given or the shapes do not fit the fused kernel). Tested
 // against LAPACK (dpotrf, dpotri, dpotrs) and the CPU engine's BandedCholesky on
 // random SPD block-banded batches (tests/gpu/test_batched_selected_inverse.cpp).
 #pragma once
@@ -35,9 +38,18 @@ namespace spex::gpu {
 // `stream`) to run them through cuBLAS. Asynchronous on `stream`; throws GpuError for
 // bad arguments and failed launches. Call it after potrsBlockBandedBatched where both are needed: it overwrites
 // the band of L.
+// kernel: Fused (one launch; T unused) or Steps (the GEMMs by block column, T their
+// scratch); both give the same blocks to rounding (docs/benchmarks.md, "Issue 12,
+// eighth round: selected inversion (selinv3)").
+enum class SelectedInverseKernel { Fused, Steps };
 void potriSelectedBlockBandedBatched(cublasHandle_t cublas, int nblk, int nb, int w, int jmin, double* A,
                                      double* D, long long strideD, double* T, long long strideT, int batch,
-                                     cudaStream_t stream);
+                                     cudaStream_t stream,
+                                     SelectedInverseKernel kernel = SelectedInverseKernel::Fused);
+
+// Whether SelectedInverseKernel::Fused takes these shapes on the current device (nb <= 80,
+// min(w, nblk - 1) nb <= 160, compute capability 8.0 or newer); else the Steps run.
+bool fusedSelectedInverseTakes(int nblk, int nb, int w);
 
 // x = (L L^T)^-1 y for every matrix: forward then backward block substitution through
 // the band (L_ij from A, i - j <= w; L_kk^-1 from D). y and x: n values per matrix at

@@ -156,7 +156,9 @@ CudaEngine::CudaEngine(CudaEngineOptions options) : m_options(std::move(options)
       auto w = std::make_unique<Workspace>();
       w->potrf = !m_options.blockedCholesky;
       w->cusolverEigh = m_options.eigh == CudaEngineOptions::Eigh::Cusolver;
+      w->bisectEigh = m_options.eigh == CudaEngineOptions::Eigh::Bisect;
       w->selected = m_options.selectedInverse;
+      w->fusedSelected = m_options.fusedSelectedInverse;
       w->choleskyColumns = m_options.choleskyColumns;
       w->normalKernel = m_options.normalKernel;
       SPEX_CUDA(cudaStreamCreateWithFlags(&w->stream, cudaStreamNonBlocking));

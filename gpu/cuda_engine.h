@@ -59,9 +59,12 @@ struct CudaEngineOptions {
   // Signal decorrelation's fiber-block eigensolver (the kept 74 x 74 blocks of a
   // patch): Tridiagonal, the engine's shared-memory solver (gpu/batched_eigh.h,
   // default); Cusolver, cusolverDnXsyevBatched on the same blocks (0.12 s a frame on an
-  // H100); Jacobi, the older shared-memory Jacobi kernel on all blocks (0.29 s).
-  // docs/benchmarks.md has the figures. Factory switch: SPEXLAB_CUDA_EIGH.
-  enum class Eigh { Tridiagonal, Cusolver, Jacobi };
+  // H100); Jacobi, the older shared-memory Jacobi kernel on all blocks (0.29 s);
+  // Bisect, syevBatched's bisection method (SyevMethod::Bisect: bisection, twisted
+  // factorizations, CholQR, no QL chain; Issue 12, eighth round).
+  // docs/benchmarks.md has the figures. Factory switch:
+  // SPEXLAB_CUDA_EIGH=tridiagonal|cusolver|jacobi|bisect.
+  enum class Eigh { Tridiagonal, Cusolver, Jacobi, Bisect };
   Eigh eigh = Eigh::Tridiagonal;
   // Cholesky: true (default), blocked by fiber with batched GEMMs (docs/benchmarks.md,
   // version 6); false, cusolverDnDpotrfBatched. Factory switch: SPEXLAB_CUDA_CHOLESKY.
@@ -110,6 +113,14 @@ struct CudaEngineOptions {
   // with either Cholesky and either band (dense: w = F - 1). Same results to rounding.
   // Factory switch: SPEXLAB_CUDA_INVERSE.
   bool selectedInverse = true;
+  // The selected inversion by one kernel a patch that keeps G and the C panel in shared
+  // memory through all its block columns (default; gpu/batched_selected_inverse.h
+  // SelectedInverseKernel::Fused, where nb <= 80 and w nb <= 160), or by the GEMMs of
+  // batched_gemm.h and a mirror kernel per block column (false: Steps). With
+  // Gemm::Cublas the steps run. Same blocks to rounding (docs/benchmarks.md, "Issue 12,
+  // eighth round: selected inversion (selinv3)"). Factory switch:
+  // SPEXLAB_CUDA_SELINV=fused|steps.
+  bool fusedSelectedInverse = true;
   // The batched GEMMs (the Cholesky's trailing updates, the selected inversion, the
   // fiber blocks, noise mode's Q): Tensor (default), the engine's own on the fp64
   // tensor cores (gpu/batched_gemm.h), so no cuBLAS handle is made and no warm-up runs;

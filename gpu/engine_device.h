@@ -42,9 +42,11 @@ struct Workspace {
   bool syevLoop = false; // no batched syev of this size: syevd per patch
   bool potrf = false;    // Cholesky by cusolverDnDpotrfBatched instead of the blocked one
   bool cusolverEigh = false; // kept fiber blocks by cusolverDnXsyevBatched, not syevBatched
+  bool bisectEigh = false;   // syevBatched's bisection method (where A holds its workspace)
   // CudaEngineOptions::selectedInverse: no X; C holds L_kk^-1 after the Cholesky, then
   // the selected inversion's C_ss (batched_selected_inverse.h).
   bool selected = false;
+  bool fusedSelected = true; // CudaEngineOptions::fusedSelectedInverse
   CudaEngineOptions::CholeskyColumns choleskyColumns = CudaEngineOptions::CholeskyColumns::Tiled; // CholeskyKernel
   // Normal-equation kernel (CudaEngineOptions::normalKernel): Tile and Pairs write the
   // factor's band with no memsets first.

@@ -5,20 +5,24 @@
 # summary table; the Chrome trace (read/extract/write lanes) goes to DIR/batch.json
 # for the workbench timeline (File > Open profile).
 #
-#   scripts/bench-batch.sh [-N 20] [-P procs] [--dir DIR] [--cli PATH] [-- batch options]
+#   scripts/bench-batch.sh [-N 20] [-P procs] [-G gpus] [--dir DIR] [--cli PATH] [-- batch options]
 #
 # -P runs P batch processes at once on the same machine (each N frames): the
 # aggregate frames/hour and each process's peak device memory are printed (with
 # CUDA MPS running, they share the GPU through it; see docs/scale.md).
+# -G spreads the processes over G GPUs: process p gets `--gpus (p-1) mod G` after the
+# batch options (one process a GPU with -P G, several a GPU with -P k*G).
 set -euo pipefail
 N=20
 P=1
+G=0
 DIR=${TMPDIR:-/tmp}/spexlab-bench-batch
 CLI=${SPEXLAB_CLI:-$(dirname "$0")/../build/app/spexlab-cli}
 while [ $# -gt 0 ]; do
   case $1 in
     -N) N=$2; shift 2 ;;
     -P) P=$2; shift 2 ;;
+    -G) G=$2; shift 2 ;;
     --dir) DIR=$2; shift 2 ;;
     --cli) CLI=$2; shift 2 ;;
     --) shift; break ;;
@@ -38,7 +42,9 @@ for p in $(seq 1 "$P"); do
 done
 start=$(date +%s.%N)
 for p in $(seq 1 "$P"); do
-  "$CLI" batch "$DIR/jobs-$p.txt" --profile "$DIR/batch-$p.json" "$@" > "$DIR/batch-$p.log" 2>&1 &
+  GPU_ARG=()
+  [ "$G" -gt 0 ] && GPU_ARG=(--gpus $(( (p - 1) % G )))
+  "$CLI" batch "$DIR/jobs-$p.txt" --profile "$DIR/batch-$p.json" "$@" "${GPU_ARG[@]}" > "$DIR/batch-$p.log" 2>&1 &
 done
 fail=0
 wait || fail=1

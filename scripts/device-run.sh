@@ -51,6 +51,9 @@
 #           SPEXLAB_CUDA_SPOTS=warp|block (tile warp, pairs block, pairs warp), two streams, then
 #           one stream each with the kernel profile; test_cuda_engine normalEquationKernelsAgree,
 #           test_device_psf spotKernelsAgreeToTheBit; racecheck and memcheck of both new kernels
+#   selinv3ab warm medians (bench --repeat 7) alternating SPEXLAB_CUDA_SELINV=fused|steps, two
+#           passes, then one stream each with the kernel profile; test_cuda_engine
+#           fusedSelectedInverseMatchesSteps; racecheck of the fused selected inversion
 #   norm3ab warm medians (bench --repeat 5) alternating SPEXLAB_CUDA_NORMAL=lean|pairs (and other
 #           builds of the lean kernel bundled as spexlab-cli-NAME), two streams, two passes, then
 #           one stream each with the kernel profile; test_cuda_engine normalEquationKernelsAgree;
@@ -78,6 +81,7 @@
 #   procs5    5 batch processes at once on GPU 0 (4 frames each, --gpu-memory 0.15):
 #             aggregate frames/hour and each process's peak device memory, no MPS
 #   procs5mps the same under CUDA MPS (control daemon started and stopped here)
+#   multi   several GPUs (issue 15): one frame over 1 and all GPUs, 40-frame batches a GPU and shared
 cd "$(dirname "$0")"
 D=/tmp/dev
 mkdir -p $D && tar -xJf stage.tar.xz -C $D || exit 1
@@ -291,6 +295,18 @@ PY
                 | tee $OUT/memcheck_normal.log | grep -E "ERROR SUMMARY|PASS|FAIL|Totals"; echo "memcheck normal rc ${PIPESTATUS[0]}"
             timeout 100 compute-sanitizer --tool memcheck --error-exitcode 9 $B/test_device_psf spotKernelsAgreeToTheBit 2>&1 \
                 | tee $OUT/memcheck_spots.log | grep -E "ERROR SUMMARY|PASS|FAIL|Totals"; echo "memcheck spots rc ${PIPESTATUS[0]}" ;;
+    selinv3ab) # SPEXLAB_CUDA_SELINV=fused|steps: warm medians (bench --repeat 7, two streams)
+               # alternating, two passes; then one stream each with the kernel profile; the
+               # engine's fused-vs-steps test; racecheck of the fused kernel (small shapes)
+               for r in 1 2; do for k in fused steps; do echo "selinv $k:"
+                 SPEXLAB_CUDA_SELINV=$k timeout 60 $B/spexlab-cli bench --engine cuda --psf $PSF --repeat 7 2>&1 \
+                 | tee $OUT/bench_selinv_${k}_$r.txt | grep -E "^wall|memory:"; done; done
+               for k in fused steps; do echo "selinv $k, 1 stream, kernel profile:"
+                 SPEXLAB_CUDA_STREAMS=1 SPEXLAB_CUDA_SELINV=$k timeout 60 $B/spexlab-cli bench --engine cuda --psf $PSF --repeat 5 --profile-kernels 2>&1 \
+                 | tee $OUT/bench_selinv_1s_$k.txt | grep -E "^wall|^fiber blocks|^  .*(selectedInverseFused|gemmTileKernel|selectedDiag)|^device [0-9]"; done
+               timeout 120 $B/test_cuda_engine fusedSelectedInverseMatchesSteps 2>&1 | tee $OUT/test_selinv_engine.log | grep -E "PASS|FAIL|QINFO|Totals|Loc"
+               timeout 120 compute-sanitizer --tool racecheck --error-exitcode 9 $B/test_batched_selected_inverse everyBandwidth failuresAreFlagged 2>&1 \
+                 | tee $OUT/racecheck_selinv.log | grep -E "ERROR SUMMARY|RACE|PASS|FAIL|Totals"; echo "racecheck fused rc ${PIPESTATUS[0]}" ;;
     norm3ab) # variants: NAME:BINARY:SPEXLAB_CUDA_NORMAL; every other build bundled as spexlab-cli-NAME
              # (scripts/device-bundle.sh build path/to/spexlab-cli-NAME) runs as variant NAME with lean
              V="lean:spexlab-cli:lean"; for f in $B/spexlab-cli-*; do [ -x "$f" ] && V="$V ${f##*/spexlab-cli-}:${f##*/}:lean"; done
@@ -348,6 +364,40 @@ PY
               SPEXLAB_BENCH_EVENTS=1 timeout 250 $B/spexlab-bench-gui 1 2 $D/benchgui selection $e 2>&1 \
                 | grep -v propagateSizeHints | tee $OUT/guisel-$e.txt
             done ;;
+    multi) # Issue 15 on a machine with several GPUs (docs/benchmarks.md, "Several GPUs"):
+           # one frame split over 1 and G GPUs (--gpus; frames compared), warm medians
+           # alternating, then 40-frame batches: 1 process on GPU 0, one process a GPU,
+           # and 2 and 5 processes a GPU under CUDA MPS; GPU memory polled throughout.
+        G=$(nvidia-smi -L | grep -c '^GPU'); ALL=$(seq -s, 0 $((G - 1)))
+        nvidia-smi -L | tee $OUT/multi-gpus.txt
+        nvidia-smi --query-gpu=index,memory.used --format=csv,noheader,nounits -lms 200 > $OUT/multi-mem.csv &
+        SMI=$!
+        mkdir -p $D/mg
+        [ -f $D/mg/preproc.fits ] || $B/spexlab-cli simulate -o $D/mg --psf $PSF -w 5760,7620,0.8 > $OUT/multi-sim.log 2>&1
+        for g in 0 $ALL; do
+          walltime $B/spexlab-cli extract -i $D/mg/preproc.fits -p $D/mg/psf.fits -o $D/mg/frame-$g.fits \
+            -w 5760,7620,0.8 --engine cuda --gpus $g 2>&1 | tail -3
+        done
+        $B/spexlab-cli compare $D/mg/frame-0.fits $D/mg/frame-$ALL.fits 2>&1 | tee $OUT/multi-compare.txt
+        for r in 1 2; do for g in 0 $ALL; do echo "bench --gpus $g:"
+          timeout 120 $B/spexlab-cli bench --engine cuda --gpus $g --psf $PSF --repeat 7 2>&1 | grep -E "median|peak|GPU" | tail -4
+        done; done
+        echo "-- 40 frames, 1 process, GPU 0"
+        SPEXLAB_PSF=$PSF timeout 200 bash ./bench-batch.sh -N 40 --cli $B/spexlab-cli --dir $D/b1 \
+          -- --engine cuda --gpus 0 2>&1 | tail -3
+        echo "-- 40 frames, $G processes, one a GPU"
+        SPEXLAB_PSF=$PSF timeout 200 bash ./bench-batch.sh -N $((40 / G)) -P $G -G $G --cli $B/spexlab-cli --dir $D/b2 \
+          -- --engine cuda 2>&1 | tail -3
+        export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps-log
+        mkdir -p $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY && nvidia-cuda-mps-control -d
+        for k in 2 5; do echo "-- 40 frames, $k processes a GPU on $G GPUs, MPS"
+          SPEXLAB_PSF=$PSF timeout 200 bash ./bench-batch.sh -N $((40 / (k * G))) -P $((k * G)) -G $G --cli $B/spexlab-cli \
+            --dir $D/b$k -- --engine cuda --gpu-memory 0.15 2>&1 | tail -4
+        done
+        echo quit | nvidia-cuda-mps-control; unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+        kill $SMI
+        awk -F', ' '{ if ($2 > m[$1]) m[$1] = $2 } END { for (g in m) printf "GPU %s peak memory used %d MiB\n", g, m[g] }' \
+          $OUT/multi-mem.csv | tee $OUT/multi-peak.txt ;;
     batch20) SPEXLAB_PSF=$PSF timeout 500 bash ./bench-batch.sh -N 20 --cli $B/spexlab-cli --dir $D/bb \
         -- --engine cuda --gpus 0 2>&1 | tee $OUT/batch20.txt; cp $D/bb/batch-1.json $OUT/batch20-trace.json ;;
     procs5) SPEXLAB_PSF=$PSF timeout 500 bash ./bench-batch.sh -N 4 -P 5 --cli $B/spexlab-cli --dir $D/bb \

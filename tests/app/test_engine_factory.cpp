@@ -143,7 +143,7 @@ private slots:
                          Case{"SPEXLAB_CUDA_INVERSE", "dense"}, Case{"SPEXLAB_CUDA_WARMUP", "yes"},
                          Case{"SPEXLAB_CUDA_NORMAL", "dense"}, Case{"SPEXLAB_CUDA_SPOTS", "thread"},
                          Case{"SPEXLAB_CUDA_OVERLAP", "yes"}, Case{"SPEXLAB_CUDA_GEMM", "magma"},
-                         Case{"SPEXLAB_CUDA_PLANAHEAD", "2"}}) {
+                         Case{"SPEXLAB_CUDA_PLANAHEAD", "2"}, Case{"SPEXLAB_CUDA_SELINV", "split"}}) {
       qputenv(c.name, c.value);
       try {
         makeEngine("auto");

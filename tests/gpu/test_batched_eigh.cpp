@@ -22,7 +22,10 @@ namespace {
 // V diag(lambda) V^T with V the eigenvectors of a random symmetric matrix (dsyevd)
 // and lambda log-uniform over `decades` below a random scale 10^U(-3, 3); every
 // fourth matrix gets a 3-fold and a 2-fold repeated eigenvalue.
-std::vector<double> randomSpd(int n, int lda, long long stride, int batch, double decades, unsigned seed) {
+// clusterRel > 0: odd matrices instead get half their eigenvalues within clusterRel
+// (relative) of one value.
+std::vector<double> randomSpd(int n, int lda, long long stride, int batch, double decades, unsigned seed,
+                              double clusterRel = 0) {
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<double> u(0.0, 1.0);
   std::vector<double> out(std::size_t(stride) * batch, std::numeric_limits<double>::quiet_NaN());
@@ -38,6 +41,8 @@ std::vector<double> randomSpd(int n, int lda, long long stride, int batch, doubl
       lam[1] = lam[2] = lam[0];
       lam[4] = lam[3];
     }
+    if (clusterRel > 0 && b % 2 == 1)
+      for (int k = 1; k < n / 2; ++k) lam[k] = lam[0] * (1 + clusterRel * u(rng));
     double* A = out.data() + std::size_t(stride) * b;
     for (int j = 0; j < n; ++j)
       for (int i = 0; i < n; ++i) {
@@ -67,9 +72,10 @@ struct Device {
 
 // Workspace sizes the tests use: the default record, none, and room for n / 2 sweeps
 // (a matrix needs ~2 n: most matrices overflow part-way).
-enum class Work { Full, Least, Short };
+enum class Work { Full, Least, Short, Bisect };
 std::size_t workDoubles(Work w, int n, int batch) {
   switch (w) {
+  case Work::Bisect: return gpu::syevBatchedBisectWorkspace(n, batch);
   case Work::Full: return gpu::syevBatchedWorkspace(n, batch);
   case Work::Least: return gpu::syevBatchedMinWorkspace(n, batch);
   case Work::Short: return gpu::syevBatchedWorkspace(n, batch, std::max(1LL, (long long)n / 2));
@@ -92,8 +98,9 @@ struct Errors {
 // eigenvectors and eigenvalues syevBatched gave are left in Vout, Wout when given.
 Errors compareWithLapack(int n, int lda, long long stride, int batch, double decades, unsigned seed,
                          Work wk = Work::Full, std::vector<double>* Vout = nullptr,
-                         std::vector<double>* Wout = nullptr, int reduce = 0) {
-  const std::vector<double> A = randomSpd(n, lda, stride, batch, decades, seed);
+                         std::vector<double>* Wout = nullptr, int reduce = 0,
+                         gpu::SyevMethod method = gpu::SyevMethod::Chain, double clusterRel = 0) {
+  const std::vector<double> A = randomSpd(n, lda, stride, batch, decades, seed, clusterRel);
   Device d;
   const std::size_t lwork = workDoubles(wk, n, batch);
   check(cudaMalloc(&d.work, lwork * sizeof(double)), "cudaMalloc work");
@@ -105,9 +112,9 @@ Errors compareWithLapack(int n, int lda, long long stride, int batch, double dec
   check(cudaMemset(d.W, 0xff, std::size_t(n) * batch * sizeof(double)), "poison W"); // NaN
   check(cudaMemset(d.info, 0x7f, batch * sizeof(int)), "poison info");
   if (reduce == 0)
-    gpu::syevBatched(n, d.A, lda, stride, d.W, d.info, batch, d.work, lwork, nullptr);
+    gpu::syevBatched(n, d.A, lda, stride, d.W, d.info, batch, d.work, lwork, nullptr, method);
   else
-    gpu::syevBatchedProfile(n, d.A, lda, stride, d.W, d.info, batch, d.work, lwork, 0, 0, reduce);
+    gpu::syevBatchedProfile(n, d.A, lda, stride, d.W, d.info, batch, d.work, lwork, 0, 0, reduce, method);
   check(cudaDeviceSynchronize(), "syevBatched");
   std::vector<double> V(A.size()), W(std::size_t(n) * batch);
   std::vector<int> info(batch);
@@ -159,9 +166,10 @@ Errors compareWithLapack(int n, int lda, long long stride, int batch, double dec
       }
     err.invSqrt = std::max(err.invSqrt, std::sqrt(num / den));
   }
-  qInfo("n %d, lda %d, batch %d, %.0f decades, workspace %s, reduce %s: eigenvalues %.2e, residual %.2e, "
-        "orthogonality %.2e, C^-1/2 %.2e", n, lda, batch, decades,
-        wk == Work::Full ? "full" : wk == Work::Least ? "least" : "short",
+  qInfo("%sn %d, lda %d, batch %d, %.0f decades%s, workspace %s, reduce %s: eigenvalues %.2e, residual %.2e, "
+        "orthogonality %.2e, C^-1/2 %.2e", method == gpu::SyevMethod::Bisect ? "bisect: " : "", n, lda, batch,
+        decades, clusterRel > 0 ? qPrintable(QString(", clusters within %1").arg(clusterRel)) : "",
+        wk == Work::Full ? "full" : wk == Work::Least ? "least" : wk == Work::Bisect ? "bisect's least" : "short",
         reduce == 1 ? "three-pass" : reduce == 2 ? "fused, Q in it" : "default",
         err.eig, err.residual, err.orth, err.invSqrt);
   if (Vout) *Vout = std::move(V);
@@ -357,6 +365,107 @@ private slots:
       for (int k = 0; k < n; ++k) QCOMPARE(W[std::size_t(n) * b + k], W[std::size_t(n) * (b % base) + k]);
     }
     QVERIFY(p.sweeps > 0 && p.rotations > 0);
+  }
+
+  // The bisection method (SyevMethod::Bisect) against LAPACK, with the chain's criteria
+  // and orthogonality to ~eps n (gpu/eigh_bisect.cuh; its per-thread code also runs on
+  // the host in test_eigh_bisect).
+  void bisectMatchesLapack() {
+    const auto B = gpu::SyevMethod::Bisect;
+    Errors e = compareWithLapack(74, 74, 74 * 74, 300, 4.0, 1, Work::Full, nullptr, nullptr, 0, B);
+    QVERIFY2(e.eig < 1e-12 && e.residual < 1e-12 && e.orth < 1e-13 && e.invSqrt < 1e-10,
+             qPrintable(QString("%1 %2 %3 %4").arg(e.eig).arg(e.residual).arg(e.orth).arg(e.invSqrt)));
+    e = compareWithLapack(74, 74, 74 * 74, 100, 10.0, 2, Work::Bisect, nullptr, nullptr, 0, B);
+    QVERIFY2(e.eig < 1e-12 && e.residual < 1e-12 && e.orth < 1e-13,
+             qPrintable(QString("%1 %2 %3").arg(e.eig).arg(e.residual).arg(e.orth)));
+    for (double rel : {1e-9, 1e-12}) {
+      e = compareWithLapack(74, 74, 74 * 74, 64, 4.0, 3, Work::Full, nullptr, nullptr, 0, B, rel);
+      QVERIFY2(e.eig < 1e-12 && e.residual < 1e-12 && e.orth < 1e-13 && e.invSqrt < 1e-10,
+               qPrintable(QString("clusters %1: %2 %3 %4 %5").arg(rel).arg(e.eig).arg(e.residual).arg(e.orth).arg(e.invSqrt)));
+    }
+    // Every order up to the method's largest (80), the next ones (the chain runs), odd
+    // leading dimensions and strides; the least workspace the method takes.
+    for (int n : {1, 2, 3, 4, 5, 8, 17, 31, 32, 33, 47, 64, 73, 74, 75, 79, 80, 81, 100}) {
+      const int lda = n + 3;
+      e = compareWithLapack(n, lda, (long long)lda * n + 7, 24, 4.0, 50 + n, n <= 80 ? Work::Bisect : Work::Full,
+                            nullptr, nullptr, 0, B);
+      QVERIFY2(e.eig < 1e-12 && e.residual < 1e-12 && e.orth < 1e-13 && e.invSqrt < 1e-10,
+               qPrintable(QString("n %1").arg(n)));
+    }
+    // Too little workspace for the method is an error naming what it needs.
+    double* work = nullptr;
+    check(cudaMalloc(&work, 4096 * sizeof(double)), "cudaMalloc work");
+    QVERIFY_THROWS_EXCEPTION(std::exception, gpu::syevBatched(10, nullptr, 10, 100, nullptr, nullptr, 100, work,
+                                                              gpu::syevBatchedBisectWorkspace(10, 100) - 2,
+                                                              nullptr, B));
+    cudaFree(work);
+  }
+
+  void bisectAgreesWithChain() {
+    // The same 64 blocks by both methods: eigenvalues and C^-1/2 to rounding.
+    std::vector<double> V[2], W[2];
+    for (int k = 0; k < 2; ++k)
+      compareWithLapack(74, 74, 74 * 74, 64, 4.0, 5, Work::Full, &V[k], &W[k], 0,
+                        k ? gpu::SyevMethod::Bisect : gpu::SyevMethod::Chain);
+    const int n = 74;
+    double dw = 0, ds = 0;
+    for (std::size_t b = 0; b < W[0].size() / n; ++b) {
+      const double* w0 = W[0].data() + b * n;
+      const double* w1 = W[1].data() + b * n;
+      const double* v0 = V[0].data() + b * n * n;
+      const double* v1 = V[1].data() + b * n * n;
+      for (int i = 0; i < n; ++i) dw = std::max(dw, std::abs(w1[i] - w0[i]) / std::abs(w0[n - 1]));
+      double num = 0, den = 0;
+      for (int j = 0; j < n; ++j)
+        for (int i = 0; i < n; ++i) {
+          double a = 0, c = 0;
+          for (int q = 0; q < n; ++q) {
+            a += v0[i + q * n] * v0[j + q * n] / std::sqrt(w0[q]);
+            c += v1[i + q * n] * v1[j + q * n] / std::sqrt(w1[q]);
+          }
+          num += (a - c) * (a - c);
+          den += a * a;
+        }
+      ds = std::max(ds, std::sqrt(num / den));
+    }
+    qInfo("bisect vs chain, 64 blocks of 74: max |dW| / max W %.2e, C^-1/2 %.2e", dw, ds);
+    QVERIFY2(dw < 1e-13 && ds < 1e-10, qPrintable(QString("%1 %2").arg(dw).arg(ds)));
+  }
+
+  void bisectFrameTimed() {
+    // 23 500 blocks (a frame) and the engine's batch sizes by both methods, alternating,
+    // three times each: for docs/benchmarks.md (Issue 12, eighth round).
+    const int n = 74, base = 300, batch = 23500;
+    const std::vector<double> A0 = randomSpd(n, n, n * n, base, 4.0, 7);
+    std::vector<double> A(std::size_t(n) * n * batch);
+    for (int b = 0; b < batch; ++b)
+      std::copy(A0.begin() + std::size_t(n) * n * (b % base), A0.begin() + std::size_t(n) * n * (b % base + 1),
+                A.begin() + std::size_t(n) * n * b);
+    Device d;
+    const std::size_t lwork = gpu::syevBatchedWorkspace(n, batch);
+    check(cudaMalloc(&d.work, lwork * sizeof(double)), "cudaMalloc work");
+    check(cudaMalloc(&d.A, A.size() * sizeof(double)), "cudaMalloc A");
+    check(cudaMalloc(&d.W, std::size_t(n) * batch * sizeof(double)), "cudaMalloc W");
+    check(cudaMalloc(&d.info, batch * sizeof(int)), "cudaMalloc info");
+    for (int small : {batch, 1235, 995})
+      for (int rep = 0; rep < 6; ++rep) {
+        const bool bisect = rep % 2 == 1;
+        check(cudaMemcpy(d.A, A.data(), std::size_t(n) * n * small * sizeof(double), cudaMemcpyHostToDevice), "H2D");
+        const gpu::SyevProfile q = gpu::syevBatchedProfile(
+            n, d.A, n, n * n, d.W, d.info, small, d.work, gpu::syevBatchedWorkspace(n, small), 0, 0, 0,
+            bisect ? gpu::SyevMethod::Bisect : gpu::SyevMethod::Chain);
+        if (bisect)
+          qInfo("%d blocks of %d, bisect: %.3f ms (reduce %.3f, bisection+vectors %.3f, CholQR+Q %.3f); per block "
+                "%.0f / %.0f cycles, %.0f quadsection steps, %lld with clusters, %.0f with a second CholQR",
+                small, n, q.seconds * 1e3, q.reduceSeconds * 1e3, q.qlSeconds * 1e3, q.applySeconds * 1e3,
+                q.qlCycles, q.applyCycles, q.sweeps, q.fallbacks, q.rotations * small);
+        else
+          qInfo("%d blocks of %d, chain:  %.3f ms (reduce %.3f, QL %.3f, apply %.3f)", small, n, q.seconds * 1e3,
+                q.reduceSeconds * 1e3, q.qlSeconds * 1e3, q.applySeconds * 1e3);
+        std::vector<int> info(small);
+        check(cudaMemcpy(info.data(), d.info, small * sizeof(int), cudaMemcpyDeviceToHost), "D2H info");
+        for (int b = 0; b < small; ++b) QCOMPARE(info[b], 0);
+      }
   }
 
   void badArgumentsAreErrors() {

@@ -242,7 +242,8 @@ private slots:
     const Simulation sim = simulate(realPsf, so);
     const ExtractionRequest req = request(realPsf, sim.image, so.wave, 25, 50);
     const ExtractionResult c = runCpu(req);
-    for (auto eigh : {CudaEngineOptions::Eigh::Cusolver, CudaEngineOptions::Eigh::Jacobi}) {
+    for (auto eigh : {CudaEngineOptions::Eigh::Cusolver, CudaEngineOptions::Eigh::Jacobi,
+                      CudaEngineOptions::Eigh::Bisect}) {
       CudaEngineOptions o;
       o.eigh = eigh;
       CudaEngine other(o);
@@ -498,6 +499,40 @@ private slots:
         const std::size_t nn = std::size_t(6 * 74) * (6 * 74) * sizeof(double);
         QVERIFY2(pf.perPatchBytes >= pg.perPatchBytes + nn,
                  qPrintable(QString("per patch %1 vs %2").arg(pg.perPatchBytes).arg(pf.perPatchBytes)));
+      }
+    }
+  }
+
+  void fusedSelectedInverseMatchesSteps() {
+    // CudaEngineOptions::fusedSelectedInverse (default, every other test here runs it):
+    // the selected inversion by one kernel a patch against the GEMMs and mirror kernel by
+    // block column, on the real PSF across a bundle edge, on the band (w <= 2: the fused
+    // kernel) and dense (w = F - 1: both run the steps, so identical to the bit). The same
+    // products summed in another order (L_jj^-T L_jj^-1 first): agreement to rounding
+    // (relative 1e-16 times the patches' condition, ~1e6 at most), far below a misplaced
+    // block (O(1)).
+    SimulationOptions so;
+    so.wave = WaveGrid::fromRange(6000, 6800, 0.8);
+    so.fiberMin = 15;
+    so.nFiber = 20;
+    const Simulation sim = simulate(realPsf, so);
+    PatchParams pp;
+    const ExtractionRequest req = request(realPsf, sim.image, so.wave, 15, 20, pp);
+    for (const bool banded : {true, false}) {
+      CudaEngineOptions so1, fo;
+      so1.fusedSelectedInverse = false;
+      so1.bandedSolve = fo.bandedSolve = banded;
+      CudaEngine steps(so1), fused(fo);
+      const ExtractionResult a = runCuda(req, &steps), b = runCuda(req, &fused);
+      const Diff diff = compare(a, b);
+      qInfo("%s: fused vs steps selected inversion: %s", banded ? "band" : "dense", qPrintable(diff.text()));
+      requireAgreement(diff);
+      QVERIFY2(diff.flux < 1e-9 && diff.ivar < 1e-9 && diff.res < 1e-11 && diff.deconv < 1e-9,
+               qPrintable(diff.text()));
+      if (!banded) QVERIFY2(diff.flux == 0 && diff.ivar == 0 && diff.res == 0, qPrintable(diff.text()));
+      for (std::size_t i = 0; i < a.patches.size(); ++i) {
+        QCOMPARE(b.patches[i].regularized, a.patches[i].regularized);
+        QCOMPARE(b.patches[i].failed, a.patches[i].failed);
       }
     }
   }
@@ -895,7 +930,7 @@ private slots:
     // One stream, so phases do not overlap: the per-phase device times of each
     // fiber-block eigensolver (docs/benchmarks.md).
     using E = CudaEngineOptions::Eigh;
-    for (E eigh : {E::Tridiagonal, E::Cusolver, E::Jacobi}) {
+    for (E eigh : {E::Tridiagonal, E::Cusolver, E::Jacobi, E::Bisect}) {
       const bool lib = eigh == E::Cusolver;
       CudaEngineOptions o;
       o.streams = 1;
@@ -904,7 +939,8 @@ private slots:
       runCuda(req, &e);
       const ExtractionResult r = runCuda(req, &e);
       qInfo("one stream, %s: wall %.3f s",
-            lib ? "cusolverDnXsyevBatched" : eigh == E::Jacobi ? "Jacobi kernel" : "syevBatched",
+            lib ? "cusolverDnXsyevBatched" : eigh == E::Jacobi ? "Jacobi kernel"
+                  : eigh == E::Bisect ? "syevBatched (bisect)" : "syevBatched",
             r.profile.wallNs * 1e-9);
       for (const PhaseStats& ps : r.profile.phaseStats())
         qInfo("  %-18s %3d  %8.4f s", ps.name.c_str(), ps.count, ps.totalS);

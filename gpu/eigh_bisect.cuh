@@ -1,0 +1,430 @@
+// Per-thread code of syevBatched's bisection method (SyevMethod::Bisect,
+// batched_eigh.h; docs/benchmarks.md, "Issue 12, eighth round"), written
+// __host__ __device__ so that tests/gpu/test_eigh_bisect.cpp runs it on the host, each
+// phase (the code between two barriers) for every thread in turn, against LAPACK.
+//
+// Pass 2 (syevBisectKernel, a thread per eigenvalue) on the tridiagonal (d, e) of pass 1:
+//   - split: e(i) = 0 where |e(i)| <= eps ||T|| (a perturbation of eps ||T||, the
+//     backward error QL has anyway); row j's unreduced block [s, t] owns the
+//     eigenvalues s..t, thread j finds the (j - s)-th of its block;
+//   - quadsection on Sturm counts (dstebz/dlaneg: q(i) = (d(i) - x) - e(i-1)^2 / q(i-1),
+//     a pivot |q| <= pivmin taken as -pivmin): three counts a step, interleaved (the
+//     latency of one), two bits a step, from the block's Gershgorin interval down to a
+//     width of eps ||T||: ~27 steps;
+//   - the vector by a twisted factorization of T - lambda (Fernando; Parlett-Dhillon):
+//     D+ from the top, D- from the bottom, twist r at the least |gamma(r)|, then
+//     z(r) = 1, z(i) = -e(i) / D+(i) z(i+1) above, z(i+1) = -e(i) / D-(i+1) z(i) below:
+//     (T - lambda) z = gamma(r) e_r, one inverse-iteration step from the best start.
+//     Where a neighbour of lambda in its block lies within kTightGap eps ||T|| the
+//     twisted vectors of the two would be nearly the same one, so such a member
+//     instead takes two inverse-iteration steps (the twisted factorization as the
+//     solver) from its own pseudo-random start: independent vectors spanning the
+//     cluster's space.
+//   - eigenvalues ranked ascending (ties by index); vector j goes to column rank(j).
+// Pass 3 (syevOrthoFormKernel): CholQR on the vectors X (G = X^T X = R^T R,
+// X <- X R^-1), a second time where the first Gram matrix departs from I by more than
+// kSecondPass; then Z = Q X. Why this keeps C^-1/2 = V f(Lambda) V^T accurate without any cluster
+// threshold: for two computed pairs, (lambda_a - lambda_b) x_a^T x_b = x_a^T r_b - r_a^T x_b
+// with r = T x - lambda x, so |G_ab| <= (|r_a| + |r_b|) / |lambda_a - lambda_b|, and
+// R^-1 = I - (strict upper G) + O(G^2) mixes x_b into x_a by ~G_ab, which adds
+// |G_ab| |lambda_a - lambda_b| <= |r_a| + |r_b| ~ eps ||T|| to the residual: vectors
+// are mixed in proportion to how close their eigenvalues are, whatever the spectrum's
+// grading. So V is orthonormal to rounding with residuals of a few eps ||T||: a
+// backward-stable decomposition of T + E, |E| ~ eps ||T||, as QL gives, and
+// C^-1/2 carries the same ~eps cond / 2 relative error as LAPACK's.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define SPEX_BI_HD __host__ __device__ __forceinline__
+#else
+#define SPEX_BI_HD inline
+#endif
+
+namespace spex::gpu::bisect {
+
+constexpr double kEpsB = 2.220446049250313e-16;
+// Adjacent eigenvalues of a block closer than this many eps ||T|| take the cluster path.
+constexpr double kTightGap = 30.0;
+// Inverse-iteration steps of a cluster member.
+constexpr int kClusterIterations = 3;
+
+// 1 / x to ~1 ulp: rcp.approx and two Newton steps on the device (the IEEE division is
+// a subroutine call on the Sturm count's serial chain), the division on the host.
+// |x| >= pivmin keeps it clear of the flush-to-zero range.
+SPEX_BI_HD double recip(double x) {
+#if defined(__CUDA_ARCH__)
+  double y;
+  asm("rcp.approx.ftz.f64 %0, %1;" : "=d"(y) : "d"(x));
+  double r = fma(-x, y, 1.0);
+  y = fma(y, r, y);
+  r = fma(-x, y, 1.0);
+  return fma(y, r, y);
+#else
+  return 1.0 / x;
+#endif
+}
+
+// Scalars of one matrix (thread 0 of setup).
+// (No initializers: it lives in shared memory.)
+struct Scalars {
+  double tnorm;  // max row sum of |T| (Gershgorin)
+  double pivmin; // smallest pivot magnitude of a Sturm count / factorization
+  double atol;   // bisection width
+  double tight;  // cluster gap
+};
+
+// Setup, one thread: e split where |e(i)| <= eps ||T||, e2 = e^2, the scalars. d, e of
+// order n (e(n - 1) ignored).
+SPEX_BI_HD void setup(int n, const double* d, double* e, double* e2, Scalars& sc) {
+  double t = 0;
+  for (int i = 0; i < n; ++i) {
+    const double r = fabs(d[i]) + (i > 0 ? fabs(e[i - 1]) : 0.0) + (i + 1 < n ? fabs(e[i]) : 0.0);
+    t = fmax(t, r);
+  }
+  sc.tnorm = t;
+  const double split = kEpsB * t;
+  for (int i = 0; i + 1 < n; ++i) {
+    if (fabs(e[i]) <= split) e[i] = 0.0;
+    e2[i] = e[i] * e[i];
+  }
+  if (n > 0) {
+    e[n - 1] = 0.0;
+    e2[n - 1] = 0.0;
+  }
+  // A pivot below pivmin moves d by at most 2 pivmin, far below eps ||T||; e^2 / pivmin
+  // stays finite.
+  sc.pivmin = fmax(1e-10 * kEpsB * t, 1e-290);
+  sc.atol = kEpsB * t;
+  sc.tight = kTightGap * kEpsB * t;
+}
+
+// Unreduced block [s, t] holding row j (e split by setup).
+SPEX_BI_HD void blockOf(int n, const double* e, int j, int& s, int& t) {
+  s = j;
+  while (s > 0 && e[s - 1] != 0.0) --s;
+  t = j;
+  while (t + 1 < n && e[t] != 0.0) ++t;
+}
+
+// Eigenvalues of block [s, t] below x (Sturm count, LAPACK's pivot guard).
+SPEX_BI_HD int sturmCount(const double* d, const double* e2, int s, int t, double x, double pivmin) {
+  double q = d[s] - x;
+  if (fabs(q) <= pivmin) q = -pivmin;
+  int c = q < 0.0;
+  for (int i = s + 1; i <= t; ++i) {
+    q = (d[i] - x) - e2[i - 1] * recip(q);
+    if (fabs(q) <= pivmin) q = -pivmin;
+    c += q < 0.0;
+  }
+  return c;
+}
+
+// Counts below three points at once (three independent chains: the latency of one).
+SPEX_BI_HD void sturmCount3(const double* d, const double* e2, int s, int t, double x1, double x2, double x3,
+                            double pivmin, int& c1, int& c2, int& c3) {
+  double q1 = d[s] - x1, q2 = d[s] - x2, q3 = d[s] - x3;
+  if (fabs(q1) <= pivmin) q1 = -pivmin;
+  if (fabs(q2) <= pivmin) q2 = -pivmin;
+  if (fabs(q3) <= pivmin) q3 = -pivmin;
+  int a1 = q1 < 0.0, a2 = q2 < 0.0, a3 = q3 < 0.0;
+  for (int i = s + 1; i <= t; ++i) {
+    const double di = d[i], ei = e2[i - 1];
+    q1 = (di - x1) - ei * recip(q1);
+    q2 = (di - x2) - ei * recip(q2);
+    q3 = (di - x3) - ei * recip(q3);
+    if (fabs(q1) <= pivmin) q1 = -pivmin;
+    if (fabs(q2) <= pivmin) q2 = -pivmin;
+    if (fabs(q3) <= pivmin) q3 = -pivmin;
+    a1 += q1 < 0.0;
+    a2 += q2 < 0.0;
+    a3 += q3 < 0.0;
+  }
+  c1 = a1;
+  c2 = a2;
+  c3 = a3;
+}
+
+// The k-th (from 0) eigenvalue of block [s, t] to a width of atol: quadsection (three
+// counts a step, two bits), bisection for the last steps where the quarter points
+// round onto the ends. counts: steps taken (for the benchmark notes).
+SPEX_BI_HD double bisectEigenvalue(const double* d, const double* e, const double* e2, int s, int t, int k,
+                                   const Scalars& sc, int* counts = nullptr) {
+  double lo = d[s], hi = d[s];
+  for (int i = s; i <= t; ++i) {
+    const double r = (i > s ? fabs(e[i - 1]) : 0.0) + (i < t ? fabs(e[i]) : 0.0);
+    lo = fmin(lo, d[i] - r);
+    hi = fmax(hi, d[i] + r);
+  }
+  // Widened as dstebz does, so that rounding in the counts cannot put an eigenvalue
+  // outside.
+  const double w = 2.0 * kEpsB * sc.tnorm * (t - s + 1) + 2.0 * sc.pivmin;
+  lo -= w;
+  hi += w;
+  int steps = 0;
+  while (hi - lo > sc.atol) {
+    const double h = hi - lo;
+    const double x1 = lo + 0.25 * h, x2 = lo + 0.5 * h, x3 = hi - 0.25 * h;
+    ++steps;
+    if (x1 > lo && x1 < x2 && x2 < x3 && x3 < hi) {
+      int c1, c2, c3;
+      sturmCount3(d, e2, s, t, x1, x2, x3, sc.pivmin, c1, c2, c3);
+      if (c1 > k)
+        hi = x1;
+      else if (c2 > k)
+        lo = x1, hi = x2;
+      else if (c3 > k)
+        lo = x2, hi = x3;
+      else
+        lo = x3;
+      continue;
+    }
+    if (x2 <= lo || x2 >= hi) break;
+    if (sturmCount(d, e2, s, t, x2, sc.pivmin) > k)
+      hi = x2;
+    else
+      lo = x2;
+  }
+  if (counts) *counts += steps;
+  return 0.5 * (lo + hi);
+}
+
+// A pseudo-random start entry in [-1, 1) (splitmix64 of the matrix's row and vector).
+SPEX_BI_HD double startEntry(int j, int i) {
+  std::uint64_t z = (std::uint64_t(j) << 32) + std::uint64_t(i) + 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  return double(z >> 11) * (2.0 / 9007199254740992.0) - 1.0;
+}
+
+// Strided per-thread vectors: element i of thread j's vector at base[i * ld + j]
+// (a warp's threads touch consecutive doubles).
+struct Col {
+  double* base;
+  int ld, j;
+  SPEX_BI_HD double& operator[](int i) const { return base[(long long)i * ld + j]; }
+};
+
+// Eigenvector of block [s, t] for the shift lambda into x (rows s..t; rows outside are
+// not touched), unit 2-norm. P, M: D+ and D- (per-thread scratch). Not cluster: the
+// twisted vector. Cluster (dstein): three inverse-iteration steps from the start
+// startEntry(j, .), each solve followed by modified Gram-Schmidt against the cluster's
+// earlier members (unit vectors on the same block: member p before this one is column
+// rank[j - 1 - p] of x's base, p < nprev), the shift already pushed past the earlier
+// members' by the caller.
+SPEX_BI_HD void twistedVector(const double* d, const double* e, const double* e2, int s, int t, double lambda,
+                              const Scalars& sc, bool cluster, int j, Col x, Col P, Col M, const int* rank,
+                              int nprev) {
+  const double pm = sc.pivmin;
+  // D+ from the top, D- from the bottom, gamma and the twist r.
+  double q = d[s] - lambda;
+  if (fabs(q) <= pm) q = -pm;
+  P[s] = q;
+  for (int i = s; i < t; ++i) {
+    q = (d[i + 1] - lambda) - e2[i] * recip(q);
+    if (fabs(q) <= pm) q = -pm;
+    P[i + 1] = q;
+  }
+  q = d[t] - lambda;
+  if (fabs(q) <= pm) q = -pm;
+  M[t] = q;
+  int r = t;
+  double best = fabs(q + P[t] - (d[t] - lambda));
+  for (int i = t - 1; i >= s; --i) {
+    q = (d[i] - lambda) - e2[i] * recip(q);
+    if (fabs(q) <= pm) q = -pm;
+    M[i] = q;
+    const double g = fabs(q + P[i] - (d[i] - lambda));
+    if (g < best) {
+      best = g;
+      r = i;
+    }
+  }
+  if (!cluster) {
+    // z(r) = 1, then outwards by products (no chain through a division).
+    double z = 1.0, z2 = 1.0;
+    x[r] = 1.0;
+    for (int i = r - 1; i >= s; --i) {
+      z = -(e[i] * recip(P[i])) * z;
+      x[i] = z;
+      z2 += z * z;
+    }
+    z = 1.0;
+    for (int i = r; i < t; ++i) {
+      z = -(e[i] * recip(M[i + 1])) * z;
+      x[i + 1] = z;
+      z2 += z * z;
+    }
+    const double inv = 1.0 / sqrt(z2);
+    for (int i = s; i <= t; ++i) x[i] *= inv;
+    return;
+  }
+  // (T - lambda) y = b by the twisted factorization at r: forward elimination above r,
+  // backward below, row r, then back-substitution outwards. x holds b, then the
+  // eliminated right-hand side, then the solution.
+  double gr = d[r] - lambda;
+  if (r > s) gr -= e2[r - 1] * recip(P[r - 1]);
+  if (r < t) gr -= e2[r] * recip(M[r + 1]);
+  if (fabs(gr) <= pm) gr = -pm;
+  for (int i = s; i <= t; ++i) x[i] = startEntry(j, i);
+  for (int it = 0; it < kClusterIterations; ++it) {
+    // Gram-Schmidt against the earlier members (before the solve: the start; after it:
+    // below), then the solve.
+    for (int p = 0; p < nprev; ++p) {
+      const Col prev{x.base, x.ld, rank[j - 1 - p]};
+      double dot = 0.0;
+      for (int i = s; i <= t; ++i) dot += x[i] * prev[i];
+      for (int i = s; i <= t; ++i) x[i] -= dot * prev[i];
+    }
+    double y = 0.0;
+    for (int i = s; i < r; ++i) {
+      y = x[i] - (i > s ? e[i - 1] * recip(P[i - 1]) * y : 0.0);
+      x[i] = y;
+    }
+    const double ya = r > s ? e[r - 1] * recip(P[r - 1]) * y : 0.0;
+    y = 0.0;
+    for (int i = t; i > r; --i) {
+      y = x[i] - (i < t ? e[i] * recip(M[i + 1]) * y : 0.0);
+      x[i] = y;
+    }
+    const double yb = r < t ? e[r] * recip(M[r + 1]) * y : 0.0;
+    const double xr = (x[r] - ya - yb) / gr;
+    x[r] = xr;
+    double xmax = fabs(xr), xv = xr;
+    for (int i = r - 1; i >= s; --i) {
+      xv = (x[i] - e[i] * xv) * recip(P[i]);
+      x[i] = xv;
+      xmax = fmax(xmax, fabs(xv));
+    }
+    xv = xr;
+    for (int i = r + 1; i <= t; ++i) {
+      xv = (x[i] - e[i - 1] * xv) * recip(M[i]);
+      x[i] = xv;
+      xmax = fmax(xmax, fabs(xv));
+    }
+    const double inv = 1.0 / xmax;
+    for (int i = s; i <= t; ++i) x[i] *= inv;
+  }
+  for (int p = 0; p < nprev; ++p) {
+    const Col prev{x.base, x.ld, rank[j - 1 - p]};
+    double dot = 0.0;
+    for (int i = s; i <= t; ++i) dot += x[i] * prev[i];
+    for (int i = s; i <= t; ++i) x[i] -= dot * prev[i];
+  }
+  double x2 = 0.0;
+  for (int i = s; i <= t; ++i) x2 += x[i] * x[i];
+  const double inv = 1.0 / sqrt(x2);
+  for (int i = s; i <= t; ++i) x[i] *= inv;
+}
+
+// Cluster bookkeeping for eigenvalue j of block [s, t] (lam ascending within a block):
+// its index m among the chain of neighbours closer than tight (0: the chain's first,
+// -1: no close neighbour at all) and its shift, pushed at least pert past the shift of
+// the member before (dstein), so that no two members iterate with the same shift.
+SPEX_BI_HD int clusterMember(const double* lam, int s, int t, int j, const Scalars& sc, double& shift) {
+  const bool below = j > s && lam[j] - lam[j - 1] <= sc.tight;
+  const bool above = j < t && lam[j + 1] - lam[j] <= sc.tight;
+  shift = lam[j];
+  if (!below) return above ? 0 : -1;
+  int c = j, last = j;
+  while (c > s && lam[c] - lam[c - 1] <= sc.tight) --c;
+  while (last < t && lam[last + 1] - lam[last] <= sc.tight) ++last;
+  const double pert = 10.0 * kEpsB * sc.tnorm;
+  double sh = lam[c];
+  for (int i = c + 1; i <= j; ++i) sh = fmax(lam[i], sh + pert);
+  // Never past the cluster's last eigenvalue: a long chain of pushed shifts would
+  // otherwise drift towards the next eigenvalue outside it.
+  shift = fmin(sh, lam[last]);
+  return j - c;
+}
+
+// Rank of eigenvalue j among lam[0..n) (ascending, ties by index).
+SPEX_BI_HD int rankOf(int n, const double* lam, int j) {
+  const double l = lam[j];
+  int k = 0;
+  for (int i = 0; i < n; ++i) k += (lam[i] < l) || (lam[i] == l && i < j);
+  return k;
+}
+
+// Pass 3: CholQR on X (n x n, column-major, leading dimension ldx), all in shared
+// memory, 256 threads. gramTile: G = X^T X, thread (tr, tc) of a 16 x 16 grid forming
+// G(tr + 16 k, tc + 16 l), k, l < 5 (n <= 80), row-major in G (leading dimension ldg).
+constexpr int kOrthoThreads = 256;
+constexpr int kOrthoMaxN = 80;
+
+// Returns this thread's max |G - I| (whether a second CholQR pass is needed).
+SPEX_BI_HD double gramTile(int n, const double* X, int ldx, double* G, int ldg, int tid) {
+  const int lane = tid & 31, tc = lane & 15, tr = ((tid >> 5) << 1) | (lane >> 4);
+  double g[5][5];
+  for (int k = 0; k < 5; ++k)
+    for (int l = 0; l < 5; ++l) g[k][l] = 0.0;
+  for (int r = 0; r < n; ++r) {
+    double a[5], b[5];
+    for (int k = 0; k < 5; ++k) {
+      const int c = tr + 16 * k;
+      a[k] = c < n ? X[c * ldx + r] : 0.0;
+    }
+    for (int l = 0; l < 5; ++l) {
+      const int c = tc + 16 * l;
+      b[l] = c < n ? X[c * ldx + r] : 0.0;
+    }
+    for (int k = 0; k < 5; ++k)
+      for (int l = 0; l < 5; ++l) g[k][l] = fma(a[k], b[l], g[k][l]);
+  }
+  double off = 0.0;
+  for (int k = 0; k < 5; ++k)
+    for (int l = 0; l < 5; ++l) {
+      const int i = tr + 16 * k, c = tc + 16 * l;
+      if (i < n && c < n) {
+        G[i * ldg + c] = g[k][l];
+        off = fmax(off, fabs(g[k][l] - (i == c ? 1.0 : 0.0)));
+      }
+    }
+  return off;
+}
+// A second CholQR pass runs where the unit vectors' Gram matrix departs from I by more
+// than this (CholQR loses ~eps cond(X)^2 of orthogonality; below it cond(X) < 1.01).
+constexpr double kSecondPass = 1e-4;
+
+// One step j of CholQR after the Gram matrix (256 threads as a 16 x 16 grid (tr, tc),
+// a barrier between steps): with row j of G as steps 0 .. j - 1 left it (u, pivot
+// p = u(j)), the Cholesky update of the trailing upper triangle G(i, l) -= u(i) u(l) / p
+// (i > j, l >= i; i = tr, l = tc mod 16) and X(:, l) -= X(:, j) u(l) / p for l > j
+// (l = tr, rows tc mod 16): X <- X R^-1 but for the column scaling (cholScale). No
+// division or modulo in the index arithmetic, one barrier a step. A pivot <= 1e-20
+// (the vectors are unit: X rank-deficient) is reported in *fail (j + 1) and skipped.
+SPEX_BI_HD void cholQrStep(int n, double* G, int ldg, double* X, int ldx, int j, int tid, int* fail) {
+  const int lane = tid & 31, tc = lane & 15, tr = ((tid >> 5) << 1) | (lane >> 4);
+  const double p = G[j * ldg + j];
+  const bool bad = !(p > 1e-20);
+  if (bad) {
+    if (tid == 0 && *fail == 0) *fail = j + 1;
+    return;
+  }
+  const double pi = 1.0 / p;
+  const double* u = G + j * ldg;
+  for (int i = j + 1 + ((tr - j - 1) & 15); i < n; i += 16) {
+    const double gi = u[i] * pi;
+    double* gr = G + i * ldg;
+    for (int l = i + ((tc - i) & 15); l < n; l += 16) gr[l] -= gi * u[l];
+  }
+  const double* xj = X + j * ldx;
+  for (int l = j + 1 + ((tr - j - 1) & 15); l < n; l += 16) {
+    const double f = u[l] * pi;
+    double* xl = X + l * ldx;
+    for (int r = tc; r < n; r += 16) xl[r] -= xj[r] * f;
+  }
+}
+// X(:, j) /= sqrt(p_j) (the pivots on G's diagonal, final after their steps).
+SPEX_BI_HD void cholScale(int n, const double* G, int ldg, double* X, int ldx, int tid, int nt) {
+  for (int c = tid >> 4; c < n; c += nt >> 4) {
+    const double p = G[c * ldg + c];
+    const double s = p > 1e-20 ? 1.0 / sqrt(p) : 1.0;
+    for (int r = tid & 15; r < n; r += 16) X[c * ldx + r] *= s;
+  }
+}
+
+} // namespace spex::gpu::bisect

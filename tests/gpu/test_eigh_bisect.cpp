@@ -1,0 +1,396 @@
+// The bisection method's per-thread code (gpu/eigh_bisect.cuh) run on the host, phase
+// by phase (each phase between two barriers run for every thread in turn, as the
+// kernels do), against LAPACK's dsyevd: tridiagonals of n = 1 ... kSyevMaxN (random,
+// split, clustered, graded, Wilkinson, diagonal) and random SPD 74 x 74 blocks
+// (condition 10 ... 1e12, repeated and clustered eigenvalues) reduced by LAPACK's
+// dsytrd, the vectors back-transformed by dorgtr's Q. Needs no GPU.
+#include "core/extract/lapack.h"
+#include "gpu/eigh_bisect.cuh"
+
+#include <QTest>
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <vector>
+
+extern "C" {
+void dsytrd_(const char* uplo, const int* n, double* a, const int* lda, double* d, double* e, double* tau,
+             double* work, const int* lwork, int* info, std::size_t);
+void dsyev_(const char* jobz, const char* uplo, const int* n, double* a, const int* lda, double* w, double* work,
+            const int* lwork, int* info, std::size_t, std::size_t);
+void dorgtr_(const char* uplo, const int* n, double* a, const int* lda, const double* tau, double* work,
+             const int* lwork, int* info, std::size_t);
+}
+
+using namespace spex;
+namespace bi = spex::gpu::bisect;
+
+namespace {
+
+struct Result {
+  std::vector<double> w; // ascending
+  std::vector<double> V; // n x n column-major, eigenvectors of T
+  int fail = 0, clustered = 0;
+  bool secondPass = false;
+  double steps = 0;
+};
+
+// The two kernels of the method, emulated: pass 2 (a thread per eigenvalue) and pass 2b
+// (256 threads, CholQR twice).
+Result emulate(int n, std::vector<double> d, std::vector<double> e) {
+  Result out;
+  e.resize(n, 0.0);
+  std::vector<double> e2(n), lam(n), X(std::size_t(n) * n, 0.0), P(std::size_t(n) * n), M(std::size_t(n) * n);
+  bi::Scalars sc;
+  bi::setup(n, d.data(), e.data(), e2.data(), sc);
+  int counts = 0;
+  for (int j = 0; j < n; ++j) { // phase: eigenvalues
+    int s, t;
+    bi::blockOf(n, e.data(), j, s, t);
+    lam[j] = bi::bisectEigenvalue(d.data(), e.data(), e2.data(), s, t, j - s, sc, &counts);
+  }
+  out.steps = double(counts) / std::max(n, 1);
+  out.w.resize(n);
+  std::vector<int> rank(n), member(n);
+  std::vector<double> shift(n);
+  int maxMember = -1;
+  for (int j = 0; j < n; ++j) { // phase: ranks, cluster members, the vectors of members 0 / none
+    int s, t;
+    bi::blockOf(n, e.data(), j, s, t);
+    rank[j] = bi::rankOf(n, lam.data(), j);
+    out.w[rank[j]] = lam[j];
+    member[j] = bi::clusterMember(lam.data(), s, t, j, sc, shift[j]);
+    maxMember = std::max(maxMember, member[j]);
+  }
+  for (int m = -1; m <= maxMember; ++m) // one phase a member index
+    for (int j = 0; j < n; ++j) {
+      if (member[j] != m) continue;
+      int s, t;
+      bi::blockOf(n, e.data(), j, s, t);
+      out.clustered += m >= 0;
+      // X as the device holds it: element i of vector rank(j) at X[i * n + rank(j)].
+      bi::twistedVector(d.data(), e.data(), e2.data(), s, t, shift[j], sc, m >= 0, j,
+                        bi::Col{X.data(), n, rank[j]}, bi::Col{P.data(), n, j}, bi::Col{M.data(), n, j}, rank.data(),
+                        std::max(m, 0));
+    }
+  // Pass 2b: X column-major in "shared memory" (ldx = n | 1), CholQR twice.
+  const int ldx = n | 1, ldg = n | 1, nt = bi::kOrthoThreads;
+  std::vector<double> Xs(std::size_t(n) * ldx), G(std::size_t(n) * ldg);
+  for (int c = 0; c < n; ++c)
+    for (int r = 0; r < n; ++r) Xs[c * ldx + r] = X[std::size_t(r) * n + c];
+  for (int pass = 0; pass < 2; ++pass) {
+    double off = 0;
+    if (n <= bi::kOrthoMaxN)
+      for (int tid = 0; tid < nt; ++tid) off = std::max(off, bi::gramTile(n, Xs.data(), ldx, G.data(), ldg, tid));
+    else
+      for (int i = 0; i < n; ++i)
+        for (int l = 0; l < n; ++l) {
+          double s = 0;
+          for (int r = 0; r < n; ++r) s += Xs[i * ldx + r] * Xs[l * ldx + r];
+          G[i * ldg + l] = s;
+          off = std::max(off, std::abs(s - (i == l ? 1.0 : 0.0)));
+        }
+    if (pass == 0) out.secondPass = off > bi::kSecondPass; // as the kernel: judged on pass 0's Gram
+    for (int j = 0; j < n; ++j)
+      for (int tid = 0; tid < nt; ++tid) bi::cholQrStep(n, G.data(), ldg, Xs.data(), ldx, j, tid, &out.fail);
+    for (int tid = 0; tid < nt; ++tid) bi::cholScale(n, G.data(), ldg, Xs.data(), ldx, tid, nt);
+    if (!out.secondPass) break;
+  }
+  out.V.resize(std::size_t(n) * n);
+  for (int c = 0; c < n; ++c)
+    for (int r = 0; r < n; ++r) out.V[std::size_t(c) * n + r] = Xs[c * ldx + r];
+  return out;
+}
+
+struct Errors {
+  double eig = 0, residual = 0, orth = 0, invSqrt = 0;
+  void max(const Errors& o) {
+    eig = std::max(eig, o.eig);
+    residual = std::max(residual, o.residual);
+    orth = std::max(orth, o.orth);
+    invSqrt = std::max(invSqrt, o.invSqrt);
+  }
+};
+
+// Symmetric S (n x n column-major, full) against the decomposition (w, V): eigenvalues
+// against dsyevd's, residual |S v - w v| and orthogonality (relative to max |w|), and
+// with spd, C^-1/2 against dsyevd's (relative Frobenius).
+Errors compare(int n, const std::vector<double>& S, const std::vector<double>& w, const std::vector<double>& V,
+               bool spd) {
+  Errors err;
+  std::vector<double> L = S, wl(n), work;
+  std::vector<int> iwork;
+  if (lapack::syevd(n, L.data(), n, wl.data(), work, iwork) != 0) qFatal("dsyevd failed");
+  double wmax = 0;
+  for (double x : wl) wmax = std::max(wmax, std::abs(x));
+  if (wmax == 0) wmax = 1;
+  for (int k = 0; k < n; ++k) {
+    if (k && w[k] < w[k - 1]) qFatal("eigenvalues not ascending");
+    err.eig = std::max(err.eig, std::abs(w[k] - wl[k]) / wmax);
+    double r2 = 0;
+    for (int i = 0; i < n; ++i) {
+      double s = -w[k] * V[i + std::size_t(k) * n];
+      for (int j = 0; j < n; ++j) s += S[i + std::size_t(j) * n] * V[j + std::size_t(k) * n];
+      r2 += s * s;
+    }
+    err.residual = std::max(err.residual, std::sqrt(r2) / wmax);
+    for (int j = 0; j <= k; ++j) {
+      double s = 0;
+      for (int i = 0; i < n; ++i) s += V[i + std::size_t(k) * n] * V[i + std::size_t(j) * n];
+      err.orth = std::max(err.orth, std::abs(s - (j == k ? 1.0 : 0.0)));
+    }
+  }
+  if (spd) {
+    double num = 0, den = 0;
+    for (int j = 0; j < n; ++j)
+      for (int i = 0; i < n; ++i) {
+        double g = 0, l = 0;
+        for (int k = 0; k < n; ++k) {
+          g += V[i + std::size_t(k) * n] * V[j + std::size_t(k) * n] / std::sqrt(w[k]);
+          l += L[i + std::size_t(k) * n] * L[j + std::size_t(k) * n] / std::sqrt(wl[k]);
+        }
+        num += (g - l) * (g - l);
+        den += l * l;
+      }
+    err.invSqrt = std::sqrt(num / den);
+  }
+  return err;
+}
+
+Errors tridiagonalCase(int n, const std::vector<double>& d, const std::vector<double>& e, Result* res = nullptr) {
+  std::vector<double> S(std::size_t(n) * n, 0.0);
+  for (int i = 0; i < n; ++i) {
+    S[i + std::size_t(i) * n] = d[i];
+    if (i + 1 < n) S[i + 1 + std::size_t(i) * n] = S[i + std::size_t(i + 1) * n] = e[i];
+  }
+  Result r = emulate(n, d, e);
+  if (r.fail) qFatal("n %d: CholQR breakdown at %d", n, r.fail);
+  const Errors err = compare(n, S, r.w, r.V, false);
+  if (res) *res = std::move(r);
+  return err;
+}
+
+// V diag(lambda) V^T with V from a random symmetric matrix and lambda log-uniform over
+// `decades` below 10^U(-3, 3); kind 1: 3-fold and 2-fold repeated eigenvalues; kind 2:
+// half the eigenvalues within rel of one value; kind 3: eigenvalues in pairs within rel.
+std::vector<double> randomSpd(int n, double decades, int kind, double rel, std::mt19937_64& rng) {
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  std::vector<double> S(std::size_t(n) * n), w(n), lam(n), work, A(std::size_t(n) * n);
+  std::vector<int> iwork;
+  for (int j = 0; j < n; ++j)
+    for (int i = j; i < n; ++i) S[i + std::size_t(j) * n] = S[j + std::size_t(i) * n] = u(rng) - 0.5;
+  if (lapack::syevd(n, S.data(), n, w.data(), work, iwork) != 0) qFatal("dsyevd failed");
+  const double scale = std::pow(10.0, 6.0 * u(rng) - 3.0);
+  for (int k = 0; k < n; ++k) lam[k] = scale * std::pow(10.0, -decades * u(rng));
+  if (kind == 1 && n >= 6) {
+    lam[1] = lam[2] = lam[0];
+    lam[4] = lam[3];
+  } else if (kind == 2) {
+    for (int k = 0; k < n / 2; ++k) lam[k] = lam[0] * (1 + rel * u(rng));
+  } else if (kind == 3) {
+    for (int k = 0; k + 1 < n; k += 2) lam[k + 1] = lam[k] * (1 + rel * u(rng));
+  }
+  for (int j = 0; j < n; ++j)
+    for (int i = 0; i < n; ++i) {
+      double s = 0;
+      for (int k = 0; k < n; ++k) s += S[i + std::size_t(k) * n] * lam[k] * S[j + std::size_t(k) * n];
+      A[i + std::size_t(j) * n] = s;
+    }
+  for (int j = 0; j < n; ++j) // exactly symmetric
+    for (int i = j + 1; i < n; ++i) A[j + std::size_t(i) * n] = A[i + std::size_t(j) * n];
+  return A;
+}
+
+// dsytrd + the emulated method + Q from dorgtr.
+Errors spdCase(int n, const std::vector<double>& A, Result* res = nullptr) {
+  std::vector<double> Q = A, d(n), e(std::max(n - 1, 1)), tau(std::max(n - 1, 1)), work(64 * n + 64);
+  const int lwork = int(work.size());
+  int info = 0;
+  dsytrd_("L", &n, Q.data(), &n, d.data(), e.data(), tau.data(), work.data(), &lwork, &info, 1);
+  if (info) qFatal("dsytrd %d", info);
+  dorgtr_("L", &n, Q.data(), &n, tau.data(), work.data(), &lwork, &info, 1);
+  if (info) qFatal("dorgtr %d", info);
+  e.resize(n, 0.0);
+  Result r = emulate(n, d, e);
+  if (r.fail) qFatal("n %d: CholQR breakdown at %d", n, r.fail);
+  std::vector<double> Z(std::size_t(n) * n);
+  const double one = 1, zero = 0;
+  dgemm_("N", "N", &n, &n, &n, &one, Q.data(), &n, r.V.data(), &n, &zero, Z.data(), &n, 1, 1);
+  const Errors err = compare(n, A, r.w, Z, true);
+  if (res) *res = std::move(r);
+  return err;
+}
+
+void report(const char* what, const Errors& e) {
+  qInfo("%-40s eigenvalues %.2e, residual %.2e, orthogonality %.2e, C^-1/2 %.2e", what, e.eig, e.residual,
+        e.orth, e.invSqrt);
+}
+
+// The criteria of test_batched_eigh (eigenvalues, residuals within 1e-12 of the largest)
+// and the brief's orthogonality: ~ eps n is what QL and dsyevd reach.
+void verify(const Errors& e, double orth = 1e-14) {
+  QVERIFY2(e.eig < 1e-12, qPrintable(QString::number(e.eig)));
+  QVERIFY2(e.residual < 1e-12, qPrintable(QString::number(e.residual)));
+  QVERIFY2(e.orth < orth, qPrintable(QString::number(e.orth)));
+}
+
+} // namespace
+
+class TestEighBisect : public QObject {
+  Q_OBJECT
+private slots:
+  void initTestCase() { lapack::singleThreadedBlas(); }
+
+  void randomTridiagonals() {
+    std::mt19937_64 rng(11);
+    std::normal_distribution<double> g;
+    Errors all;
+    for (int n = 1; n <= 160; n += (n < 12 ? 1 : 7)) {
+      std::vector<double> d(n), e(n, 0.0);
+      for (int i = 0; i < n; ++i) d[i] = g(rng);
+      for (int i = 0; i + 1 < n; ++i) e[i] = g(rng);
+      all.max(tridiagonalCase(n, d, e));
+    }
+    report("random tridiagonals n = 1 ... 160", all);
+    verify(all);
+  }
+
+  void specialTridiagonals() {
+    Errors all;
+    std::mt19937_64 rng(12);
+    std::uniform_real_distribution<double> u(0.0, 1.0);
+    for (int n : {2, 3, 8, 21, 41, 74, 80, 81, 160}) {
+      const int m = (n - 1) / 2;
+      std::vector<double> d(n), e(n, 0.0);
+      // Wilkinson W+: pairs of eigenvalues that agree to far below eps.
+      for (int i = 0; i < n; ++i) d[i] = std::abs(m - i);
+      for (int i = 0; i + 1 < n; ++i) e[i] = 1.0;
+      Errors w = tridiagonalCase(n, d, e);
+      all.max(w);
+      // Already split into blocks with repeated eigenvalues (the same block three times).
+      for (int i = 0; i < n; ++i) d[i] = double(i % 5) - 2.0;
+      for (int i = 0; i + 1 < n; ++i) e[i] = (i % 5 == 4) ? 0.0 : 0.5;
+      all.max(tridiagonalCase(n, d, e));
+      // Graded over 10 decades.
+      for (int i = 0; i < n; ++i) d[i] = std::pow(10.0, -10.0 * i / std::max(n - 1, 1));
+      for (int i = 0; i + 1 < n; ++i) e[i] = 0.3 * std::sqrt(d[i] * d[i + 1]);
+      all.max(tridiagonalCase(n, d, e));
+      // Diagonal (every e zero), with ties.
+      for (int i = 0; i < n; ++i) d[i] = double(i % 3);
+      for (int i = 0; i + 1 < n; ++i) e[i] = 0.0;
+      all.max(tridiagonalCase(n, d, e));
+      // Tiny off-diagonal: nearly split, clustered within ~1e-12.
+      for (int i = 0; i < n; ++i) d[i] = 1.0 + 1e-12 * u(rng);
+      for (int i = 0; i + 1 < n; ++i) e[i] = 1e-13 * u(rng);
+      all.max(tridiagonalCase(n, d, e));
+      // The zero matrix.
+      std::fill(d.begin(), d.end(), 0.0);
+      all.max(tridiagonalCase(n, d, e));
+    }
+    report("Wilkinson, split, graded, diagonal, clustered", all);
+    verify(all);
+  }
+
+  void spdBlocks() {
+    // The engine's blocks: 74 x 74 SPD, condition 1e1 ... 1e12.
+    std::mt19937_64 rng(13);
+    for (double decades : {1.0, 4.0, 8.0, 12.0}) {
+      Errors all;
+      double steps = 0;
+      int clustered = 0, second = 0;
+      for (int b = 0; b < 24; ++b) {
+        Result r;
+        all.max(spdCase(74, randomSpd(74, decades, b % 2, 0, rng), &r));
+        steps += r.steps / 24;
+        clustered += r.clustered;
+        second += r.secondPass;
+      }
+      qInfo("%2.0f decades: %.1f quadsection steps an eigenvalue, %d vectors by the cluster path, %d of 24 "
+            "matrices with a second CholQR pass", decades, steps, clustered, second);
+      report(qPrintable(QString("SPD 74, %1 decades").arg(decades)), all);
+      verify(all);
+      // C^-1/2 carries ~eps cond / 2 relative error in either solver (test_batched_eigh
+      // asks 1e-10 over 4 decades).
+      if (decades <= 4) QVERIFY2(all.invSqrt < 1e-10, qPrintable(QString::number(all.invSqrt)));
+    }
+  }
+
+  void clusteredBlocks() {
+    std::mt19937_64 rng(14);
+    for (double rel : {1e-9, 1e-12, 1e-15}) {
+      Errors all;
+      int clustered = 0, second = 0;
+      for (int b = 0; b < 16; ++b) {
+        Result r;
+        all.max(spdCase(74, randomSpd(74, 4.0, 2 + b % 2, rel, rng), &r));
+        clustered += r.clustered;
+        second += r.secondPass;
+      }
+      report(qPrintable(QString("SPD 74, clusters within %1 (%2 cluster vectors, %3 of 16 second passes)")
+                            .arg(rel).arg(clustered).arg(second)), all);
+      verify(all);
+      QVERIFY2(all.invSqrt < 1e-10, qPrintable(QString::number(all.invSqrt)));
+    }
+  }
+
+
+  void deviceTestClusters() {
+    // test_batched_eigh's construction (bisectMatchesLapack, seed 3, clusters within 1e-9
+    // relative on odd matrices, a 3- and a 2-fold eigenvalue on every fourth), here on
+    // the host: the same matrices the device test decomposes.
+    const int n = 74, batch = 64;
+    std::mt19937_64 rng(3);
+    std::uniform_real_distribution<double> u(0.0, 1.0);
+    std::vector<double> S(std::size_t(n) * n), w(n), lam(n), work, A(std::size_t(n) * n);
+    std::vector<int> iwork;
+    Errors all, ql;
+    for (int b = 0; b < batch; ++b) {
+      for (int j = 0; j < n; ++j)
+        for (int i = j; i < n; ++i) S[i + std::size_t(j) * n] = S[j + std::size_t(i) * n] = u(rng) - 0.5;
+      if (lapack::syevd(n, S.data(), n, w.data(), work, iwork) != 0) qFatal("dsyevd failed");
+      const double scale = std::pow(10.0, 6.0 * u(rng) - 3.0);
+      for (int k = 0; k < n; ++k) lam[k] = scale * std::pow(10.0, -4.0 * u(rng));
+      if (b % 4 == 0) {
+        lam[1] = lam[2] = lam[0];
+        lam[4] = lam[3];
+      }
+      if (b % 2 == 1)
+        for (int k = 1; k < n / 2; ++k) lam[k] = lam[0] * (1 + 1e-9 * u(rng));
+      for (int j = 0; j < n; ++j)
+        for (int i = 0; i < n; ++i) {
+          double s = 0;
+          for (int k = 0; k < n; ++k) s += S[i + std::size_t(k) * n] * lam[k] * S[j + std::size_t(k) * n];
+          A[i + std::size_t(j) * n] = s;
+        }
+      for (int j = 0; j < n; ++j)
+        for (int i = j + 1; i < n; ++i) A[j + std::size_t(i) * n] = A[i + std::size_t(j) * n];
+      const Errors e = spdCase(n, A);
+      // LAPACK's QL (dsyev, the chain's algorithm) against dsyevd on the same matrix: the
+      // scale of C^-1/2 differences any backward-stable solver shows here.
+      std::vector<double> Vq = A, wq(n), wk(64 * n);
+      int lw = int(wk.size()), info = 0;
+      dsyev_("V", "L", &n, Vq.data(), &n, wq.data(), wk.data(), &lw, &info, 1, 1);
+      const Errors q = compare(n, A, wq, Vq, true);
+      ql.max(q);
+      if (getenv("BI_DEBUG"))
+        fprintf(stderr, "b %d residual %.2e C^-1/2 %.2e (dsyev %.2e)\n", b, e.residual, e.invSqrt, q.invSqrt);
+      all.max(e);
+    }
+    report("test_batched_eigh's clusters within 1e-9", all);
+    report("  the same by LAPACK's QL (dsyev)", ql);
+    verify(all);
+    QVERIFY2(all.invSqrt < 1e-10, qPrintable(QString::number(all.invSqrt)));
+  }
+
+  void everyOrder() {
+    std::mt19937_64 rng(15);
+    Errors all;
+    for (int n = 1; n <= 160; ++n) all.max(spdCase(n, randomSpd(n, 4.0, n % 2, 0, rng)));
+    report("SPD n = 1 ... 160, 4 decades", all);
+    verify(all);
+    QVERIFY2(all.invSqrt < 1e-10, qPrintable(QString::number(all.invSqrt)));
+  }
+};
+
+QTEST_GUILESS_MAIN(TestEighBisect)
+#include "test_eigh_bisect.moc"
