@@ -34,9 +34,14 @@ bool sameGrid(const WaveGrid& a, const WaveGrid& b) {
 
 } // namespace
 
+// Patches a worker takes at a time: their kept fibers' eigenproblems are solved
+// together, four per vector (PatchSolver::begin/finish); five kept fibers per patch fill
+// whole groups of four only across patches (docs/benchmarks.md, "eighth pass").
+constexpr int kBatch = 4;
+
 struct CpuEngine::Workspace {
   PatchSolver solver;
-  PatchSolution sol;
+  PatchSolution sol[kBatch];
 };
 
 CpuEngine::CpuEngine(CpuEngineOptions options) : m_options(options) {}
@@ -153,10 +158,65 @@ void CpuEngine::extractInto(const ExtractionRequest& req, ExtractionResult& resu
     }
     while (int(ws.size()) < nthreads) ws.push_back(std::make_unique<Workspace>());
 
+    // Assembly and final values of one solved patch (after PatchSolver::finish), their
+    // zones marked with the patch of the zone they run in (zone: the batch's last), so
+    // that every patch stays one "patch" zone with its work nested inside.
+    auto finishPatch = [&](const Patch& p, const PatchSolution& sol, int zone) {
+      {
+        ScopedRange ra(&rec, "assemble", zone);
+        // Keep the central fibers and bins (EXTRACTION.md §3); each (fiber, bin)
+        // belongs to one patch, so these writes never overlap between threads.
+        const int nw = sol.nwave, nk = 2 * sol.ndiag + 1;
+        const int fo = p.keptFiberOffset(), wo = p.keptWaveOffset();
+        for (int s = 0; s < p.nfiber; ++s) {
+          const int rf = p.fiber0 + s - plan.fiberMin;
+          for (int k = 0; k < p.nwave; ++k) {
+            const int a = (fo + s) * nw + wo + k;
+            const int bin = p.wave0 + k;
+            result.flux(rf, bin) = sol.flux[a];
+            result.ivar(rf, bin) = sol.ivar[a];
+            result.deconvolved(rf, bin) = sol.f[a];
+            result.chi2pix(rf, bin) = sol.chi2pix[a];
+            result.pixmaskFraction(rf, bin) = sol.pixmask[a];
+            for (int d = 0; d < nk; ++d)
+              result.resolution(rf, d, bin) =
+                  sol.resolution[(std::size_t(fo + s) * nk + d) * nw + wo + k];
+            result.covered(rf, bin) = 1;
+          }
+        }
+        if (req.model && !sol.model.empty()) {
+          const int bw = p.box.width();
+          if (tiles) {
+            // The patch's own tile (same box every time: no allocation when redone).
+            Array2D<double>& t = result.modelTiles[std::size_t(p.index)];
+            if (t.rows != p.box.height() || t.cols != bw) t = Array2D<double>(p.box.height(), bw);
+            std::copy(sol.model.begin(), sol.model.begin() + std::ptrdiff_t(t.size()), t.data.begin());
+          } else {
+            std::lock_guard lock(modelMutex);
+            Array2D<double>& m = *result.model;
+            for (int y = 0; y < p.box.height(); ++y) {
+              const double* src = sol.model.data() + std::size_t(y) * bw;
+              double* dst = m.row(p.box.y0 + y) + p.box.x0;
+              for (int x = 0; x < bw; ++x) dst[x] += src[x];
+            }
+          }
+        }
+      } // assemble
+      {
+        // Final values (per Angstrom, mask) as soon as the patch is done, so a
+        // result read while the job runs is right for every finished patch.
+        // Inside the patch zone: a patch's zones all nest under it.
+        ScopedRange rf(&rec, "finalize", zone);
+        const FinalizeCounts c = finalizeRegion(result, keptRegion(plan, p.index));
+        noData += c.noData;
+        nonFinite += c.nonFinite;
+      }
+    };
+
     auto worker = [&](int t) {
       if (t > 0) rec.setThreadLaneName("cpu thread " + std::to_string(t));
       PatchSolver& solver = ws[std::max(0, t - 1)]->solver;
-      PatchSolution& sol = ws[std::max(0, t - 1)]->sol;
+      PatchSolution* sols = ws[std::max(0, t - 1)]->sol;
       try {
         for (;;) {
           if (cancel.cancelled()) return;
@@ -164,78 +224,48 @@ void CpuEngine::extractInto(const ExtractionRequest& req, ExtractionResult& resu
             std::lock_guard lock(errorMutex);
             if (error) return;
           }
-          const int i = next.fetch_add(1);
-          if (i >= total) return;
-          const Patch& p = plan.patches[todo[i]];
-          const auto t0 = std::chrono::steady_clock::now();
-          {
+          // Up to kBatch patches in a row; fewer near the end so that both threads
+          // finish together.
+          const int left = total - next.load();
+          const int want = std::clamp(left / (2 * nthreads), 1, kBatch);
+          const int i0 = next.fetch_add(want);
+          if (i0 >= total) return;
+          const int count = std::min(want, total - i0);
+          std::chrono::steady_clock::time_point t0[kBatch];
+          for (int k = 0; k < count; ++k) {
+            const Patch& p = plan.patches[todo[i0 + k]];
+            t0[k] = std::chrono::steady_clock::now();
+            // Each patch is one "patch" zone; the batch's eigenproblems and the
+            // assembly of its patches fall in the last one's (and carry its index).
             ScopedRange rp(&rec, "patch", p.index);
-            solver.solve(p, plan, image, psf, opt, sol, &rec, spotCache.get());
+            solver.begin(p, plan, image, psf, opt, sols[k], &rec, spotCache.get());
             if (spotCache) spotCache->release(p);
-            {
-            ScopedRange ra(&rec, "assemble", p.index);
-            // Keep the central fibers and bins (EXTRACTION.md §3); each (fiber, bin)
-            // belongs to one patch, so these writes never overlap between threads.
-            const int nw = sol.nwave, nk = 2 * sol.ndiag + 1;
-            const int fo = p.keptFiberOffset(), wo = p.keptWaveOffset();
-            for (int s = 0; s < p.nfiber; ++s) {
-              const int rf = p.fiber0 + s - plan.fiberMin;
-              for (int k = 0; k < p.nwave; ++k) {
-                const int a = (fo + s) * nw + wo + k;
-                const int bin = p.wave0 + k;
-                result.flux(rf, bin) = sol.flux[a];
-                result.ivar(rf, bin) = sol.ivar[a];
-                result.deconvolved(rf, bin) = sol.f[a];
-                result.chi2pix(rf, bin) = sol.chi2pix[a];
-                result.pixmaskFraction(rf, bin) = sol.pixmask[a];
-                for (int d = 0; d < nk; ++d)
-                  result.resolution(rf, d, bin) =
-                      sol.resolution[(std::size_t(fo + s) * nk + d) * nw + wo + k];
-                result.covered(rf, bin) = 1;
+            if (k + 1 < count) continue;
+            solver.finish(&rec, p.index);
+            // Patch by patch: assembled, final, reported; a cancel stops before the next
+            // (the batch's remaining solutions are dropped, as patches not yet begun).
+            for (int j = 0; j < count; ++j) {
+              const Patch& pj = plan.patches[todo[i0 + j]];
+              const PatchSolution& sol = sols[j];
+              finishPatch(pj, sol, p.index);
+              PatchDiagnostics diag;
+              diag.patch = pj.index;
+              diag.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0[j]).count();
+              diag.chi2 = sol.chi2;
+              diag.regularized = sol.regularized;
+              diag.failed = sol.failed;
+              diag.lane = rec.currentLane();
+              {
+                std::lock_guard lock(diagMutex);
+                result.patches.push_back(diag);
               }
-            }
-            if (req.model && !sol.model.empty()) {
-              const int bw = p.box.width();
-              if (tiles) {
-                // The patch's own tile (same box every time: no allocation when redone).
-                Array2D<double>& t = result.modelTiles[std::size_t(p.index)];
-                if (t.rows != p.box.height() || t.cols != bw) t = Array2D<double>(p.box.height(), bw);
-                std::copy(sol.model.begin(), sol.model.begin() + std::ptrdiff_t(t.size()), t.data.begin());
-              } else {
-                std::lock_guard lock(modelMutex);
-                Array2D<double>& m = *result.model;
-                for (int y = 0; y < p.box.height(); ++y) {
-                  const double* src = sol.model.data() + std::size_t(y) * bw;
-                  double* dst = m.row(p.box.y0 + y) + p.box.x0;
-                  for (int x = 0; x < bw; ++x) dst[x] += src[x];
-                }
-              }
-            }
-            } // assemble
-            {
-              // Final values (per Angstrom, mask) as soon as the patch is done, so a
-              // result read while the job runs is right for every finished patch.
-              // Inside the patch zone: a patch's zones all nest under it.
-              ScopedRange rf(&rec, "finalize", p.index);
-              const FinalizeCounts c = finalizeRegion(result, keptRegion(plan, p.index));
-              noData += c.noData;
-              nonFinite += c.nonFinite;
+              progress.patchDone(pj.index, done.fetch_add(1) + 1, total);
+              if (j + 1 < count && cancel.cancelled()) return;
             }
           }
-          PatchDiagnostics diag;
-          diag.patch = p.index;
-          diag.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-          diag.chi2 = sol.chi2;
-          diag.regularized = sol.regularized;
-          diag.failed = sol.failed;
-          diag.lane = rec.currentLane();
-          {
-            std::lock_guard lock(diagMutex);
-            result.patches.push_back(diag);
-          }
-          progress.patchDone(p.index, done.fetch_add(1) + 1, total);
         }
       } catch (...) {
+        solver.dropQueue(); // the batch's solutions are not finished
         std::lock_guard lock(errorMutex);
         if (!error) error = std::current_exception();
       }

@@ -392,59 +392,74 @@ void PatchSolver::decorrelateSignal(int nfib, int nw, int kept0, int kept1, Patc
   } else {
     lapack::trtri(n, m_icov.data(), n);
   }
-  // Blocks in groups of four (their eigenproblems solved together, SymEigen::compute4);
-  // a single block left over goes alone (compute: dstedc), as a lane batch costs about
-  // as much with one matrix as with four.
+  // Each kept block's C_s (lower triangle) joins the queue that finish() solves four at
+  // a time (SymEigen::compute4), across the patches begun since the last finish().
   const std::size_t nn = std::size_t(nw) * nw;
-  m_cs.resize(4 * nn);
-  m_eig.resize(4 * std::size_t(nw));
-  m_z.resize(4 * nn);
-  std::vector<double>& t = m_modelBox; // scratch nw x nw
-  t.resize(nn);
-  for (int s0 = kept0; s0 < kept1; s0 += 4) {
-    const int count = std::min(4, kept1 - s0);
-    for (int j = 0; j < count; ++j) {
-      const int c0 = (s0 + j) * nw;
-      double* csj = m_cs.data() + j * nn;
-      if (m_banded) {
-        const double* cs = m_q.data() + c0 + std::size_t(c0) * n;
-        for (int col = 0; col < nw; ++col)
-          std::copy(cs + std::size_t(col) * n + col, cs + std::size_t(col) * n + nw, csj + std::size_t(col) * nw + col);
-      } else {
-        const double* xs = m_icov.data() + c0 + std::size_t(c0) * n;
-        lapack::syrkT(nw, n - c0, 1.0, xs, n, 0.0, csj, nw);
-      }
-    }
-    // Householder reduction and back-transformation in cache-resident loops around the
-    // tridiagonal solver (sym_eigen.h): dsyevd's algorithm without its per-call overhead
-    // at this size, the tridiagonal step four blocks at a time in vector lanes
-    // (docs/benchmarks.md, "CPU engine, third", "fifth" and "seventh pass").
-    if (count == 1) {
-      m_symEigen.compute(nw, m_cs.data(), nw, m_eig.data(), m_z.data(), nw);
+  std::size_t offset = m_pending.empty() ? 0 : m_pending.back().offset + std::size_t(m_pending.back().nw) * m_pending.back().nw;
+  m_cs.resize(offset + std::size_t(kept1 - kept0) * nn);
+  for (int s = kept0; s < kept1; ++s, offset += nn) {
+    const int c0 = s * nw;
+    double* csj = m_cs.data() + offset;
+    if (m_banded) {
+      const double* cs = m_q.data() + c0 + std::size_t(c0) * n;
+      for (int col = 0; col < nw; ++col)
+        std::copy(cs + std::size_t(col) * n + col, cs + std::size_t(col) * n + nw, csj + std::size_t(col) * nw + col);
     } else {
-      const double* a4[4];
-      double *w4[4], *z4[4];
-      for (int j = 0; j < count; ++j) {
-        a4[j] = m_cs.data() + j * nn;
-        w4[j] = m_eig.data() + std::size_t(j) * nw;
-        z4[j] = m_z.data() + j * nn;
-      }
-      m_symEigen.compute4(count, nw, a4, nw, w4, z4, nw);
+      const double* xs = m_icov.data() + c0 + std::size_t(c0) * n;
+      lapack::syrkT(nw, n - c0, 1.0, xs, n, 0.0, csj, nw);
     }
+    m_pending.push_back(Pending{&out, s, nw, offset});
+  }
+}
+
+void PatchSolver::finish(ProfileRecorder* rec, int patchIndex) {
+  if (m_pending.empty()) return;
+  ScopedRange r(rec, "decorrelate", patchIndex);
+  // Groups of up to four queued blocks of one order, their eigenproblems solved together
+  // (SymEigen::compute4: Householder reduction and back-transformation in cache-resident
+  // loops, the tridiagonal step four blocks at a time in vector lanes; docs/benchmarks.md,
+  // "CPU engine, third", "fifth", "seventh" and "eighth pass"). A block's lane computes
+  // the same bits whatever shares its group, so a patch's result does not depend on which
+  // patches were queued with it; a group of fewer than four costs as much as four, hence
+  // the queue across patches (five kept fibers per patch).
+  const std::size_t np = m_pending.size();
+  int maxNw = 0;
+  for (const Pending& q : m_pending) maxNw = std::max(maxNw, q.nw);
+  const std::size_t nnMax = std::size_t(maxNw) * maxNw;
+  m_eig.resize(4 * std::size_t(maxNw));
+  m_z.resize(4 * nnMax);
+  std::vector<double>& t = m_modelBox; // scratch nw x nw
+  t.resize(nnMax);
+  for (std::size_t g0 = 0; g0 < np;) {
+    const int nw = m_pending[g0].nw;
+    const std::size_t nn = std::size_t(nw) * nw;
+    int count = 1;
+    while (count < 4 && g0 + count < np && m_pending[g0 + count].nw == nw) ++count;
+    const double* a4[4];
+    double *w4[4], *z4[4];
     for (int j = 0; j < count; ++j) {
-      const double* eig = m_eig.data() + std::size_t(j) * nw;
-      const double* z = m_z.data() + j * nn;
+      a4[j] = m_cs.data() + m_pending[g0 + j].offset;
+      w4[j] = m_eig.data() + std::size_t(j) * nw;
+      z4[j] = m_z.data() + j * nn;
+    }
+    m_symEigen.compute4(count, nw, a4, nw, w4, z4, nw);
+    for (int j = 0; j < count; ++j) {
+      const Pending& q = m_pending[g0 + j];
+      const double* eig = w4[j];
+      const double* z = z4[j];
       // Q_s = C_s^-1/2 = V diag(w^-1/2) V^T = T T^T with T = V diag(w^-1/4), eigenvalues
       // clipped at 1e-14 of the largest; applyT forms only what is kept of Q_s.
       const double floor = 1e-14 * eig[nw - 1];
       for (int i = 0; i < nw; ++i) {
         const double w = std::max(eig[i], floor);
         const double sc = w > 0 ? 1.0 / std::sqrt(std::sqrt(w)) : 0.0;
-        for (int r = 0; r < nw; ++r) t[r + std::size_t(i) * nw] = z[r + std::size_t(i) * nw] * sc;
+        for (int rr = 0; rr < nw; ++rr) t[rr + std::size_t(i) * nw] = z[rr + std::size_t(i) * nw] * sc;
       }
-      applyT(t.data(), s0 + j, nw, out);
+      applyT(t.data(), q.fiber, nw, *q.out);
     }
+    g0 += std::size_t(count);
   }
+  m_pending.clear();
 }
 
 void PatchSolver::decorrelateNoise(int nfib, int nw, PatchSolution& out) {
@@ -609,6 +624,13 @@ SPEX_CLONES void PatchSolver::chi2pix(const Patch& p, const Image& image, const 
 void PatchSolver::solve(const Patch& p, const PatchPlan& plan, const Image& image,
                         const GaussHermitePsf& psf, const PatchSolveOptions& opt,
                         PatchSolution& out, ProfileRecorder* rec, SpotCache* cache) {
+  begin(p, plan, image, psf, opt, out, rec, cache);
+  finish(rec, p.index);
+}
+
+void PatchSolver::begin(const Patch& p, const PatchPlan& plan, const Image& image,
+                        const GaussHermitePsf& psf, const PatchSolveOptions& opt,
+                        PatchSolution& out, ProfileRecorder* rec, SpotCache* cache) {
   const int nfib = p.nfiberPad, nw = p.nwavePad, n = nfib * nw;
   out.nfib = nfib;
   out.nwave = nw;
@@ -648,6 +670,8 @@ void PatchSolver::solve(const Patch& p, const PatchPlan& plan, const Image& imag
     return;
   }
   {
+    // Signal mode: the covariance blocks, queued for finish() (which solves their
+    // eigenproblems and forms flux, ivar and resolution).
     ScopedRange r(rec, "decorrelate", p.index);
     if (opt.mode == Decorrelation::Signal)
       decorrelateSignal(nfib, nw, p.keptFiberOffset(), p.keptFiberOffset() + p.nfiber, out);
@@ -655,6 +679,7 @@ void PatchSolver::solve(const Patch& p, const PatchPlan& plan, const Image& imag
       decorrelateNoise(nfib, nw, out);
   }
   {
+    // From f alone: the same bits before or after the decorrelation.
     ScopedRange r(rec, "chi2pix", p.index);
     chi2pix(p, image, opt, out);
   }

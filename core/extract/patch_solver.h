@@ -62,6 +62,21 @@ public:
              const PatchSolveOptions& opt, PatchSolution& out, ProfileRecorder* rec = nullptr,
              SpotCache* cache = nullptr);
 
+  // solve() in two halves, for several patches whose fiber blocks' eigenproblems are
+  // solved together (four per vector, SymEigen::compute4): begin() does everything but
+  // those eigenproblems and what follows from them in signal mode (flux, ivar and
+  // resolution of the kept fibers), queueing the blocks; finish() solves every queued
+  // block in groups of four, across the patches begun since the last finish(), and
+  // completes their solutions. Each out must stay in place until finish() returns.
+  // Every block goes through the same lanes whatever shares its group, so a patch's
+  // result is the same bits however patches are grouped (solve() is begin + finish).
+  void begin(const Patch& p, const PatchPlan& plan, const Image& image, const GaussHermitePsf& psf,
+             const PatchSolveOptions& opt, PatchSolution& out, ProfileRecorder* rec = nullptr,
+             SpotCache* cache = nullptr);
+  void finish(ProfileRecorder* rec = nullptr, int patchIndex = -1);
+  // Forgets the queued blocks (a batch abandoned by an exception).
+  void dropQueue() { m_pending.clear(); }
+
 private:
   // Padded spots, fiber-major: spot a = fiber index * nwave + bin. m_sv points into the
   // cache, or into m_spots where this solver evaluated the spot itself.
@@ -96,8 +111,15 @@ private:
   // One past the last row of column a of the lower triangle that is stored.
   int bandEnd(int a) const;
   bool factorAndSolve(int n, double regularize, bool keepPrior, PatchSolution& out);
-  // Per-fiber decorrelation of fibers [kept0, kept1), the only ones the engine keeps.
+  // Per-fiber decorrelation of fibers [kept0, kept1), the only ones the engine keeps:
+  // their blocks C_s of the covariance are queued for finish().
   void decorrelateSignal(int nfib, int nw, int kept0, int kept1, PatchSolution& out);
+  struct Pending {
+    PatchSolution* out;
+    int fiber, nw;
+    std::size_t offset; // of its C_s (nw x nw, column-major, lower triangle) in m_cs
+  };
+  std::vector<Pending> m_pending;   // queued fiber blocks
   void decorrelateNoise(int nfib, int nw, PatchSolution& out);
   void chi2pix(const Patch& p, const Image& image, const PatchSolveOptions& opt, PatchSolution& out);
   // Q = T T^T -> R, ivar, flux and resolution diagonals for one fiber block (T: nw x nw,

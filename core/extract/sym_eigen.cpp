@@ -411,6 +411,230 @@ SPEX_CLONES unsigned tridiagQL4(int n, double* __restrict dd, double* __restrict
   return failed;
 }
 
+
+// ---- Householder reduction of four matrices at once, one per lane -------------------
+// Lane-interleaved storage: X[4 i + j] is element i of matrix j; the working copies
+// A[4 (r + N c) + j] (lower triangle). Loops run over rows with the four matrices in
+// one vector, so no loop has a tail or a sum across lanes; dots keep two accumulators.
+
+// householder() on each lane of x[0..m) (lane-interleaved): tau[j], beta in x[0], v
+// scaled in x[1..m); a lane whose x[1..m) is zero keeps x and gets tau 0 (H = I).
+SPEX_CLONES void householder4(int m, double* __restrict x, double* __restrict tau) {
+  Lanes4* X = reinterpret_cast<Lanes4*>(x);
+  if (m <= 1) {
+    for (int j = 0; j < 4; ++j) tau[j] = 0.0;
+    return;
+  }
+  Lanes4 s0 = {0, 0, 0, 0}, s1 = s0;
+  int r = 1;
+  for (; r + 2 <= m; r += 2) {
+    s0 += X[r] * X[r];
+    s1 += X[r + 1] * X[r + 1];
+  }
+  if (r < m) s0 += X[r] * X[r];
+  const Lanes4 ss = s0 + s1;
+  Lanes4 scale = {1, 1, 1, 1};
+  for (int j = 0; j < 4; ++j) {
+    if (ss[j] == 0.0) {
+      tau[j] = 0.0;
+      continue;
+    }
+    const double alpha = x[j];
+    const double beta = -std::copysign(std::hypot(alpha, std::sqrt(ss[j])), alpha);
+    tau[j] = (beta - alpha) / beta;
+    scale[j] = 1.0 / (alpha - beta);
+    x[j] = beta;
+  }
+  for (r = 1; r < m; ++r) X[r] *= scale;
+}
+
+// symv() in lanes: P[lo..n) = A[lo..n, lo..n) V from the lower triangles.
+SPEX_CLONES void symv4(int n, int lo, const double* __restrict a, const double* __restrict v,
+                       double* __restrict p) {
+  const Lanes4* A = reinterpret_cast<const Lanes4*>(a);
+  const Lanes4* V = reinterpret_cast<const Lanes4*>(v);
+  Lanes4* P = reinterpret_cast<Lanes4*>(p);
+  const std::size_t N = std::size_t(n);
+  const Lanes4 zero = {0, 0, 0, 0};
+  for (int r = lo; r < n; ++r) P[r] = zero;
+  for (int c = lo; c < n; ++c) {
+    const Lanes4* col = A + N * c;
+    const Lanes4 vc = V[c];
+    P[c] += col[c] * vc;
+    Lanes4 acc0 = zero, acc1 = zero;
+    int r = c + 1;
+    for (; r + 2 <= n; r += 2) {
+      P[r] += col[r] * vc;
+      acc0 += col[r] * V[r];
+      P[r + 1] += col[r + 1] * vc;
+      acc1 += col[r + 1] * V[r + 1];
+    }
+    if (r < n) {
+      P[r] += col[r] * vc;
+      acc0 += col[r] * V[r];
+    }
+    P[c] += acc0 + acc1;
+  }
+}
+
+// rank2AndSymv() in lanes: columns [c0, c1) of A -= V W^T + W V^T (rows c..n-1), and
+// with VN set PN[c..n) += A_new[c.., c] VN[c] plus PN[c] += A_new[c+1.., c] . VN[c+1..].
+SPEX_CLONES void rank2AndSymv4(int n, int c0, int c1, double* __restrict a, const double* __restrict v,
+                               const double* __restrict w, const double* __restrict vn,
+                               double* __restrict pn) {
+  Lanes4* A = reinterpret_cast<Lanes4*>(a);
+  const Lanes4* V = reinterpret_cast<const Lanes4*>(v);
+  const Lanes4* W = reinterpret_cast<const Lanes4*>(w);
+  const std::size_t N = std::size_t(n);
+  const Lanes4 zero = {0, 0, 0, 0};
+  for (int c = c0; c < c1; ++c) {
+    Lanes4* col = A + N * c;
+    const Lanes4 vc = V[c], wc = W[c];
+    if (vn) {
+      const Lanes4* VN = reinterpret_cast<const Lanes4*>(vn);
+      Lanes4* PN = reinterpret_cast<Lanes4*>(pn);
+      const Lanes4 vnc = VN[c];
+      const Lanes4 x0 = col[c] - (V[c] * wc + W[c] * vc);
+      col[c] = x0;
+      PN[c] += x0 * vnc;
+      Lanes4 acc0 = zero, acc1 = zero;
+      int r = c + 1;
+      for (; r + 2 <= n; r += 2) {
+        const Lanes4 x = col[r] - (V[r] * wc + W[r] * vc);
+        const Lanes4 y = col[r + 1] - (V[r + 1] * wc + W[r + 1] * vc);
+        col[r] = x;
+        col[r + 1] = y;
+        PN[r] += x * vnc;
+        PN[r + 1] += y * vnc;
+        acc0 += x * VN[r];
+        acc1 += y * VN[r + 1];
+      }
+      if (r < n) {
+        const Lanes4 x = col[r] - (V[r] * wc + W[r] * vc);
+        col[r] = x;
+        PN[r] += x * vnc;
+        acc0 += x * VN[r];
+      }
+      PN[c] += acc0 + acc1;
+    } else {
+      for (int r = c; r < n; ++r) col[r] -= V[r] * wc + W[r] * vc;
+    }
+  }
+}
+
+// p[lo..n) *= tau, then w = p - (tau/2)(p . v) v on [lo, n), in lanes.
+SPEX_CLONES void reflectorUpdate4(int n, int lo, const double* __restrict tau, const double* __restrict v,
+                                  double* __restrict p, double* __restrict w) {
+  const Lanes4* V = reinterpret_cast<const Lanes4*>(v);
+  Lanes4* P = reinterpret_cast<Lanes4*>(p);
+  Lanes4* W = reinterpret_cast<Lanes4*>(w);
+  const Lanes4 t = {tau[0], tau[1], tau[2], tau[3]};
+  Lanes4 pv0 = {0, 0, 0, 0}, pv1 = pv0;
+  int r = lo;
+  for (; r + 2 <= n; r += 2) {
+    P[r] *= t;
+    P[r + 1] *= t;
+    pv0 += P[r] * V[r];
+    pv1 += P[r + 1] * V[r + 1];
+  }
+  if (r < n) {
+    P[r] *= t;
+    pv0 += P[r] * V[r];
+  }
+  const Lanes4 alpha = -0.5 * t * (pv0 + pv1);
+  for (r = lo; r < n; ++r) W[r] = P[r] + alpha * V[r];
+}
+
+// applyTwoReflectors() in lanes on the four Z's (Z[N r + c] row r, column c; each
+// reflector and tau per lane). A lane whose tau is 0 gets that reflector as the identity.
+SPEX_CLONES void applyTwoReflectors4(int n, int k, const double* __restrict tau1, const double* __restrict v1,
+                                     const double* __restrict tau0, const double* __restrict v0,
+                                     double* __restrict zz, double* __restrict uu) {
+  const std::size_t N = std::size_t(n);
+  const Lanes4* V1 = reinterpret_cast<const Lanes4*>(v1);
+  const Lanes4* V0 = reinterpret_cast<const Lanes4*>(v0);
+  Lanes4* Z = reinterpret_cast<Lanes4*>(zz);
+  Lanes4* A = reinterpret_cast<Lanes4*>(uu);
+  Lanes4* B = A + N;
+  const Lanes4 t1 = {tau1[0], tau1[1], tau1[2], tau1[3]}, t0 = {tau0[0], tau0[1], tau0[2], tau0[3]};
+  const Lanes4 zero = {0, 0, 0, 0};
+  {
+    const Lanes4* zk = Z + N * k;
+    const Lanes4 w0 = V0[k];
+    for (int c = 0; c < n; ++c) {
+      A[c] = zero;
+      B[c] = w0 * zk[c];
+    }
+  }
+  Lanes4 v01 = zero;
+  int r = k + 1;
+  for (; r + 4 <= n; r += 4) {
+    const Lanes4 *z0 = Z + N * r, *z1 = z0 + N, *z2 = z1 + N, *z3 = z2 + N;
+    const Lanes4 p0 = V1[r], p1 = V1[r + 1], p2 = V1[r + 2], p3 = V1[r + 3];
+    const Lanes4 q0 = V0[r], q1 = V0[r + 1], q2 = V0[r + 2], q3 = V0[r + 3];
+    v01 += (q0 * p0 + q1 * p1) + (q2 * p2 + q3 * p3);
+    for (int c = 0; c < n; ++c) {
+      A[c] += (p0 * z0[c] + p1 * z1[c]) + (p2 * z2[c] + p3 * z3[c]);
+      B[c] += (q0 * z0[c] + q1 * z1[c]) + (q2 * z2[c] + q3 * z3[c]);
+    }
+  }
+  for (; r < n; ++r) {
+    const Lanes4* z0 = Z + N * r;
+    const Lanes4 p0 = V1[r], q0 = V0[r];
+    v01 += q0 * p0;
+    for (int c = 0; c < n; ++c) {
+      A[c] += p0 * z0[c];
+      B[c] += q0 * z0[c];
+    }
+  }
+  const Lanes4 g = t1 * v01;
+  for (int c = 0; c < n; ++c) B[c] = t0 * (B[c] - g * A[c]); // tau0 u0
+  {
+    Lanes4* zk = Z + N * k;
+    const Lanes4 w0 = V0[k];
+    for (int c = 0; c < n; ++c) zk[c] -= w0 * B[c];
+  }
+  for (r = k + 1; r + 4 <= n; r += 4) {
+    Lanes4 *z0 = Z + N * r, *z1 = z0 + N, *z2 = z1 + N, *z3 = z2 + N;
+    const Lanes4 s0 = t1 * V1[r], s1 = t1 * V1[r + 1], s2 = t1 * V1[r + 2], s3 = t1 * V1[r + 3];
+    const Lanes4 q0 = V0[r], q1 = V0[r + 1], q2 = V0[r + 2], q3 = V0[r + 3];
+    for (int c = 0; c < n; ++c) {
+      const Lanes4 ac = A[c], bc = B[c];
+      z0[c] -= s0 * ac + q0 * bc;
+      z1[c] -= s1 * ac + q1 * bc;
+      z2[c] -= s2 * ac + q2 * bc;
+      z3[c] -= s3 * ac + q3 * bc;
+    }
+  }
+  for (; r < n; ++r) {
+    Lanes4* z0 = Z + N * r;
+    const Lanes4 s0 = t1 * V1[r], q0 = V0[r];
+    for (int c = 0; c < n; ++c) z0[c] -= s0 * A[c] + q0 * B[c];
+  }
+}
+
+// applyReflector() in lanes: rows (k, n) of the four Z's <- (I - tau v v^T) Z.
+SPEX_CLONES void applyReflector4(int n, int k, const double* __restrict tau, const double* __restrict v,
+                                 double* __restrict zz, double* __restrict uu) {
+  const std::size_t N = std::size_t(n);
+  const Lanes4* V = reinterpret_cast<const Lanes4*>(v);
+  Lanes4* Z = reinterpret_cast<Lanes4*>(zz);
+  Lanes4* U = reinterpret_cast<Lanes4*>(uu);
+  const Lanes4 t = {tau[0], tau[1], tau[2], tau[3]};
+  const Lanes4 zero = {0, 0, 0, 0};
+  for (int c = 0; c < n; ++c) U[c] = zero;
+  for (int r = k + 1; r < n; ++r) {
+    const Lanes4* zr = Z + N * r;
+    const Lanes4 vr = V[r];
+    for (int c = 0; c < n; ++c) U[c] += vr * zr[c];
+  }
+  for (int r = k + 1; r < n; ++r) {
+    Lanes4* zr = Z + N * r;
+    const Lanes4 sr = t * V[r];
+    for (int c = 0; c < n; ++c) zr[c] -= sr * U[c];
+  }
+}
+
 } // namespace detail
 
 double SymEigen::fma(int n) {
@@ -501,6 +725,91 @@ void SymEigen::reduce(int n, const double* a, int lda, Reduced& L) {
   L.d[n - 1] = A[(n - 1) + N * (n - 1)];
 }
 
+void SymEigen::reduce4(int count, int n, const double* const* a, int lda) {
+  // reduce() step for step, the four matrices in the lanes (lanes past count repeat
+  // matrix 0; their results are not kept).
+  const std::size_t N = std::size_t(n);
+  m_a4.resize(4 * N * N);
+  m_v4.resize(16 * N);
+  double* A = m_a4.data();
+  double* v = m_v4.data();   // reflector i
+  double* vn = v + 4 * N;    // reflector i + 1
+  double* p = vn + 4 * N;    // tau A v, then the next step's A v
+  double* wv = p + 4 * N;
+  const double safmin = std::numeric_limits<double>::min(), eps = std::numeric_limits<double>::epsilon() / 2;
+  const double rmin = std::sqrt(safmin / eps);
+  const double rmax = std::min(std::sqrt(1.0 / (safmin / eps)), 1.0 / std::sqrt(std::sqrt(safmin)));
+  for (int j = 0; j < 4; ++j) {
+    const double* src = a[j < count ? j : 0];
+    double anrm = 0;
+    for (int c = 0; c < n; ++c)
+      for (int r = c; r < n; ++r) anrm = std::max(anrm, std::abs(src[r + std::size_t(c) * lda]));
+    double sigma = 1.0;
+    if (anrm > 0 && anrm < rmin) sigma = rmin / anrm;
+    else if (anrm > rmax) sigma = rmax / anrm;
+    if (!std::isfinite(anrm)) sigma = 1.0; // the solver reports it; the fallback decides
+    if (j < count) {
+      Reduced& L = m_lane[j];
+      L.sigma = sigma;
+      L.finite = std::isfinite(anrm);
+      L.v.resize(N * N);
+      L.tau.assign(N, 0.0);
+      L.d.resize(N);
+      L.e.assign(N, 0.0);
+    }
+    for (int c = 0; c < n; ++c)
+      for (int r = c; r < n; ++r) A[4 * (r + N * c) + j] = src[r + std::size_t(c) * lda] * sigma;
+  }
+  m_vall.resize(4 * N * N);
+  m_tau4.assign(4 * N, 0.0);
+  auto keep = [&](int i, const double* refl, const double* tau) { // reflector i of each lane
+    std::copy(refl + 4 * (i + 1), refl + 4 * N, m_vall.data() + 4 * (N * i + i + 1));
+    std::copy(tau, tau + 4, m_tau4.data() + 4 * i);
+    for (int j = 0; j < count; ++j) {
+      Reduced& L = m_lane[j];
+      L.tau[i] = tau[j];
+      double* col = L.v.data() + N * i;
+      for (int r = i + 1; r < n; ++r) col[r] = refl[4 * r + j];
+    }
+  };
+  double tau[4] = {0, 0, 0, 0}, tauNext[4] = {0, 0, 0, 0};
+  if (n >= 3) {
+    std::copy(A + 4, A + 4 * N, v + 4); // column 0, rows 1..
+    detail::householder4(n - 1, v + 4, tau);
+    for (int j = 0; j < count; ++j) m_lane[j].e[0] = v[4 + j];
+    for (int j = 0; j < 4; ++j) v[4 + j] = 1.0;
+    detail::symv4(n, 1, A, v, p);
+  }
+  for (int i = 0; i + 2 < n; ++i) {
+    for (int j = 0; j < count; ++j) m_lane[j].d[i] = A[4 * (i + N * i) + j];
+    const bool more = i + 3 < n; // a reflector follows for column i + 1
+    // A <- H_i A H_i on the trailing block; a lane with tau 0 gets p = w = 0 (A unchanged).
+    detail::reflectorUpdate4(n, i + 1, tau, v, p, wv);
+    detail::rank2AndSymv4(n, i + 1, i + 2, A, v, wv, nullptr, nullptr);
+    if (more) {
+      std::copy(A + 4 * ((i + 2) + N * (i + 1)), A + 4 * (N + N * (i + 1)), vn + 4 * (i + 2));
+      detail::householder4(n - i - 2, vn + 4 * (i + 2), tauNext);
+      for (int j = 0; j < count; ++j) m_lane[j].e[i + 1] = vn[4 * (i + 2) + j];
+      for (int j = 0; j < 4; ++j) vn[4 * (i + 2) + j] = 1.0;
+      std::fill(p + 4 * (i + 2), p + 4 * N, 0.0);
+      detail::rank2AndSymv4(n, i + 2, n, A, v, wv, vn, p);
+    } else {
+      detail::rank2AndSymv4(n, i + 2, n, A, v, wv, nullptr, nullptr);
+    }
+    keep(i, v, tau);
+    std::swap(v, vn);
+    std::copy(tauNext, tauNext + 4, tau);
+  }
+  for (int j = 0; j < count; ++j) {
+    Reduced& L = m_lane[j];
+    if (n >= 2) {
+      L.d[n - 2] = A[4 * ((n - 2) + N * (n - 2)) + j];
+      L.e[n - 2] = A[4 * ((n - 1) + N * (n - 2)) + j];
+    }
+    L.d[n - 1] = A[4 * ((n - 1) + N * (n - 1)) + j];
+  }
+}
+
 int SymEigen::solveTridiagonal(int n, Reduced& L, const double* a, int lda, double* w, double* z, int ldz) {
   // Divide and conquer (dstedc, as dsyevd and numpy's eigh) into z (column-major). At
   // n = 74 it takes ~0.85 of MRRR's (dstemr) time for about twice its instructions
@@ -558,22 +867,44 @@ int SymEigen::compute4(int count, int n, const double* const* a, int lda, double
   if (count > 4) count = 4;
   m_lane.resize(4);
   const std::size_t N = std::size_t(n);
-  for (int j = 0; j < count; ++j) reduce(n, a[j], lda, m_lane[j]);
+  reduce4(count, n, a, lda);
   // Lanes past count repeat lane 0's tridiagonal (their results are not used).
   m_d4.resize(4 * N);
   m_e4.resize(4 * N);
   m_z4.resize(4 * N * N);
+  // Each lane's tridiagonal scaled by a power of two (exact) up to dsteqr's lower bound
+  // sqrt(safmin) / eps^2 where it is smaller: below it the deflation test's absolute
+  // term (safmin) would split at subdiagonals that are not negligible (a matrix scaled
+  // into the reduction's safe range can have norm sqrt(safmin / eps) ~ 1e-146).
+  const double ssfmin = std::sqrt(std::numeric_limits<double>::min()) /
+                        (0.25 * std::numeric_limits<double>::epsilon() * std::numeric_limits<double>::epsilon());
+  double tscale[4] = {1, 1, 1, 1};
   for (int j = 0; j < 4; ++j) {
     const Reduced& L = m_lane[j < count ? j : 0];
+    double tnorm = 0;
+    for (int i = 0; i < n; ++i) tnorm = std::max(tnorm, std::max(std::abs(L.d[i]), i + 1 < n ? std::abs(L.e[i]) : 0.0));
+    if (tnorm > 0 && tnorm < ssfmin) tscale[j] = std::exp2(std::ceil(std::log2(ssfmin / tnorm)));
     for (int i = 0; i < n; ++i) {
-      m_d4[4 * i + j] = L.d[i];
-      m_e4[4 * i + j] = i + 1 < n ? L.e[i] : 0.0;
+      m_d4[4 * i + j] = L.d[i] * tscale[j];
+      m_e4[4 * i + j] = i + 1 < n ? L.e[i] * tscale[j] : 0.0;
     }
   }
   m_rot4.resize(8 * N);
   const unsigned failed = detail::tridiagQL4(n, m_d4.data(), m_e4.data(), m_z4.data(), m_rot4.data());
+  // V = H_0 H_1 ... H_(n-3) Z for the four lanes at once, on Z as QL left it (row k of
+  // eigenvector column i at Z[N k + i]), two reflectors per pass; columns sorted after.
+  m_p.resize(8 * N);
+  for (int k = n - 3; k >= 0;) {
+    if (k >= 1) {
+      detail::applyTwoReflectors4(n, k, m_tau4.data() + 4 * k, m_vall.data() + 4 * N * k, m_tau4.data() + 4 * (k - 1),
+                                  m_vall.data() + 4 * N * (k - 1), m_z4.data(), m_p.data());
+      k -= 2;
+    } else {
+      detail::applyReflector4(n, k, m_tau4.data() + 4 * k, m_vall.data() + 4 * N * k, m_z4.data(), m_p.data());
+      k -= 1;
+    }
+  }
   int info = 0;
-  m_zt.resize(N * N);
   m_order.resize(N);
   for (int j = 0; j < count; ++j) {
     Reduced& L = m_lane[j];
@@ -584,19 +915,17 @@ int SymEigen::compute4(int count, int n, const double* const* a, int lda, double
       if (r != 0 && info == 0) info = r;
       continue;
     }
-    // Ascending eigenvalues (a stable sort of the lane's indices), Z's columns in that
-    // order written as the rows of m_zt for the back-transformation.
+    // Ascending eigenvalues (a stable sort of the lane's indices), V's columns in that order.
     for (int i = 0; i < n; ++i) m_order[i] = i;
     std::stable_sort(m_order.begin(), m_order.end(),
                      [&](int x, int y) { return m_d4[4 * x + j] < m_d4[4 * y + j]; });
-    double* zt = m_zt.data();
     for (int c = 0; c < n; ++c) {
       const int src = m_order[c];
-      w[j][c] = m_d4[4 * src + j] / L.sigma;
-      const double* col = m_z4.data() + 4 * std::size_t(src) + j; // Z row-major per lane
-      for (int r = 0; r < n; ++r) zt[std::size_t(r) * N + c] = col[4 * N * r];
+      w[j][c] = m_d4[4 * src + j] / tscale[j] / L.sigma;
+      const double* col = m_z4.data() + 4 * std::size_t(src) + j; // V row-major per lane
+      double* out = z[j] + std::size_t(c) * ldz;
+      for (int r = 0; r < n; ++r) out[r] = col[4 * N * r];
     }
-    backTransform(n, L, z[j], ldz);
   }
   return info;
 }

@@ -13,12 +13,13 @@
 // Eigenvalues ascending; eigenvectors as the columns of z, each of unit length (signs
 // as they come). Where dstedc reports a failure the matrix goes to dsyevr instead.
 //
-// compute4 does up to four matrices of one order at once: steps 1 and 3 as above, one
-// matrix after the other, and step 2 by implicit QL with Wilkinson shifts on the four
-// tridiagonals together, one per lane of a 4-wide vector (AVX2 in core/clones.h's
-// x86-64-v3 clone, two SSE2 halves in the default one): a tridiagonal eigensolver is a
-// chain of dependent square roots and divisions, and the lanes pay its latency once
-// for four matrices (docs/benchmarks.md, "CPU engine, seventh pass"). A lane that does
+// compute4 does up to four matrices of one order at once, one per lane of 4-wide vectors
+// (AVX2 in core/clones.h's x86-64-v3 clone, two SSE2 halves in the default one): steps
+// 1 and 3 as above with the four matrices in the lanes (no loop tails, no sums across
+// lanes, no transposes), and step 2 by implicit QL with Wilkinson shifts on the four
+// tridiagonals together: a tridiagonal eigensolver is a chain of dependent square roots
+// and divisions, and the lanes pay its latency once for four matrices
+// (docs/benchmarks.md, "CPU engine, seventh pass" and "eighth pass"). A lane that does
 // not converge (30 sweeps for one eigenvalue) or meets a non-finite value is solved
 // again by dstedc, as compute() does.
 #pragma once
@@ -50,6 +51,10 @@ private:
     bool finite = true;
   };
   void reduce(int n, const double* a, int lda, Reduced& L);
+  // reduce() for count (1..4) matrices at once, one per lane of a 4-wide vector (the
+  // working copies interleaved), into m_lane[0..count): the same steps, every per-column
+  // loop over the four matrices together, no tails and no sums across lanes.
+  void reduce4(int count, int n, const double* const* a, int lda);
   // dstedc on L's tridiagonal (dsyevr on a where it fails), then the back-transformation.
   int solveTridiagonal(int n, Reduced& L, const double* a, int lda, double* w, double* z, int ldz);
   // z = Q Z for Z in m_zt (row-major).
@@ -60,6 +65,8 @@ private:
   std::vector<double> m_p;
   std::vector<double> m_dc, m_ec; // dstedc's copies of d and e
   std::vector<double> m_d4, m_e4, m_z4, m_rot4; // compute4: four tridiagonals and their Z, lane-interleaved
+  std::vector<double> m_a4, m_v4;  // reduce4: four working copies and reflectors, lane-interleaved
+  std::vector<double> m_vall, m_tau4; // reduce4's reflectors (column i: reflector i) and taus, lane-interleaved
   std::vector<int> m_order;
   std::vector<double> m_zt;   // Z^T of the tridiagonal eigenvectors, then V^T
   std::vector<double> m_work; // dstedc / dsyevr workspace

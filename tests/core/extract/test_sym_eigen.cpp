@@ -271,7 +271,8 @@ private slots:
   // fiber: 74 by default, fewer at the ends of the CCD; 1 to 148 here). The lanes are
   // chosen to converge differently: spectra log-uniform over conditions 10 to 1e12,
   // clustered and repeated eigenvalues, graded ones (geometric from 1 down to 2^-40), an already diagonal matrix (no sweep at all) and an
-  // indefinite one, side by side in one call. Orthogonality of implicit QL is O(n eps)
+  // indefinite one, side by side in one call, and lanes scaled near both ends of the
+  // double range beside an unscaled one. Orthogonality of implicit QL is O(n eps)
   // like MRRR's, so the 1e-12 bound holds (measured values printed). Bounds as in
   // verify(), except the whitening of A by Q = A^-1/2 (max |Q A Q - I|): there the
   // bound is the backward-error one, n eps cond. QL's orthogonality (2-9e-15, dstedc's
@@ -281,6 +282,10 @@ private slots:
   // n eps cond by two decades or more; a wrong eigenpair gives O(1).
   void batchOfFourAgainstDsyevd() {
     std::mt19937 rng(41);
+    auto scaled = [](Mat m, double f) {
+      for (double& x : m) x *= f;
+      return m;
+    };
     std::uniform_real_distribution<double> u(0.0, 1.0);
     std::normal_distribution<double> g;
     SymEigen eig; // reused across sizes and calls, as the engine does
@@ -309,6 +314,12 @@ private slots:
           {{spd(1e4), true, 1e4, "three: cond 1e4"}, {spd(1e8), true, 1e8, "three: cond 1e8"},
            {withSpectrum(clus, rng), true, 1e6, "three: clustered"}},
           {{spd(1e2), true, 1e2, "one: cond 1e2"}},
+          // Lanes at the ends of the double range beside an unscaled one: each lane is
+          // scaled into the safe range by its own factor (the reduction runs in lanes).
+          {{scaled(indef, 1e300), false, 0, "scaled: indefinite x 1e300"},
+           {scaled(spd(1e3), 1e-300), true, 1e3, "scaled: cond 1e3 x 1e-300"},
+           {spd(1e2), true, 1e2, "scaled: cond 1e2 x 1"},
+           {scaled(indef, 1e-160), false, 0, "scaled: indefinite x 1e-160"}},
       };
       for (const auto& batch : batches) {
         std::vector<Mat> a;
