@@ -57,15 +57,17 @@ struct CudaEngineOptions {
   int streams = 2;   // workspaces (each with its own stream) per device
   int maxBatch = 0;  // patches per batch; 0: kCudaTargetBatch (less where the budget binds)
   // Signal decorrelation's fiber-block eigensolver (the kept 74 x 74 blocks of a
-  // patch): Tridiagonal, the engine's shared-memory solver (gpu/batched_eigh.h,
-  // default); Cusolver, cusolverDnXsyevBatched on the same blocks (0.12 s a frame on an
-  // H100); Jacobi, the older shared-memory Jacobi kernel on all blocks (0.29 s);
-  // Bisect, syevBatched's bisection method (SyevMethod::Bisect: bisection, twisted
-  // factorizations, CholQR, no QL chain; Issue 12, eighth round).
+  // patch): Bisect, syevBatched's bisection method (SyevMethod::Bisect: bisection,
+  // twisted factorizations, CholQR, no QL chain; Issue 12, eighth round: the default
+  // since its merge, warm frame 0.096-0.098 s against 0.101-0.102 s on an H100);
+  // Tridiagonal, syevBatched's QL chain (gpu/batched_eigh.h; also what Bisect runs for
+  // blocks over 80 or a workspace too small for it); Cusolver, cusolverDnXsyevBatched on
+  // the same blocks (0.12 s a frame on an H100); Jacobi, the older shared-memory Jacobi
+  // kernel on all blocks (0.29 s).
   // docs/benchmarks.md has the figures. Factory switch:
   // SPEXLAB_CUDA_EIGH=tridiagonal|cusolver|jacobi|bisect.
   enum class Eigh { Tridiagonal, Cusolver, Jacobi, Bisect };
-  Eigh eigh = Eigh::Tridiagonal;
+  Eigh eigh = Eigh::Bisect;
   // Cholesky: true (default), blocked by fiber with batched GEMMs (docs/benchmarks.md,
   // version 6); false, cusolverDnDpotrfBatched. Factory switch: SPEXLAB_CUDA_CHOLESKY.
   bool blockedCholesky = true;
