@@ -18,6 +18,7 @@
 #include "batched_gemm.h"
 
 #include "device_memory.h"
+#include "dmma.cuh"
 #include "kernels.h"
 
 #include <algorithm>
@@ -120,33 +121,15 @@ __device__ __forceinline__ void storeOrdered(double* p, double v) {
   asm volatile("st.global.f64 [%0], %1;\n" ::"l"(p), "d"(v) : "memory");
 }
 
-// acc += A B for one m16n8k8 fragment, lane l = 4 g + t (PTX ISA, "Matrix fragments for
-// mma.m16n8k8 with .f64"): a = A(g, t), A(g + 8, t), A(g, t + 4), A(g + 8, t + 4);
-// b = B(t, g), B(t + 4, g); acc = C(g, 2t), C(g, 2t + 1), C(g + 8, 2t), C(g + 8, 2t + 1).
+// acc += A B for one m16n8k8 fragment (dmma.cuh's layout) on the tensor cores (sm_80+);
 // as, bs: the fragment's first row (column) at k-row 0 of the staged chunk (for the
 // fallback without tensor cores).
 __device__ __forceinline__ void mma1688(double (&acc)[4], const double (&a)[4], const double (&b)[2],
                                         const double* as, const double* bs) {
-#if __CUDA_ARCH__ >= 900
+#if __CUDA_ARCH__ >= 800
   (void)as;
   (void)bs;
-  asm volatile("mma.sync.aligned.m16n8k8.row.col.f64.f64.f64.f64 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-               "{%0, %1, %2, %3};\n"
-               : "+d"(acc[0]), "+d"(acc[1]), "+d"(acc[2]), "+d"(acc[3])
-               : "d"(a[0]), "d"(a[1]), "d"(a[2]), "d"(a[3]), "d"(b[0]), "d"(b[1]));
-#elif __CUDA_ARCH__ >= 800
-  // The same product as four m8n8k4 (A(g, t) B(t, g) layouts of m8n8k4 are those of
-  // the halves above): rows 0-7 and 8-15, k 0-3 and 4-7.
-  (void)as;
-  (void)bs;
-  asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0, %1}, {%2}, {%3}, {%0, %1};\n"
-               : "+d"(acc[0]), "+d"(acc[1]) : "d"(a[0]), "d"(b[0]));
-  asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0, %1}, {%2}, {%3}, {%0, %1};\n"
-               : "+d"(acc[2]), "+d"(acc[3]) : "d"(a[1]), "d"(b[0]));
-  asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0, %1}, {%2}, {%3}, {%0, %1};\n"
-               : "+d"(acc[0]), "+d"(acc[1]) : "d"(a[2]), "d"(b[1]));
-  asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0, %1}, {%2}, {%3}, {%0, %1};\n"
-               : "+d"(acc[2]), "+d"(acc[3]) : "d"(a[3]), "d"(b[1]));
+  dmma1688(acc, a, b);
 #else
   // No tensor cores: the product on the FP64 units from shared memory.
   (void)a;

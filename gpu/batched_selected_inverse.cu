@@ -8,6 +8,7 @@
 #include "batched_cholesky.h"
 #include "batched_gemm.h"
 #include "device_memory.h"
+#include "dmma.cuh"
 #include "kernels.h"
 
 #include <algorithm>
@@ -161,31 +162,8 @@ constexpr int kThreads = 32 * kWarps;
 constexpr std::size_t kShm = sizeof(double) * 2 * kRows * kLd; // 225 280 bytes: one block an SM
 } // namespace fusedinv
 
-// acc += a b for one m16n8k8 fragment (lane l = 4 g + t): a = A(g, t), A(g + 8, t),
-// A(g, t + 4), A(g + 8, t + 4); b = B(t, g), B(t + 4, g); acc = C(g, 2t), C(g, 2t + 1),
-// C(g + 8, 2t), C(g + 8, 2t + 1) (as batched_gemm.cu's mma1688; sm_80: four m8n8k4).
-__device__ __forceinline__ void dmma1688(double (&acc)[4], const double (&a)[4], const double (&b)[2]) {
-#if __CUDA_ARCH__ >= 900
-  asm volatile("mma.sync.aligned.m16n8k8.row.col.f64.f64.f64.f64 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-               "{%0, %1, %2, %3};\n"
-               : "+d"(acc[0]), "+d"(acc[1]), "+d"(acc[2]), "+d"(acc[3])
-               : "d"(a[0]), "d"(a[1]), "d"(a[2]), "d"(a[3]), "d"(b[0]), "d"(b[1]));
-#elif __CUDA_ARCH__ >= 800
-  asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0, %1}, {%2}, {%3}, {%0, %1};\n"
-               : "+d"(acc[0]), "+d"(acc[1]) : "d"(a[0]), "d"(b[0]));
-  asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0, %1}, {%2}, {%3}, {%0, %1};\n"
-               : "+d"(acc[2]), "+d"(acc[3]) : "d"(a[1]), "d"(b[0]));
-  asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0, %1}, {%2}, {%3}, {%0, %1};\n"
-               : "+d"(acc[0]), "+d"(acc[1]) : "d"(a[2]), "d"(b[1]));
-  asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0, %1}, {%2}, {%3}, {%0, %1};\n"
-               : "+d"(acc[2]), "+d"(acc[3]) : "d"(a[3]), "d"(b[1]));
-#else
-  (void)acc;
-  (void)a;
-  (void)b;
-  __trap(); // the host never launches the fused kernel below sm_80
-#endif
-}
+// dmma1688 (dmma.cuh): acc += a b for one m16n8k8 fragment; the host never launches the
+// fused kernel below sm_80.
 
 // acc[f] += A B over k-steps of 8: loadA(ks, a) the A fragment of step ks (fetched two
 // steps ahead: one step ahead left the fused kernel 1.3 ms slower a frame, docs/benchmarks.md

@@ -432,6 +432,41 @@ __device__ __forceinline__ double leanPair(unsigned pa, const double* pb, int la
   return acc;
 }
 
+// The lean and tree kernels' pair list: the candidates b = a .. cEnd - 1 of column a
+// (fiber i, bin ka), one a thread, fiber j and bin kb by increments (no division); each
+// whose stamp overlaps S_a inside the patch box is listed with what every lane needs of
+// it: the element index of S_b's first overlap pixel, the offset into W S_a and the
+// column row (packed), the width's correctly rounded reciprocal (float bits), width and
+// area (packed). npairs is the block's shared count; the caller synchronises after.
+__device__ __forceinline__ void listOverlappingPairs(const SpotTable& st, const DevPatch& pt, int2 ca, int nx,
+                                                     int ny, int npix, int a, int i, int ka, int nb, int cEnd,
+                                                     int& npairs, int4* pairs) {
+  int j = i, kb = ka + int(threadIdx.x);
+  while (kb >= nb) {
+    kb -= nb;
+    ++j;
+  }
+  for (int bb = a + threadIdx.x; bb < cEnd; bb += kNeThreads) {
+    const long long ib = st.index(pt.fiberPad0 + j, pt.wavePad0 + kb);
+    const int2 cb = st.corner[ib];
+    const int ox0 = max(max(ca.x, cb.x), pt.x0), ox1 = min(min(ca.x, cb.x) + nx, pt.x1);
+    const int oy0 = max(max(ca.y, cb.y), pt.y0), oy1 = min(min(ca.y, cb.y) + ny, pt.y1);
+    if (ox0 < ox1 && oy0 < oy1) {
+      const unsigned w = unsigned(ox1 - ox0), area = w * unsigned(oy1 - oy0);
+      const unsigned offA = unsigned((oy0 - ca.y) * nx + (ox0 - ca.x));
+      const unsigned gb = unsigned(ib) * unsigned(npix) + unsigned((oy0 - cb.y) * nx + (ox0 - cb.x));
+      const int s = atomicAdd(&npairs, 1);
+      pairs[s] = make_int4(int(gb), int(offA | (unsigned(bb - a) << 16)), __float_as_int(__frcp_rn(float(w))),
+                           int(w | (area << 8)));
+    }
+    kb += kNeThreads;
+    while (kb >= nb) {
+      kb -= nb;
+      ++j;
+    }
+  }
+}
+
 // The same sums as normalEquationsPairsKernel (each pair's pixels on the same lanes in
 // the same order, the same reductions: iCov, y, fw and pm identical to the bit), with
 // fewer instructions a pair, counted from the SASS (sm_90) of the pair kernel: there a
@@ -490,33 +525,8 @@ __global__ void __launch_bounds__(kNeThreads) normalEquationsLeanKernel(BatchVie
   __syncthreads();
   storeRowSums(b, red, o);
 
-  // The candidates b of the band (b >= a), one a thread, fiber j and bin kb by
-  // increments; the overlapping ones listed with what every lane needs of them.
-  const int cEnd = min(rowEnd, nReal);
-  int j = i, kb = ka + int(threadIdx.x);
-  while (kb >= nb) {
-    kb -= nb;
-    ++j;
-  }
-  for (int bb = a + threadIdx.x; bb < cEnd; bb += kNeThreads) {
-    const long long ib = st.index(pt.fiberPad0 + j, pt.wavePad0 + kb);
-    const int2 cb = st.corner[ib];
-    const int ox0 = max(max(ca.x, cb.x), pt.x0), ox1 = min(min(ca.x, cb.x) + nx, pt.x1);
-    const int oy0 = max(max(ca.y, cb.y), pt.y0), oy1 = min(min(ca.y, cb.y) + ny, pt.y1);
-    if (ox0 < ox1 && oy0 < oy1) {
-      const unsigned w = unsigned(ox1 - ox0), area = w * unsigned(oy1 - oy0);
-      const unsigned offA = unsigned((oy0 - ca.y) * nx + (ox0 - ca.x));
-      const unsigned gb = unsigned(ib) * unsigned(npix) + unsigned((oy0 - cb.y) * nx + (ox0 - cb.x));
-      const int s = atomicAdd(&npairs, 1);
-      pairs[s] = make_int4(int(gb), int(offA | (unsigned(bb - a) << 16)), __float_as_int(__frcp_rn(float(w))),
-                           int(w | (area << 8)));
-    }
-    kb += kNeThreads;
-    while (kb >= nb) {
-      kb -= nb;
-      ++j;
-    }
-  }
+  // The candidates b of the band (b >= a), one a thread; the overlapping ones listed.
+  listOverlappingPairs(st, pt, ca, nx, ny, npix, a, i, ka, nb, min(rowEnd, nReal), npairs, pairs);
   __syncthreads();
 
   // A warp per listed pair: lane l takes pixels t = l, l + 32, .. of the overlap, row
@@ -605,31 +615,7 @@ __global__ void __launch_bounds__(kNeThreads) normalEquationsTreeKernel(BatchVie
   __syncthreads();
 
   // The candidates b of the band (b >= a), as normalEquationsLeanKernel.
-  const int cEnd = min(rowEnd, nReal);
-  int j = i, kb = ka + int(threadIdx.x);
-  while (kb >= nb) {
-    kb -= nb;
-    ++j;
-  }
-  for (int bb = a + threadIdx.x; bb < cEnd; bb += kNeThreads) {
-    const long long ib = st.index(pt.fiberPad0 + j, pt.wavePad0 + kb);
-    const int2 cb = st.corner[ib];
-    const int ox0 = max(max(ca.x, cb.x), pt.x0), ox1 = min(min(ca.x, cb.x) + nx, pt.x1);
-    const int oy0 = max(max(ca.y, cb.y), pt.y0), oy1 = min(min(ca.y, cb.y) + ny, pt.y1);
-    if (ox0 < ox1 && oy0 < oy1) {
-      const unsigned w = unsigned(ox1 - ox0), area = w * unsigned(oy1 - oy0);
-      const unsigned offA = unsigned((oy0 - ca.y) * nx + (ox0 - ca.x));
-      const unsigned gb = unsigned(ib) * unsigned(npix) + unsigned((oy0 - cb.y) * nx + (ox0 - cb.x));
-      const int s = atomicAdd(&npairs, 1);
-      pairs[s] = make_int4(int(gb), int(offA | (unsigned(bb - a) << 16)), __float_as_int(__frcp_rn(float(w))),
-                           int(w | (area << 8)));
-    }
-    kb += kNeThreads;
-    while (kb >= nb) {
-      kb -= nb;
-      ++j;
-    }
-  }
+  listOverlappingPairs(st, pt, ca, nx, ny, npix, a, i, ka, nb, min(rowEnd, nReal), npairs, pairs);
   __syncthreads();
 
   // A warp per listed pair, as normalEquationsLeanKernel; the lanes' partials into row

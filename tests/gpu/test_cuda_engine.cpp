@@ -9,6 +9,7 @@
 #include "gpu/cuda_engine.h"
 #include "gpu/kernel_tracer.h"
 #include "gpu/kernels.h"
+#include "result_sentinels.h"
 #include "test_data.h"
 
 #include <QTest>
@@ -99,30 +100,14 @@ double convolved(const ExtractionResult& r, const Array2D<double>& phot, int f, 
   return s;
 }
 
-// Every element of a result's frame arrays (and model) set to a value no extraction
-// writes: NaN in the doubles, all bits in the mask, 2 in the coverage.
+// Every element of a result's frame arrays (result_sentinels.h) and model set to a value
+// no extraction writes.
 void fillSentinels(ExtractionResult& r) {
-  const double nan = std::numeric_limits<double>::quiet_NaN();
-  for (auto* a : {&r.flux, &r.ivar, &r.chi2pix, &r.pixmaskFraction, &r.deconvolved})
-    std::fill(a->data.begin(), a->data.end(), nan);
-  std::fill(r.resolution.data.begin(), r.resolution.data.end(), nan);
-  std::fill(r.mask.data.begin(), r.mask.data.end(), 0xffffffffu);
-  std::fill(r.covered.data.begin(), r.covered.data.end(), uint8_t(2));
-  if (r.model) std::fill(r.model->data.begin(), r.model->data.end(), nan);
+  spextest::fillFrameSentinels(r);
+  if (r.model) std::fill(r.model->data.begin(), r.model->data.end(), std::numeric_limits<double>::quiet_NaN());
 }
 
-// Elements still holding fillSentinels' values.
-long sentinelsLeft(const ExtractionResult& r) {
-  long n = 0;
-  for (const auto* a : {&r.flux, &r.ivar, &r.chi2pix, &r.pixmaskFraction, &r.deconvolved})
-    for (double v : a->data) n += std::isnan(v);
-  for (double v : r.resolution.data) n += std::isnan(v);
-  for (uint32_t m : r.mask.data) n += m == 0xffffffffu;
-  for (uint8_t c : r.covered.data) n += c == 2;
-  if (r.model)
-    for (double v : r.model->data) n += std::isnan(v);
-  return n;
-}
+using spextest::sentinelsLeft;
 
 } // namespace
 

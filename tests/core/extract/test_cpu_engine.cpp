@@ -5,6 +5,7 @@
 #include "core/image.h"
 #include "core/io/psf_io.h"
 #include "core/sim/simulator.h"
+#include "result_sentinels.h"
 #include "test_data.h"
 
 #include <QTest>
@@ -336,11 +337,7 @@ private slots:
     };
     const double nan = std::numeric_limits<double>::quiet_NaN();
     auto fillSentinels = [&](ExtractionResult& r, const PatchPlan& plan) {
-      for (auto* a : {&r.flux, &r.ivar, &r.chi2pix, &r.pixmaskFraction, &r.deconvolved})
-        std::fill(a->data.begin(), a->data.end(), nan);
-      std::fill(r.resolution.data.begin(), r.resolution.data.end(), nan);
-      std::fill(r.mask.data.begin(), r.mask.data.end(), 0xffffffffu);
-      std::fill(r.covered.data.begin(), r.covered.data.end(), uint8_t(2));
+      spextest::fillFrameSentinels(r);
       // The model outside the patches' boxes is zero (no request writes there).
       Array2D<uint8_t> inBox(r.model->rows, r.model->cols);
       for (const PatchDiagnostics& d : r.patches) {
@@ -355,16 +352,7 @@ private slots:
       }
       QCOMPARE(nonzeroOutside, 0L);
     };
-    auto sentinelsLeft = [](const ExtractionResult& r) {
-      long n = 0;
-      for (const auto* a : {&r.flux, &r.ivar, &r.chi2pix, &r.pixmaskFraction, &r.deconvolved})
-        for (double v : a->data) n += std::isnan(v);
-      for (double v : r.resolution.data) n += std::isnan(v);
-      for (uint32_t m : r.mask.data) n += m == 0xffffffffu;
-      for (uint8_t c : r.covered.data) n += c == 2;
-      for (double v : r.model->data) n += std::isnan(v);
-      return n;
-    };
+    using spextest::sentinelsLeft;
     auto requireEqual = [](const ExtractionResult& a, const ExtractionResult& b) {
       QVERIFY(a.flux.data == b.flux.data);
       QVERIFY(a.ivar.data == b.ivar.data);
