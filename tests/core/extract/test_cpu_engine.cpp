@@ -33,6 +33,29 @@ double convolved(const ExtractionResult& r, const Array2D<double>& phot, int f, 
   return s;
 }
 
+// A result extracted into a kept one against a fresh extraction: the frame arrays bit
+// for bit; the model to rounding (model tiles overlap and are added as patches finish,
+// in any order across threads; stale tiles would be O(1)).
+void requireSameResult(const ExtractionResult& a, const ExtractionResult& b) {
+  QVERIFY(a.flux.data == b.flux.data);
+  QVERIFY(a.ivar.data == b.ivar.data);
+  QVERIFY(a.mask.data == b.mask.data);
+  QVERIFY(a.resolution.data == b.resolution.data);
+  QVERIFY(a.chi2pix.data == b.chi2pix.data);
+  QVERIFY(a.pixmaskFraction.data == b.pixmaskFraction.data);
+  QVERIFY(a.deconvolved.data == b.deconvolved.data);
+  QVERIFY(a.covered.data == b.covered.data);
+  double dm = 0, mmax = 0;
+  for (std::size_t i = 0; i < a.model->data.size(); ++i) {
+    dm = std::max(dm, std::abs(a.model->data[i] - b.model->data[i]));
+    mmax = std::max(mmax, std::abs(b.model->data[i]));
+  }
+  QVERIFY(mmax > 0);
+  QVERIFY2(dm <= 1e-12 * mmax, qPrintable(QString::number(dm / mmax)));
+  QCOMPARE(a.patches.size(), b.patches.size());
+  QCOMPARE(a.noDataBins, b.noDataBins);
+}
+
 Stats pulls(const ExtractionResult& r, const Array2D<double>& phot, int edge) {
   double s = 0, s2 = 0;
   long n = 0;
@@ -268,25 +291,6 @@ private slots:
       req.threads = 2;
       return req;
     };
-    auto requireEqual = [](const ExtractionResult& a, const ExtractionResult& b) {
-      QVERIFY(a.flux.data == b.flux.data);
-      QVERIFY(a.ivar.data == b.ivar.data);
-      QVERIFY(a.mask.data == b.mask.data);
-      QVERIFY(a.resolution.data == b.resolution.data);
-      QVERIFY(a.chi2pix.data == b.chi2pix.data);
-      QVERIFY(a.pixmaskFraction.data == b.pixmaskFraction.data);
-      QVERIFY(a.deconvolved.data == b.deconvolved.data);
-      QVERIFY(a.covered.data == b.covered.data);
-      // Model tiles overlap and are added as patches finish (any order across
-      // threads), so pixels agree to rounding, not bit for bit; stale tiles would be O(1).
-      double dm = 0, mmax = 0;
-      for (std::size_t i = 0; i < a.model->data.size(); ++i) {
-        dm = std::max(dm, std::abs(a.model->data[i] - b.model->data[i]));
-        mmax = std::max(mmax, std::abs(b.model->data[i]));
-      }
-      QVERIFY2(dm <= 1e-12 * mmax, qPrintable(QString::number(dm / mmax)));
-      QCOMPARE(a.patches.size(), b.patches.size());
-    };
     NullProgress np;
     CancelToken ct;
     engine.extractInto(request(pickA), kept, np, ct);
@@ -299,13 +303,13 @@ private slots:
       QCOMPARE(kept.resolution.data.data(), res0);
       QCOMPARE(kept.model->data.data(), model0);
       QVERIFY(kept.profile.phaseStats().size() > 0);
-      requireEqual(kept, CpuEngine().extract(request(pick), np, ct));
+      requireSameResult(kept, CpuEngine().extract(request(pick), np, ct));
     }
     // The whole frame into the same result, then a selection again.
     engine.extractInto(request(std::nullopt), kept, np, ct);
-    requireEqual(kept, CpuEngine().extract(request(std::nullopt), np, ct));
+    requireSameResult(kept, CpuEngine().extract(request(std::nullopt), np, ct));
     engine.extractInto(request(pickA), kept, np, ct);
-    requireEqual(kept, CpuEngine().extract(request(pickA), np, ct));
+    requireSameResult(kept, CpuEngine().extract(request(pickA), np, ct));
     QCOMPARE(kept.flux.data.data(), flux0);
   }
 
@@ -353,25 +357,6 @@ private slots:
       QCOMPARE(nonzeroOutside, 0L);
     };
     using spextest::sentinelsLeft;
-    auto requireEqual = [](const ExtractionResult& a, const ExtractionResult& b) {
-      QVERIFY(a.flux.data == b.flux.data);
-      QVERIFY(a.ivar.data == b.ivar.data);
-      QVERIFY(a.mask.data == b.mask.data);
-      QVERIFY(a.resolution.data == b.resolution.data);
-      QVERIFY(a.chi2pix.data == b.chi2pix.data);
-      QVERIFY(a.pixmaskFraction.data == b.pixmaskFraction.data);
-      QVERIFY(a.deconvolved.data == b.deconvolved.data);
-      QVERIFY(a.covered.data == b.covered.data);
-      double dm = 0, mmax = 0; // model tiles are added as patches finish: to rounding
-      for (std::size_t i = 0; i < a.model->data.size(); ++i) {
-        dm = std::max(dm, std::abs(a.model->data[i] - b.model->data[i]));
-        mmax = std::max(mmax, std::abs(b.model->data[i]));
-      }
-      QVERIFY(mmax > 0);
-      QVERIFY2(dm <= 1e-12 * mmax, qPrintable(QString::number(dm / mmax)));
-      QCOMPARE(a.patches.size(), b.patches.size());
-      QCOMPARE(a.noDataBins, b.noDataBins);
-    };
     CpuEngine engine;
     NullProgress np;
     CancelToken ct;
@@ -386,7 +371,7 @@ private slots:
     QCOMPARE(kept.flux.data.data(), flux0);
     QCOMPARE(kept.model->data.data(), model0);
     QCOMPARE(sentinelsLeft(kept), 0L);
-    requireEqual(kept, CpuEngine().extract(whole, np, ct));
+    requireSameResult(kept, CpuEngine().extract(whole, np, ct));
 
     ExtractionRequest some = whole; // the same plan: the engine's own kept result
     some.patches = whole.plan->patchesInRegion(27, 31, 60, 180);
@@ -395,7 +380,7 @@ private slots:
     engine.extractInto(some, kept, np, ct);
     QCOMPARE(kept.flux.data.data(), flux0);
     QCOMPARE(sentinelsLeft(kept), 0L);
-    requireEqual(kept, CpuEngine().extract(some, np, ct));
+    requireSameResult(kept, CpuEngine().extract(some, np, ct));
   }
 
   void accumulatingResultEqualsOneExtractionOfEverything() {
