@@ -87,6 +87,56 @@ void check(cudaError_t e, const char* what) {
   if (e != cudaSuccess) qFatal("%s: %s", what, cudaGetErrorString(e));
 }
 
+// Two decompositions of the same n x n blocks (eigenvalues ascending, vectors column-major):
+// the largest eigenvalue difference relative to its block's largest eigenvalue (dw), and
+// the largest relative Frobenius difference of C^-1/2 = V diag(w^-1/2) V^T (ds).
+struct Agreement {
+  double dw = 0, ds = 0;
+};
+Agreement decompositionsAgree(int n, const std::vector<double>& V0, const std::vector<double>& W0,
+                              const std::vector<double>& V1, const std::vector<double>& W1) {
+  Agreement r;
+  for (std::size_t b = 0; b < W0.size() / n; ++b) {
+    const double* w0 = W0.data() + b * n;
+    const double* w1 = W1.data() + b * n;
+    const double* v0 = V0.data() + b * n * n;
+    const double* v1 = V1.data() + b * n * n;
+    for (int i = 0; i < n; ++i) r.dw = std::max(r.dw, std::abs(w1[i] - w0[i]) / std::abs(w0[n - 1]));
+    double num = 0, den = 0;
+    for (int j = 0; j < n; ++j)
+      for (int i = 0; i < n; ++i) {
+        double a = 0, c = 0;
+        for (int q = 0; q < n; ++q) {
+          a += v0[i + q * n] * v0[j + q * n] / std::sqrt(w0[q]);
+          c += v1[i + q * n] * v1[j + q * n] / std::sqrt(w1[q]);
+        }
+        num += (a - c) * (a - c);
+        den += a * a;
+      }
+    r.ds = std::max(r.ds, std::sqrt(num / den));
+  }
+  return r;
+}
+
+// One frame's worth of blocks: `base` random SPD n x n matrices (4 decades), repeated to
+// `batch`.
+std::vector<double> frameSizedBlocks(int n, int base, int batch) {
+  const std::vector<double> A0 = randomSpd(n, n, n * n, base, 4.0, 7);
+  std::vector<double> A(std::size_t(n) * n * batch);
+  for (int b = 0; b < batch; ++b)
+    std::copy(A0.begin() + std::size_t(n) * n * (b % base), A0.begin() + std::size_t(n) * n * (b % base + 1),
+              A.begin() + std::size_t(n) * n * b);
+  return A;
+}
+
+// Device arrays for `batch` blocks of n x n and syevBatched's full workspace for them.
+void allocateForFrame(Device& d, int n, int batch) {
+  check(cudaMalloc(&d.work, gpu::syevBatchedWorkspace(n, batch) * sizeof(double)), "cudaMalloc work");
+  check(cudaMalloc(&d.A, std::size_t(n) * n * batch * sizeof(double)), "cudaMalloc A");
+  check(cudaMalloc(&d.W, std::size_t(n) * batch * sizeof(double)), "cudaMalloc W");
+  check(cudaMalloc(&d.info, batch * sizeof(int)), "cudaMalloc info");
+}
+
 struct Errors {
   double eig = 0;      // max |lambda_gpu - lambda_lapack| / max|lambda|
   double residual = 0; // max ||A v - lambda v|| / max|lambda|
@@ -245,29 +295,10 @@ private slots:
                qPrintable(QString("workspace %1").arg(k)));
     }
     for (int k = 1; k < 3; ++k) {
-      const int n = 74;
-      double dv = 0, dw = 0, ds = 0;
+      double dv = 0;
       for (std::size_t i = 0; i < V[0].size(); ++i) dv = std::max(dv, std::abs(V[k][i] - V[0][i]));
-      for (std::size_t b = 0; b < W[0].size() / n; ++b) {
-        const double* w0 = W[0].data() + b * n;
-        const double* wk = W[k].data() + b * n;
-        const double* v0 = V[0].data() + b * n * n;
-        const double* vk = V[k].data() + b * n * n;
-        for (int i = 0; i < n; ++i) dw = std::max(dw, std::abs(wk[i] - w0[i]) / std::abs(w0[n - 1]));
-        // C^-1/2 = V diag(w^-1/2) V^T from each workspace size.
-        double num = 0, den = 0;
-        for (int j = 0; j < n; ++j)
-          for (int i = 0; i < n; ++i) {
-            double a = 0, c = 0;
-            for (int q = 0; q < n; ++q) {
-              a += v0[i + q * n] * v0[j + q * n] / std::sqrt(w0[q]);
-              c += vk[i + q * n] * vk[j + q * n] / std::sqrt(wk[q]);
-            }
-            num += (a - c) * (a - c);
-            den += a * a;
-          }
-        ds = std::max(ds, std::sqrt(num / den));
-      }
+      // C^-1/2 = V diag(w^-1/2) V^T from each workspace size.
+      const auto [dw, ds] = decompositionsAgree(74, V[0], W[0], V[k], W[k]);
       qInfo("workspace %d vs full: max |dV| %.2e, max |dW| / max W %.2e, C^-1/2 %.2e", k, dv, dw, ds);
       QVERIFY2(dw < 1e-13 && ds < 1e-10, qPrintable(QString("%1 %2").arg(dw).arg(ds)));
     }
@@ -277,17 +308,10 @@ private slots:
     // One frame's worth (23 500 blocks of 74 x 74: 300 random ones, repeated), timed
     // and split by stage for docs/benchmarks.md; every copy must give the same result.
     const int n = 74, base = 300, batch = 23500;
-    const std::vector<double> A0 = randomSpd(n, n, n * n, base, 4.0, 7);
-    std::vector<double> A(std::size_t(n) * n * batch);
-    for (int b = 0; b < batch; ++b)
-      std::copy(A0.begin() + std::size_t(n) * n * (b % base), A0.begin() + std::size_t(n) * n * (b % base + 1),
-                A.begin() + std::size_t(n) * n * b);
+    const std::vector<double> A = frameSizedBlocks(n, base, batch);
     Device d;
+    allocateForFrame(d, n, batch);
     const std::size_t lwork = gpu::syevBatchedWorkspace(n, batch);
-    check(cudaMalloc(&d.work, lwork * sizeof(double)), "cudaMalloc work");
-    check(cudaMalloc(&d.A, A.size() * sizeof(double)), "cudaMalloc A");
-    check(cudaMalloc(&d.W, std::size_t(n) * batch * sizeof(double)), "cudaMalloc W");
-    check(cudaMalloc(&d.info, batch * sizeof(int)), "cudaMalloc info");
     gpu::SyevProfile p;
     // Last: the full workspace, whose results are checked below. First the least one
     // (every matrix runs the in-block QL, as the one-kernel solver of version 10 did).
@@ -407,27 +431,7 @@ private slots:
     for (int k = 0; k < 2; ++k)
       compareWithLapack(74, 74, 74 * 74, 64, 4.0, 5, Work::Full, &V[k], &W[k], 0,
                         k ? gpu::SyevMethod::Bisect : gpu::SyevMethod::Chain);
-    const int n = 74;
-    double dw = 0, ds = 0;
-    for (std::size_t b = 0; b < W[0].size() / n; ++b) {
-      const double* w0 = W[0].data() + b * n;
-      const double* w1 = W[1].data() + b * n;
-      const double* v0 = V[0].data() + b * n * n;
-      const double* v1 = V[1].data() + b * n * n;
-      for (int i = 0; i < n; ++i) dw = std::max(dw, std::abs(w1[i] - w0[i]) / std::abs(w0[n - 1]));
-      double num = 0, den = 0;
-      for (int j = 0; j < n; ++j)
-        for (int i = 0; i < n; ++i) {
-          double a = 0, c = 0;
-          for (int q = 0; q < n; ++q) {
-            a += v0[i + q * n] * v0[j + q * n] / std::sqrt(w0[q]);
-            c += v1[i + q * n] * v1[j + q * n] / std::sqrt(w1[q]);
-          }
-          num += (a - c) * (a - c);
-          den += a * a;
-        }
-      ds = std::max(ds, std::sqrt(num / den));
-    }
+    const auto [dw, ds] = decompositionsAgree(74, V[0], W[0], V[1], W[1]);
     qInfo("bisect vs chain, 64 blocks of 74: max |dW| / max W %.2e, C^-1/2 %.2e", dw, ds);
     QVERIFY2(dw < 1e-13 && ds < 1e-10, qPrintable(QString("%1 %2").arg(dw).arg(ds)));
   }
@@ -436,17 +440,9 @@ private slots:
     // 23 500 blocks (a frame) and the engine's batch sizes by both methods, alternating,
     // three times each: for docs/benchmarks.md (Issue 12, eighth round).
     const int n = 74, base = 300, batch = 23500;
-    const std::vector<double> A0 = randomSpd(n, n, n * n, base, 4.0, 7);
-    std::vector<double> A(std::size_t(n) * n * batch);
-    for (int b = 0; b < batch; ++b)
-      std::copy(A0.begin() + std::size_t(n) * n * (b % base), A0.begin() + std::size_t(n) * n * (b % base + 1),
-                A.begin() + std::size_t(n) * n * b);
+    const std::vector<double> A = frameSizedBlocks(n, base, batch);
     Device d;
-    const std::size_t lwork = gpu::syevBatchedWorkspace(n, batch);
-    check(cudaMalloc(&d.work, lwork * sizeof(double)), "cudaMalloc work");
-    check(cudaMalloc(&d.A, A.size() * sizeof(double)), "cudaMalloc A");
-    check(cudaMalloc(&d.W, std::size_t(n) * batch * sizeof(double)), "cudaMalloc W");
-    check(cudaMalloc(&d.info, batch * sizeof(int)), "cudaMalloc info");
+    allocateForFrame(d, n, batch);
     for (int small : {batch, 1235, 995})
       for (int rep = 0; rep < 6; ++rep) {
         const bool bisect = rep % 2 == 1;
