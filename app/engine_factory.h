@@ -36,6 +36,7 @@ struct EngineChoice {
 //   SPEXLAB_CUDA_STREAMS=N      workspaces (streams) per GPU
 //   SPEXLAB_CUDA_BATCH=P        patches per batch (within the budget)
 //   SPEXLAB_CUDA_EIGH=tridiagonal|cusolver|jacobi|bisect  fiber-block eigensolver
+//   SPEXLAB_CUDA_EIGH_ORTHO=ns|cholqr      bisect's pass 3: Newton-Schulz steps (default) or CholQR
 //   SPEXLAB_CUDA_CHOLESKY=tiled|fused|blocked|potrf  batched Cholesky: block columns by one
 //                                          kernel, diagonal block by tiles (default) or in one
 //                                          sweep, by four launches, or cuSOLVER

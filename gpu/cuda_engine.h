@@ -68,6 +68,11 @@ struct CudaEngineOptions {
   // SPEXLAB_CUDA_EIGH=tridiagonal|cusolver|jacobi|bisect.
   enum class Eigh { Tridiagonal, Cusolver, Jacobi, Bisect };
   Eigh eigh = Eigh::Bisect;
+  // Bisect's pass 3 (gpu/batched_eigh.h SyevOrtho): true (default), Newton-Schulz steps
+  // and the reflectors applied in registers (Issue 12, ninth round, eighns); false, the
+  // eighth round's CholQR kernel. The same decomposition to rounding. Factory switch:
+  // SPEXLAB_CUDA_EIGH_ORTHO=ns|cholqr.
+  bool newtonSchulzEigh = true;
   // Cholesky: true (default), blocked by fiber with batched GEMMs (docs/benchmarks.md,
   // version 6); false, cusolverDnDpotrfBatched. Factory switch: SPEXLAB_CUDA_CHOLESKY.
   bool blockedCholesky = true;

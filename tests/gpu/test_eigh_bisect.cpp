@@ -411,16 +411,18 @@ private slots:
     for (double decades : {1.0, 4.0, 8.0, 12.0}) {
       Errors all;
       double steps = 0;
-      int clustered = 0, second = 0;
+      int clustered = 0, second = 0, nsPasses = 0;
       for (int b = 0; b < 24; ++b) {
         Result r;
         all.max(spdCase(74, randomSpd(74, decades, b % 2, 0, rng), &r));
         steps += r.steps / 24;
         clustered += r.clustered;
         second += r.secondPass;
+        nsPasses += r.nsPasses;
       }
       qInfo("%2.0f decades: %.1f quadsection steps an eigenvalue, %d vectors by the cluster path, %d of 24 "
-            "matrices with a second CholQR pass", decades, steps, clustered, second);
+            "matrices with %s CholQR pass, %d Newton-Schulz passes before the last", decades, steps, clustered,
+            second, g_ns ? "a" : "a second", nsPasses);
       report(qPrintable(QString("SPD 74, %1 decades").arg(decades)), all);
       verify(all);
       // C^-1/2 carries ~eps cond / 2 relative error in either solver (test_batched_eigh
@@ -436,15 +438,16 @@ private slots:
     std::mt19937_64 rng(14);
     for (double rel : {1e-9, 1e-12, 1e-15}) {
       Errors all;
-      int clustered = 0, second = 0;
+      int clustered = 0, second = 0, nsPasses = 0;
       for (int b = 0; b < 16; ++b) {
         Result r;
         all.max(spdCase(74, randomSpd(74, 4.0, 2 + b % 2, rel, rng), &r));
         clustered += r.clustered;
         second += r.secondPass;
+        nsPasses += r.nsPasses;
       }
-      report(qPrintable(QString("SPD 74, clusters within %1 (%2 cluster vectors, %3 of 16 second passes)")
-                            .arg(rel).arg(clustered).arg(second)), all);
+      report(qPrintable(QString("SPD 74, clusters within %1 (%2 cluster vectors, %3 of 16 %4 CholQR, %5 NS passes)")
+                            .arg(rel).arg(clustered).arg(second).arg(g_ns ? "with" : "second").arg(nsPasses)), all);
       verify(all);
       QVERIFY2(all.invSqrt < 1e-10, qPrintable(QString::number(all.invSqrt)));
     }
