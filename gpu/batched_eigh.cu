@@ -741,6 +741,22 @@ __global__ void __launch_bounds__(bisect::kOrthoThreads, 2)
   if (prof && tid == 0) atomicAdd(prof + 3, (unsigned long long)(clock64() - clk0));
 }
 
+// One double from global to shared memory without a register (cp.async, sm_80+; a plain
+// copy below), and the wait for this thread's copies (a barrier must follow).
+__device__ __forceinline__ void copyAsync8(double* dst, const double* src) {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"((unsigned)__cvta_generic_to_shared(dst)), "l"(src)
+               : "memory");
+#else
+  *dst = *src;
+#endif
+}
+__device__ __forceinline__ void copyAsyncWait() {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;\ncp.async.wait_all;\n" ::: "memory");
+#endif
+}
+
 // The 4 lanes of a group's partial dot products summed (the order the host emulation
 // of nsApplyReflectors uses: (p0 + p1) + (p2 + p3) on every lane).
 struct GroupSum4 {
@@ -784,15 +800,29 @@ __global__ void __launch_bounds__(bisect::kNsThreads, 2)
     fail = 0;
     offBits[0] = 0;
   }
+  // X into shared memory, its padding zero: copies in flight at once (cp.async), not one
+  // HBM latency a row (call 1 of docs/benchmarks.md, eighns: the branchy loop of loads
+  // and stores waited ~40 serialised loads a thread).
   for (int t = tid; t < 80 * 80; t += nt) {
     const int i = t / 80, c = t - i * 80;
-    Xs[c * bi::kNsLdx + i] = i < n && c < n ? X[i * n + c] : 0.0;
+    if (i < n && c < n)
+      copyAsync8(Xs + c * bi::kNsLdx + i, X + i * n + c);
+    else
+      Xs[c * bi::kNsLdx + i] = 0.0;
   }
+  copyAsyncWait();
   for (int r = tid; r < n; r += nt) tauS[r] = wk[2 + 2 * n + r];
   __syncthreads();
+  // Phase stamps of thread 0 (shared memory: registers are at the limit).
+  __shared__ long long clk[6];
+  if (prof && tid == 0) {
+    clk[0] = clk0;
+    clk[1] = clock64();
+  }
   double off = bi::nsGram(n, Xs, G, g, q);
   if (off > 0.0) atomicMax(&offBits[0], (unsigned long long)__double_as_longlong(off));
   __syncthreads();
+  if (prof && tid == 0) clk[2] = clock64();
   double z[1][2][bi::kNsCols];
   bool chol = false;
   for (int pass = 0;; ++pass) {
@@ -824,15 +854,23 @@ __global__ void __launch_bounds__(bisect::kNsThreads, 2)
     __syncthreads();
   }
   if (prof && tid == 0 && chol) atomicAdd(prof + 5, 1ull);
+  if (prof && tid == 0) clk[3] = clock64();
   bi::nsProduct(n, Xs, G, g, q, z[0]);
   __syncthreads();
+  if (prof && tid == 0) clk[4] = clock64();
   // The reflectors into X's place: v_i(c), c < 80 (1 at i + 1, 0 elsewhere outside A's).
+  // The reflectors' entries from L2 (prefetched at the start), copies in flight at once.
   double* V = Xs;
   for (int t = tid; t < (n - 2) * bi::kNsLdv; t += nt) {
     const int i = t / bi::kNsLdv, c = t - i * bi::kNsLdv;
-    V[t] = c == i + 1 ? 1.0 : (c > i + 1 && c < n ? A[(long long)i * lda + c] : 0.0);
+    if (c > i + 1 && c < n)
+      copyAsync8(V + t, A + (long long)i * lda + c);
+    else
+      V[t] = c == i + 1 ? 1.0 : 0.0;
   }
+  copyAsyncWait();
   __syncthreads();
+  if (prof && tid == 0) clk[5] = clock64();
   bi::nsApplyReflectors<1>(n, V, tauS, q, z, GroupSum4{});
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
@@ -844,7 +882,13 @@ __global__ void __launch_bounds__(bisect::kNsThreads, 2)
     }
   }
   if (tid == 0) info[blockIdx.x] = fail;
-  if (prof && tid == 0) atomicAdd(prof + 3, (unsigned long long)(clock64() - clk0));
+  if (prof && tid == 0) {
+    const long long end = clock64();
+    atomicAdd(prof + 3, (unsigned long long)(end - clk0));
+    // Phases (thread 0): X in, Gram, passes, last step, reflectors in, apply and store.
+    for (int k = 0; k < 5; ++k) atomicAdd(prof + 8 + k, (unsigned long long)(clk[k + 1] - clk[k]));
+    atomicAdd(prof + 13, (unsigned long long)(end - clk[5]));
+  }
 }
 
 // Pass 2: implicit QL with shifts (dsteqr / tqli) on the tridiagonal, one thread per
@@ -1362,18 +1406,18 @@ SyevProfile syevBatchedProfile(int n, double* A, int lda, long long strideA, dou
                                double* work, std::size_t lwork, int qlLanes, int applyGroup, int reduce,
                                SyevMethod method, SyevOrtho ortho) {
   unsigned long long* prof = nullptr;
-  SPEX_CUDA(cudaMalloc(&prof, 8 * sizeof(unsigned long long)));
+  SPEX_CUDA(cudaMalloc(&prof, 16 * sizeof(unsigned long long)));
   cudaEvent_t ev[4] = {};
   SyevProfile out;
   try {
-    SPEX_CUDA(cudaMemset(prof, 0, 8 * sizeof(unsigned long long)));
+    SPEX_CUDA(cudaMemset(prof, 0, 16 * sizeof(unsigned long long)));
     for (cudaEvent_t& e : ev) SPEX_CUDA(cudaEventCreate(&e));
     launchSyev(n, A, lda, strideA, W, info, batch, work, lwork, nullptr, prof, ev, qlLanes, applyGroup, reduce,
                method, ortho);
     SPEX_CUDA(cudaEventSynchronize(ev[3]));
     float ms[3] = {};
     for (int k = 0; k < 3; ++k) SPEX_CUDA(cudaEventElapsedTime(&ms[k], ev[k], ev[k + 1]));
-    unsigned long long h[8];
+    unsigned long long h[16];
     SPEX_CUDA(cudaMemcpy(h, prof, sizeof h, cudaMemcpyDeviceToHost));
     const double nb = batch > 0 ? batch : 1;
     out.reduceSeconds = ms[0] * 1e-3;
@@ -1388,6 +1432,7 @@ SyevProfile syevBatchedProfile(int n, double* A, int lda, long long strideA, dou
     out.rotations = h[5] / nb;
     out.fallbacks = (long long)h[6];
     out.orthoPasses = h[7] / nb;
+    for (int k = 0; k < 6; ++k) out.orthoPhaseCycles[k] = h[8 + k] / nb;
   } catch (...) {
     for (cudaEvent_t e : ev)
       if (e) cudaEventDestroy(e);

@@ -95,6 +95,9 @@ struct SyevProfile {
   double seconds = 0, reduceSeconds = 0, qlSeconds = 0, applySeconds = 0;
   double tridiagonalCycles = 0, formQCycles = 0, qlCycles = 0, applyCycles = 0;
   double sweeps = 0, rotations = 0, orthoPasses = 0;
+  // Newton-Schulz pass 3, thread 0's cycles a block by phase: X in, Gram, the passes
+  // before the last step, the last step, the reflectors in, their application and Z out.
+  double orthoPhaseCycles[6] = {};
   long long fallbacks = 0;
 };
 SyevProfile syevBatchedProfile(int n, double* A, int lda, long long strideA, double* W, int* info,

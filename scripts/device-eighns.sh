@@ -16,9 +16,11 @@ export SPEXLAB_TEST_DATA=$D/data QT_QPA_PLATFORM=offscreen PATH=/usr/local/cuda/
 B=$D/bin
 PSF=$D/data/psf-r0-00067784.fits
 el() { echo "[$(( $(date +%s) - T0 )) s]"; }
-echo "=== test_batched_eigh, bisect slots"; el
+echo "=== test_batched_eigh (the bisect slots first, then the rest)"; el
 timeout 80 $B/test_batched_eigh bisectOrthoMethodsAgree bisectMatchesLapack bisectAgreesWithChain bisectFrameTimed 2>&1 \
   | tee $OUT/eigh_bisect.log | grep -E "PASS|FAIL|QINFO|Totals|Loc"
+timeout 60 $B/test_batched_eigh fiberBlocksMatchLapack illConditionedMatchLapack otherSizesAndStrides \
+  otherReduceKernelsMatchLapack workspaceSizesAgree badArgumentsAreErrors 2>&1 | tee $OUT/eigh_rest.log | grep -E "PASS|FAIL|Totals|Loc"
 echo "=== one stream, kernel profile"; el
 for k in ns cholqr; do echo "ortho $k, 1 stream:"
   SPEXLAB_CUDA_STREAMS=1 SPEXLAB_CUDA_EIGH_ORTHO=$k timeout 40 $B/spexlab-cli bench --engine cuda --psf $PSF --repeat 5 \
@@ -33,8 +35,8 @@ timeout 45 compute-sanitizer --tool memcheck --error-exitcode 9 $B/test_batched_
   | tee $OUT/memcheck_ns.log | grep -E "ERROR SUMMARY|PASS|FAIL|Totals"; echo "memcheck rc ${PIPESTATUS[0]}"
 timeout 50 compute-sanitizer --tool racecheck --error-exitcode 9 $B/test_batched_eigh bisectOrthoMethodsAgree 2>&1 \
   | tee $OUT/racecheck_ns.log | grep -E "ERROR SUMMARY|RACE|PASS|FAIL|Totals"; echo "racecheck rc ${PIPESTATUS[0]}"
+grep -E "^wall" $OUT/warm.txt > $OUT/warm_walls.txt; rm -f $OUT/eigh_rest.log $OUT/warm.txt
 echo "=== test_cuda_engine"; el
-timeout 40 $B/test_cuda_engine otherEigensolversMatchCpu 2>&1 | tee $OUT/engine_eigh.log | grep -E "PASS|FAIL|Totals|Loc"
 left=$(( 228 - ($(date +%s) - T0) )); el; echo "whole test_cuda_engine, $left s left"
 [ $left -gt 10 ] && timeout $left $B/test_cuda_engine 2>&1 | tee $OUT/engine.log | grep -E "PASS|FAIL|Totals|Loc"
 el

@@ -485,6 +485,10 @@ private slots:
                 "Newton-Schulz passes before the last", small, n, ns ? "Newton-Schulz" : "CholQR", q.seconds * 1e3,
                 q.reduceSeconds * 1e3, q.qlSeconds * 1e3, q.applySeconds * 1e3, q.qlCycles, q.applyCycles, q.sweeps,
                 q.fallbacks, q.rotations * small, ns ? "a" : "a second", q.orthoPasses);
+        if (ns)
+          qInfo("  pass 3 by phase (thread 0, cycles a block): X in %.0f, Gram %.0f, passes %.0f, last step %.0f, "
+                "reflectors in %.0f, apply and Z out %.0f", q.orthoPhaseCycles[0], q.orthoPhaseCycles[1],
+                q.orthoPhaseCycles[2], q.orthoPhaseCycles[3], q.orthoPhaseCycles[4], q.orthoPhaseCycles[5]);
         else
           qInfo("%d blocks of %d, chain:  %.3f ms (reduce %.3f, QL %.3f, apply %.3f)", small, n, q.seconds * 1e3,
                 q.reduceSeconds * 1e3, q.qlSeconds * 1e3, q.applySeconds * 1e3);
