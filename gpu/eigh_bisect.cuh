@@ -446,7 +446,7 @@ SPEX_BI_HD void cholScale(int n, const double* G, int ldg, double* X, int ldx, i
 // E is formed as G - I (exact), so the correction X E / 2 is rounded relative to itself:
 // one rounding of X + X E / 2 per entry.
 constexpr int kNsThreads = 160;
-constexpr int kNsCols = 20;  // columns a lane
+constexpr int kNsCols = 20;  // columns a lane at most (NC: 19 where n <= 76, so 74 wastes less)
 constexpr int kNsGroups = 40;
 constexpr int kNsLdx = 81;   // X and G in shared memory: 80 x 81 each
 constexpr int kNsLdv = 80;   // the reflectors (in X's place after the last step)
@@ -459,13 +459,15 @@ constexpr double kNsMax = 1e-2;
 constexpr int kNsCholAfter = 3;
 constexpr int kNsMaxPasses = 6;
 
-// G = X^T X (rows g, g + 40, columns q + 4 j, all 80 x 80: zero outside n), row-major
+// NC columns a lane (4 NC >= n; 19 or 20). G = X^T X (rows g, g + 40, columns q + 4 j
+// (all 4 NC of them: zero outside n), row-major
 // with leading dimension kNsLdx. Returns this thread's max |G - I| within n x n. G(R, c)
 // and G(c, R) are the same products in the same order: G is symmetric to the bit.
+template <int NC>
 SPEX_BI_HD double nsGram(int n, const double* Xs, double* G, int g, int q) {
-  double acc[2][kNsCols];
+  double acc[2][NC];
   for (int r = 0; r < 2; ++r)
-    for (int j = 0; j < kNsCols; ++j) acc[r][j] = 0.0;
+    for (int j = 0; j < NC; ++j) acc[r][j] = 0.0;
   const double* x0 = Xs + g * kNsLdx;
   const double* x1 = Xs + (g + kNsGroups) * kNsLdx;
   const double* xc = Xs + q * kNsLdx;
@@ -474,7 +476,7 @@ SPEX_BI_HD double nsGram(int n, const double* Xs, double* G, int g, int q) {
 #if defined(__CUDA_ARCH__)
 #pragma unroll
 #endif
-    for (int j = 0; j < kNsCols; ++j) {
+    for (int j = 0; j < NC; ++j) {
       const double b = xc[4 * j * kNsLdx + r];
       acc[0][j] = fma(a0, b, acc[0][j]);
       acc[1][j] = fma(a1, b, acc[1][j]);
@@ -486,7 +488,7 @@ SPEX_BI_HD double nsGram(int n, const double* Xs, double* G, int g, int q) {
 #if defined(__CUDA_ARCH__)
 #pragma unroll
 #endif
-    for (int j = 0; j < kNsCols; ++j) {
+    for (int j = 0; j < NC; ++j) {
       const int c = q + 4 * j;
       G[R * kNsLdx + c] = acc[r][j];
       if (R < n && c < n) off = fmax(off, fabs(acc[r][j] - (R == c ? 1.0 : 0.0)));
@@ -497,11 +499,13 @@ SPEX_BI_HD double nsGram(int n, const double* Xs, double* G, int g, int q) {
 
 // One Newton-Schulz step into registers: z[r][j] = (X (I - E / 2))(c, R), R = g + 40 r,
 // c = q + 4 j: row R of the new X^T (zero where R or c >= n).
-SPEX_BI_HD void nsProduct(int n, const double* Xs, const double* G, int g, int q, double (&z)[2][kNsCols]) {
-  double acc[2][kNsCols];
+template <int NC>
+SPEX_BI_HD void nsProduct(int n, const double* Xs, const double* G, int g, int q, double (&z)[2][NC]) {
+  double acc[2][NC];
   for (int r = 0; r < 2; ++r)
-    for (int j = 0; j < kNsCols; ++j) acc[r][j] = 0.0;
-  const int R0 = g, R1 = g + kNsGroups;
+    for (int j = 0; j < NC; ++j) acc[r][j] = 0.0;
+  // Rows R >= n are discarded: R1 clamped so that only G's written columns are read.
+  const int R0 = g < n ? g : n - 1, R1 = g + kNsGroups < n ? g + kNsGroups : n - 1;
   for (int m = 0; m < n; ++m) {
     const double e0 = G[m * kNsLdx + R0] - (m == R0 ? 1.0 : 0.0);
     const double e1 = G[m * kNsLdx + R1] - (m == R1 ? 1.0 : 0.0);
@@ -509,7 +513,7 @@ SPEX_BI_HD void nsProduct(int n, const double* Xs, const double* G, int g, int q
 #if defined(__CUDA_ARCH__)
 #pragma unroll
 #endif
-    for (int j = 0; j < kNsCols; ++j) {
+    for (int j = 0; j < NC; ++j) {
       const double x = xm[4 * j];
       acc[0][j] = fma(x, e0, acc[0][j]);
       acc[1][j] = fma(x, e1, acc[1][j]);
@@ -520,16 +524,17 @@ SPEX_BI_HD void nsProduct(int n, const double* Xs, const double* G, int g, int q
 #if defined(__CUDA_ARCH__)
 #pragma unroll
 #endif
-    for (int j = 0; j < kNsCols; ++j) z[r][j] = fma(-0.5, acc[r][j], xr[4 * j]);
+    for (int j = 0; j < NC; ++j) z[r][j] = fma(-0.5, acc[r][j], xr[4 * j]);
   }
 }
 
 // The step's result back into X (after a barrier: every thread's nsProduct has read X).
-SPEX_BI_HD void nsStore(int n, double* Xs, int g, int q, const double (&z)[2][kNsCols]) {
+template <int NC>
+SPEX_BI_HD void nsStore(int n, double* Xs, int g, int q, const double (&z)[2][NC]) {
   for (int r = 0; r < 2; ++r) {
     const int R = g + kNsGroups * r;
     if (R >= n) continue;
-    for (int j = 0; j < kNsCols; ++j) {
+    for (int j = 0; j < NC; ++j) {
       const int c = q + 4 * j;
       if (c < n) Xs[R * kNsLdx + c] = z[r][j];
     }
@@ -569,13 +574,12 @@ SPEX_BI_HD void cholQrStepAny(int n, double* G, double* X, int j, int tid, int n
 // two shuffles; the host emulation: L = 4 from q = 0, sum adds them as the shuffles do).
 // A reflector touches columns >= i + 1 only: phase J takes the reflectors i with
 // (i + 1) / 4 = J and columns j >= J (unrolled on the device: half the FMAs).
-template <int L, class Sum>
-SPEX_BI_HD void nsApplyReflectors(int n, const double* V, const double* tau, int q, double (&z)[L][2][kNsCols],
-                                  Sum sum) {
+template <int L, int NC, class Sum>
+SPEX_BI_HD void nsApplyReflectors(int n, const double* V, const double* tau, int q, double (&z)[L][2][NC], Sum sum) {
 #if defined(__CUDA_ARCH__)
 #pragma unroll
 #endif
-  for (int J = kNsCols - 1; J >= 0; --J) {
+  for (int J = NC - 1; J >= 0; --J) {
     const int iHi = n - 3 < 4 * J + 2 ? n - 3 : 4 * J + 2;
     const int iLo = 4 * J - 1 > 0 ? 4 * J - 1 : 0;
     for (int i = iHi; i >= iLo; --i) {
@@ -586,7 +590,7 @@ SPEX_BI_HD void nsApplyReflectors(int n, const double* V, const double* tau, int
 #if defined(__CUDA_ARCH__)
 #pragma unroll
 #endif
-        for (int j = J; j < kNsCols; ++j) {
+        for (int j = J; j < NC; ++j) {
           const double vj = v[x + 4 * j];
           if ((j - J) & 1) {
             b0 = fma(z[x][0][j], vj, b0);
@@ -606,7 +610,7 @@ SPEX_BI_HD void nsApplyReflectors(int n, const double* V, const double* tau, int
 #if defined(__CUDA_ARCH__)
 #pragma unroll
 #endif
-        for (int j = J; j < kNsCols; ++j) {
+        for (int j = J; j < NC; ++j) {
           const double vj = v[x + 4 * j];
           z[x][0][j] = fma(-s0, vj, z[x][0][j]);
           z[x][1][j] = fma(-s1, vj, z[x][1][j]);

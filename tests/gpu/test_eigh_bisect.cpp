@@ -39,25 +39,27 @@ struct Result {
   double steps = 0;
   int nsPasses = 0;       // Newton-Schulz passes before the last step
   std::vector<double> zt; // Newton-Schulz: the lanes' registers z (group, lane, row, column)
+  int nc = 0;             // their columns a lane (the kernel's NC)
 };
-
-constexpr int kZPerLane = 2 * bi::kNsCols;
 
 // syevOrthoNsKernel's phases on X (element i of vector c at X[i n + c]), every thread of
 // a phase in turn: Gram, Newton-Schulz steps or CholQR passes, the last step into z.
+template <int NC>
 void emulateNs(int n, const std::vector<double>& X, Result& out) {
+  constexpr int kZPerLane = 2 * NC;
+  out.nc = NC;
   const int nt = bi::kNsThreads;
   std::vector<double> Xs(80 * bi::kNsLdx, 0.0), G(80 * bi::kNsLdx, 0.0);
   for (int c = 0; c < n; ++c)
     for (int i = 0; i < n; ++i) Xs[c * bi::kNsLdx + i] = X[std::size_t(i) * n + c];
   auto gram = [&] {
     double off = 0;
-    for (int tid = 0; tid < nt; ++tid) off = std::max(off, bi::nsGram(n, Xs.data(), G.data(), tid >> 2, tid & 3));
+    for (int tid = 0; tid < nt; ++tid) off = std::max(off, bi::nsGram<NC>(n, Xs.data(), G.data(), tid >> 2, tid & 3));
     return off;
   };
   out.zt.assign(std::size_t(nt) * kZPerLane, 0.0);
-  auto zOf = [&](int tid) -> double(&)[2][bi::kNsCols] {
-    return *reinterpret_cast<double(*)[2][bi::kNsCols]>(out.zt.data() + std::size_t(tid) * kZPerLane);
+  auto zOf = [&](int tid) -> double(&)[2][NC] {
+    return *reinterpret_cast<double(*)[2][NC]>(out.zt.data() + std::size_t(tid) * kZPerLane);
   };
   double off = gram();
   int pass = 0;
@@ -72,17 +74,17 @@ void emulateNs(int n, const std::vector<double>& X, Result& out) {
         for (int r = 0; r < n; ++r) Xs[c * bi::kNsLdx + r] *= sc;
       }
     } else {
-      for (int tid = 0; tid < nt; ++tid) bi::nsProduct(n, Xs.data(), G.data(), tid >> 2, tid & 3, zOf(tid));
-      for (int tid = 0; tid < nt; ++tid) bi::nsStore(n, Xs.data(), tid >> 2, tid & 3, zOf(tid));
+      for (int tid = 0; tid < nt; ++tid) bi::nsProduct<NC>(n, Xs.data(), G.data(), tid >> 2, tid & 3, zOf(tid));
+      for (int tid = 0; tid < nt; ++tid) bi::nsStore<NC>(n, Xs.data(), tid >> 2, tid & 3, zOf(tid));
     }
     off = gram();
   }
   out.nsPasses = pass;
-  for (int tid = 0; tid < nt; ++tid) bi::nsProduct(n, Xs.data(), G.data(), tid >> 2, tid & 3, zOf(tid));
+  for (int tid = 0; tid < nt; ++tid) bi::nsProduct<NC>(n, Xs.data(), G.data(), tid >> 2, tid & 3, zOf(tid));
   out.V.assign(std::size_t(n) * n, 0.0);
   for (int tid = 0; tid < nt; ++tid)
     for (int r = 0; r < 2; ++r)
-      for (int j = 0; j < bi::kNsCols; ++j) {
+      for (int j = 0; j < NC; ++j) {
         const int R = (tid >> 2) + bi::kNsGroups * r, c = (tid & 3) + 4 * j;
         if (R < n && c < n) out.V[std::size_t(R) * n + c] = zOf(tid)[r][j];
       }
@@ -92,8 +94,10 @@ void emulateNs(int n, const std::vector<double>& X, Result& out) {
 // them: v_i(i + 1) = 1, v_i(c) = a(c, i) below) applied to the lanes' rows z, a group's
 // 4 lanes at once with their partial sums added as the two shuffles add them. Returns
 // Z = Q V (n x n column-major).
+template <int NC>
 std::vector<double> applyReflectorsEmulated(int n, const std::vector<double>& a, const std::vector<double>& tau,
                                             std::vector<double> zt) {
+  constexpr int kZPerLane = 2 * NC;
   std::vector<double> V(std::size_t(std::max(n - 2, 1)) * bi::kNsLdv, 0.0);
   for (int i = 0; i + 2 < n; ++i)
     for (int c = 0; c < bi::kNsLdv; ++c)
@@ -105,15 +109,15 @@ std::vector<double> applyReflectorsEmulated(int n, const std::vector<double>& a,
     }
   };
   for (int g = 0; g < bi::kNsGroups; ++g) {
-    auto& z = *reinterpret_cast<double(*)[4][2][bi::kNsCols]>(zt.data() + std::size_t(4 * g) * kZPerLane);
+    auto& z = *reinterpret_cast<double(*)[4][2][NC]>(zt.data() + std::size_t(4 * g) * kZPerLane);
     bi::nsApplyReflectors<4>(n, V.data(), tau.data(), 0, z, sum4);
   }
   std::vector<double> Z(std::size_t(n) * n);
   for (int tid = 0; tid < bi::kNsThreads; ++tid)
     for (int r = 0; r < 2; ++r)
-      for (int j = 0; j < bi::kNsCols; ++j) {
+      for (int j = 0; j < NC; ++j) {
         const int R = (tid >> 2) + bi::kNsGroups * r, c = (tid & 3) + 4 * j;
-        if (R < n && c < n) Z[c + std::size_t(R) * n] = zt[std::size_t(tid) * kZPerLane + r * bi::kNsCols + j];
+        if (R < n && c < n) Z[c + std::size_t(R) * n] = zt[std::size_t(tid) * kZPerLane + r * NC + j];
       }
   return Z;
 }
@@ -157,7 +161,11 @@ Result emulate(int n, std::vector<double> d, std::vector<double> e) {
                         std::max(m, 0));
     }
   if (g_ns && n <= bi::kOrthoMaxN) {
-    emulateNs(n, X, out);
+    // The kernel's choice: 19 columns a lane where they cover n.
+    if (n <= 4 * 19)
+      emulateNs<19>(n, X, out);
+    else
+      emulateNs<20>(n, X, out);
     return out;
   }
   // Pass 3 by CholQR: X column-major in "shared memory" (ldx = n | 1), CholQR twice.
@@ -307,7 +315,8 @@ Errors spdCase(int n, const std::vector<double>& A, Result* res = nullptr) {
   dgemm_("N", "N", &n, &n, &n, &one, Q.data(), &n, r.V.data(), &n, &zero, Z.data(), &n, 1, 1);
   if (!r.zt.empty()) {
     // Both are Q V to rounding: ~n eps with unit columns (bound 1e-13, 20x that).
-    std::vector<double> Zr = applyReflectorsEmulated(n, reflectors, tau, r.zt);
+    std::vector<double> Zr = r.nc == 19 ? applyReflectorsEmulated<19>(n, reflectors, tau, r.zt)
+                                        : applyReflectorsEmulated<20>(n, reflectors, tau, r.zt);
     double diff = 0;
     for (std::size_t k = 0; k < Z.size(); ++k) diff = std::max(diff, std::abs(Zr[k] - Z[k]));
     if (!(diff < 1e-13)) qFatal("n %d: reflectors applied in registers differ from Q V by %.2e", n, diff);
