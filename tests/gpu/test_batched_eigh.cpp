@@ -479,19 +479,20 @@ private slots:
             n, d.A, n, n * n, d.W, d.info, small, d.work, gpu::syevBatchedWorkspace(n, small), 0, 0, 0,
             bisect ? gpu::SyevMethod::Bisect : gpu::SyevMethod::Chain,
             ns ? gpu::SyevOrtho::NewtonSchulz : gpu::SyevOrtho::CholQR);
-        if (bisect)
+        if (bisect) {
           qInfo("%d blocks of %d, bisect, %s: %.3f ms (reduce %.3f, bisection+vectors %.3f, pass 3 %.3f); per "
                 "block %.0f / %.0f cycles, %.0f quadsection steps, %lld with clusters, %.0f with %s CholQR, %.3f "
                 "Newton-Schulz passes before the last", small, n, ns ? "Newton-Schulz" : "CholQR", q.seconds * 1e3,
                 q.reduceSeconds * 1e3, q.qlSeconds * 1e3, q.applySeconds * 1e3, q.qlCycles, q.applyCycles, q.sweeps,
                 q.fallbacks, q.rotations * small, ns ? "a" : "a second", q.orthoPasses);
-        if (ns)
-          qInfo("  pass 3 by phase (thread 0, cycles a block): X in %.0f, Gram %.0f, passes %.0f, last step %.0f, "
-                "reflectors in %.0f, apply and Z out %.0f", q.orthoPhaseCycles[0], q.orthoPhaseCycles[1],
-                q.orthoPhaseCycles[2], q.orthoPhaseCycles[3], q.orthoPhaseCycles[4], q.orthoPhaseCycles[5]);
-        else
+          if (ns)
+            qInfo("  pass 3 by phase (thread 0, cycles a block): X in %.0f, Gram %.0f, passes %.0f, last step %.0f, "
+                  "reflectors in %.0f, apply and Z out %.0f", q.orthoPhaseCycles[0], q.orthoPhaseCycles[1],
+                  q.orthoPhaseCycles[2], q.orthoPhaseCycles[3], q.orthoPhaseCycles[4], q.orthoPhaseCycles[5]);
+        } else {
           qInfo("%d blocks of %d, chain:  %.3f ms (reduce %.3f, QL %.3f, apply %.3f)", small, n, q.seconds * 1e3,
                 q.reduceSeconds * 1e3, q.qlSeconds * 1e3, q.applySeconds * 1e3);
+        }
         std::vector<int> info(small);
         check(cudaMemcpy(info.data(), d.info, small * sizeof(int), cudaMemcpyDeviceToHost), "D2H info");
         for (int b = 0; b < small; ++b) QCOMPARE(info[b], 0);
