@@ -32,8 +32,8 @@ namespace spex::gpu {
 // Issue 12, eighth round; gpu/eigh_bisect.cuh): pass 1 leaves the reflectors; pass 2
 // finds the eigenvalues of the tridiagonal by bisection on Sturm counts and its
 // eigenvectors by twisted factorizations (a thread per eigenvalue; clusters as dstein);
-// pass 3 orthonormalises them by CholQR (twice where needed) and multiplies by Q in registers
-// (syevFormQKernel's tile on Z^T = V^T Q^T). n <= 80 (larger n run the chain); needs
+// pass 3 orthonormalises them (SyevOrtho below: Newton-Schulz by default, or CholQR) and
+// multiplies by Q in registers (Z^T = V^T Q^T). n <= 80 (larger n run the chain); needs
 // syevBatchedBisectWorkspace doubles of workspace.
 enum class SyevMethod { Chain, Bisect };
 

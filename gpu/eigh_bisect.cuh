@@ -21,7 +21,9 @@
 //     solver) from its own pseudo-random start: independent vectors spanning the
 //     cluster's space.
 //   - eigenvalues ranked ascending (ties by index); vector j goes to column rank(j).
-// Pass 3 (syevOrthoFormKernel): CholQR on the vectors X (G = X^T X = R^T R,
+// Pass 3 by Newton-Schulz (syevOrthoNsKernel, the default): see "Pass 3 by Newton-Schulz"
+// below; the same argument holds for its symmetric mixing.
+// Pass 3 by CholQR (syevOrthoFormKernel, SyevOrtho::CholQR): CholQR on the vectors X (G = X^T X = R^T R,
 // X <- X R^-1), a second time where the first Gram matrix departs from I by more than
 // kSecondPass; then Z = Q X. Why this keeps C^-1/2 = V f(Lambda) V^T accurate without any cluster
 // threshold: for two computed pairs, (lambda_a - lambda_b) x_a^T x_b = x_a^T r_b - r_a^T x_b
