@@ -68,6 +68,13 @@ struct CudaEngineOptions {
   // SPEXLAB_CUDA_EIGH=tridiagonal|cusolver|jacobi|bisect.
   enum class Eigh { Tridiagonal, Cusolver, Jacobi, Bisect };
   Eigh eigh = Eigh::Bisect;
+  // Bisect's eigenvalues (syevBatched's SyevValues; docs/benchmarks.md, Issue 12, ninth
+  // round): DivisionFree (default), a kernel of their own before the vectors, bisection
+  // on the division-free Sturm count; Ratio, quadsection on dstebz's ratio count inside
+  // the vector kernel (the eighth round's). Factory switch:
+  // SPEXLAB_CUDA_EIGH_VALUES=divfree|ratio.
+  enum class EighValues { DivisionFree, Ratio };
+  EighValues eighValues = EighValues::DivisionFree;
   // Cholesky: true (default), blocked by fiber with batched GEMMs (docs/benchmarks.md,
   // version 6); false, cusolverDnDpotrfBatched. Factory switch: SPEXLAB_CUDA_CHOLESKY.
   bool blockedCholesky = true;

@@ -36,6 +36,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 #if defined(__CUDACC__)
 #define SPEX_BI_HD __host__ __device__ __forceinline__
@@ -186,6 +187,130 @@ SPEX_BI_HD double bisectEigenvalue(const double* d, const double* e, const doubl
       hi = x2;
     else
       lo = x2;
+  }
+  if (counts) *counts += steps;
+  return 0.5 * (lo + hi);
+}
+
+// ---------------------------------------------------------------------------------
+// Eigenvalues by bisection on the division-free Sturm count (SyevValues::DivisionFree;
+// docs/benchmarks.md, Issue 12, ninth round, eighval). Run by syevSturmValuesKernel, a
+// thread per eigenvalue, before syevBisectKernel, which then only ranks them and
+// computes the vectors.
+//
+// The count is the number of sign changes of the leading principal minors of T - x,
+// p(i) = (d(i) - x) p(i-1) - e(i-1)^2 p(i-2) (Barth, Martin and Wilkinson 1967): one
+// FADD, one DMUL and one DFMA a row, the DFMA the row's only step on the serial chain
+// (e^2 p(i-2) is known a row early), against the ratio form's reciprocal, two Newton
+// steps, pivot guard and count. Backward error: each rounding of a row is a relative
+// perturbation of (d(i) - x) or of e(i-1)^2 (a rounding of p(i) itself moves into the
+// next two rows' factors), i.e. T + E with |E| of a few eps (|d| + |x|) <= few eps ||T||,
+// as for the ratio form, so the bisection widths, the cluster rule and the twisted
+// vectors' argument above are unchanged. Range: the block is scaled by a power of two to
+// ||T|| in [1, 2) (unitScale; exact), and the pair (p(i-1), p(i)) by a power of two to
+// max |p| in [1, 2) every kRescaleRows rows (exact, signs kept). A row grows the pair by
+// at most |d - x| + e^2 < 8 and, with every unsplit |e| > eps ||T|| (setup), shrinks its
+// larger member by at most e^2 / 8 >= 6e-33, so 4 rows stay inside [1e-129, 1e4]. A zero
+// p(i) needs no guard: p(i+1) = -e^2 p(i-1) has the sign opposite to p(i-1), so the zero
+// adds exactly one change over the two rows whichever sign it carries.
+constexpr int kRescaleRows = 4;
+
+// The high 32 bits of x (sign, exponent, top of the mantissa) and the double with high
+// word h and low word 0.
+SPEX_BI_HD int hiWord(double x) {
+#if defined(__CUDA_ARCH__)
+  return __double2hiint(x);
+#else
+  std::uint64_t u;
+  std::memcpy(&u, &x, sizeof u);
+  return int(u >> 32);
+#endif
+}
+SPEX_BI_HD double fromHiWord(int h) {
+#if defined(__CUDA_ARCH__)
+  return __hiloint2double(h, 0);
+#else
+  const std::uint64_t u = std::uint64_t(std::uint32_t(h)) << 32;
+  double x;
+  std::memcpy(&x, &u, sizeof x);
+  return x;
+#endif
+}
+
+// The power of two 2^k with tnorm 2^k in [1, 2) (1 for tnorm 0 or not finite; k within
+// +-1000 so that the scale and its inverse are normal).
+SPEX_BI_HD double unitScale(double tnorm) {
+  const int h = hiWord(tnorm) & 0x7ff00000;
+  if (!(tnorm > 0.0) || h == 0x7ff00000) return 1.0;
+  int k = 1023 - (h >> 20); // tnorm in [2^(E - 1023), 2^(E - 1022))
+  k = k < -1000 ? -1000 : (k > 1000 ? 1000 : k);
+  return fromHiWord((1023 + k) << 20);
+}
+
+// p0, p1 scaled by the power of two that brings max(|p0|, |p1|) into [1, 2).
+SPEX_BI_HD void rescalePair(double& p0, double& p1) {
+  const int h0 = hiWord(p0) & 0x7ff00000, h1 = hiWord(p1) & 0x7ff00000;
+  const double f = fromHiWord(0x7fe00000 - (h0 > h1 ? h0 : h1)); // 2^(1023 - E)
+  p0 *= f;
+  p1 *= f;
+}
+
+// Eigenvalues of block [s, t] below x: sign changes of p(s - 1) = 1, p(s), ..., p(t)
+// (d, e2 scaled by unitScale, x in the same units). The change between p(i - 1) and
+// p(i) is the sign bit of hiWord(p(i - 1)) ^ hiWord(p(i)).
+SPEX_BI_HD int sturmCountDivisionFree(const double* d, const double* e2, int s, int t, double x) {
+  double p0 = 1.0, p1 = d[s] - x;
+  unsigned c = unsigned(hiWord(p1)) >> 31;
+  int i = s + 1;
+  for (; i + kRescaleRows - 1 <= t; i += kRescaleRows) {
+#if defined(__CUDACC__)
+#pragma unroll
+#endif
+    for (int r = 0; r < kRescaleRows; ++r) {
+      const double p = fma(d[i + r] - x, p1, -(e2[i + r - 1] * p0));
+      c += unsigned(hiWord(p) ^ hiWord(p1)) >> 31;
+      p0 = p1;
+      p1 = p;
+    }
+    rescalePair(p0, p1);
+  }
+  for (; i <= t; ++i) {
+    const double p = fma(d[i] - x, p1, -(e2[i - 1] * p0));
+    c += unsigned(hiWord(p) ^ hiWord(p1)) >> 31;
+    p0 = p1;
+    p1 = p;
+  }
+  return int(c);
+}
+
+// The k-th (from 0) eigenvalue of block [s, t] by bisection on sturmCountDivisionFree to
+// a width of eps tnorm, in the units of d, e (scaled: tnorm in [1, 2)). One count a step
+// (its chain is one DFMA a row, so quadsection's three interleaved counts for two bits
+// would cost 1.5 times the FP64 work for no latency to hide); ~53 steps. counts: steps
+// taken (for the benchmark notes).
+SPEX_BI_HD double bisectEigenvalueDivisionFree(const double* d, const double* e, const double* e2, int s, int t,
+                                               int k, double tnorm, int* counts = nullptr) {
+  double lo = d[s], hi = d[s];
+  for (int i = s; i <= t; ++i) {
+    const double r = (i > s ? fabs(e[i - 1]) : 0.0) + (i < t ? fabs(e[i]) : 0.0);
+    lo = fmin(lo, d[i] - r);
+    hi = fmax(hi, d[i] + r);
+  }
+  // Widened as dstebz does, so that rounding in the counts cannot put an eigenvalue
+  // outside.
+  const double w = 2.0 * kEpsB * tnorm * (t - s + 1);
+  lo -= w;
+  hi += w;
+  const double atol = kEpsB * tnorm;
+  int steps = 0;
+  while (hi - lo > atol) {
+    const double mid = 0.5 * (lo + hi);
+    if (mid <= lo || mid >= hi) break;
+    ++steps;
+    if (sturmCountDivisionFree(d, e2, s, t, mid) > k)
+      hi = mid;
+    else
+      lo = mid;
   }
   if (counts) *counts += steps;
   return 0.5 * (lo + hi);

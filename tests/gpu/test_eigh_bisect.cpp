@@ -35,20 +35,49 @@ struct Result {
   double steps = 0;
 };
 
-// The two kernels of the method, emulated: pass 2 (a thread per eigenvalue) and pass 2b
-// (256 threads, CholQR twice).
-Result emulate(int n, std::vector<double> d, std::vector<double> e) {
+// How the eigenvalues are found (gpu::SyevValues): DivisionFree, syevSturmValuesKernel's
+// bisection on the division-free count before pass 2; Ratio, pass 2's own quadsection.
+enum class Values { DivisionFree, Ratio };
+
+// syevSturmValuesKernel emulated, phase by phase for one matrix: thread 0's setup (the
+// split), every thread's scaling of its row, every thread's bisection; lam[j] is
+// eigenvalue j - s of row j's block [s, t], unscaled.
+std::vector<double> sturmValues(int n, std::vector<double> d, std::vector<double> e, int* counts = nullptr) {
+  e.resize(n, 0.0);
+  std::vector<double> e2(n), lam(n);
+  bi::Scalars sc;
+  bi::setup(n, d.data(), e.data(), e2.data(), sc);
+  const double scale = bi::unitScale(sc.tnorm);
+  for (int j = 0; j < n; ++j) {
+    d[j] *= scale;
+    e[j] *= scale;
+    e2[j] = e[j] * e[j];
+  }
+  for (int j = 0; j < n; ++j) {
+    int s, t;
+    bi::blockOf(n, e.data(), j, s, t);
+    lam[j] = bi::bisectEigenvalueDivisionFree(d.data(), e.data(), e2.data(), s, t, j - s, sc.tnorm * scale, counts) *
+             (1.0 / scale);
+  }
+  return lam;
+}
+
+// The kernels of the method, emulated: the values (per `values`), pass 2 (a thread per
+// eigenvalue) and pass 3's CholQR (256 threads, twice where needed).
+Result emulate(int n, std::vector<double> d, std::vector<double> e, Values values) {
   Result out;
   e.resize(n, 0.0);
   std::vector<double> e2(n), lam(n), X(std::size_t(n) * n, 0.0), P(std::size_t(n) * n), M(std::size_t(n) * n);
+  int counts = 0;
+  if (values == Values::DivisionFree) lam = sturmValues(n, d, e, &counts);
   bi::Scalars sc;
   bi::setup(n, d.data(), e.data(), e2.data(), sc);
-  int counts = 0;
-  for (int j = 0; j < n; ++j) { // phase: eigenvalues
-    int s, t;
-    bi::blockOf(n, e.data(), j, s, t);
-    lam[j] = bi::bisectEigenvalue(d.data(), e.data(), e2.data(), s, t, j - s, sc, &counts);
-  }
+  if (values == Values::Ratio)
+    for (int j = 0; j < n; ++j) { // phase: eigenvalues
+      int s, t;
+      bi::blockOf(n, e.data(), j, s, t);
+      lam[j] = bi::bisectEigenvalue(d.data(), e.data(), e2.data(), s, t, j - s, sc, &counts);
+    }
   out.steps = double(counts) / std::max(n, 1);
   out.w.resize(n);
   std::vector<int> rank(n), member(n);
@@ -157,13 +186,14 @@ Errors compare(int n, const std::vector<double>& S, const std::vector<double>& w
   return err;
 }
 
-Errors tridiagonalCase(int n, const std::vector<double>& d, const std::vector<double>& e, Result* res = nullptr) {
+Errors tridiagonalCase(int n, const std::vector<double>& d, const std::vector<double>& e, Values values,
+                       Result* res = nullptr) {
   std::vector<double> S(std::size_t(n) * n, 0.0);
   for (int i = 0; i < n; ++i) {
     S[i + std::size_t(i) * n] = d[i];
     if (i + 1 < n) S[i + 1 + std::size_t(i) * n] = S[i + std::size_t(i + 1) * n] = e[i];
   }
-  Result r = emulate(n, d, e);
+  Result r = emulate(n, d, e, values);
   if (r.fail) qFatal("n %d: CholQR breakdown at %d", n, r.fail);
   const Errors err = compare(n, S, r.w, r.V, false);
   if (res) *res = std::move(r);
@@ -202,7 +232,7 @@ std::vector<double> randomSpd(int n, double decades, int kind, double rel, std::
 }
 
 // dsytrd + the emulated method + Q from dorgtr.
-Errors spdCase(int n, const std::vector<double>& A, Result* res = nullptr) {
+Errors spdCase(int n, const std::vector<double>& A, Values values, Result* res = nullptr) {
   std::vector<double> Q = A, d(n), e(std::max(n - 1, 1)), tau(std::max(n - 1, 1)), work(64 * n + 64);
   const int lwork = int(work.size());
   int info = 0;
@@ -211,7 +241,7 @@ Errors spdCase(int n, const std::vector<double>& A, Result* res = nullptr) {
   dorgtr_("L", &n, Q.data(), &n, tau.data(), work.data(), &lwork, &info, 1);
   if (info) qFatal("dorgtr %d", info);
   e.resize(n, 0.0);
-  Result r = emulate(n, d, e);
+  Result r = emulate(n, d, e, values);
   if (r.fail) qFatal("n %d: CholQR breakdown at %d", n, r.fail);
   std::vector<double> Z(std::size_t(n) * n);
   const double one = 1, zero = 0;
@@ -241,7 +271,17 @@ class TestEighBisect : public QObject {
 private slots:
   void initTestCase() { lapack::singleThreadedBlas(); }
 
+  // Every accuracy test runs with both ways to the eigenvalues.
+  void valuesColumn() {
+    QTest::addColumn<int>("values");
+    QTest::newRow("divfree") << int(Values::DivisionFree);
+    QTest::newRow("ratio") << int(Values::Ratio);
+  }
+
+  void randomTridiagonals_data() { valuesColumn(); }
   void randomTridiagonals() {
+    QFETCH(int, values);
+    const Values v = Values(values);
     std::mt19937_64 rng(11);
     std::normal_distribution<double> g;
     Errors all;
@@ -249,13 +289,16 @@ private slots:
       std::vector<double> d(n), e(n, 0.0);
       for (int i = 0; i < n; ++i) d[i] = g(rng);
       for (int i = 0; i + 1 < n; ++i) e[i] = g(rng);
-      all.max(tridiagonalCase(n, d, e));
+      all.max(tridiagonalCase(n, d, e, v));
     }
     report("random tridiagonals n = 1 ... 160", all);
     verify(all);
   }
 
+  void specialTridiagonals_data() { valuesColumn(); }
   void specialTridiagonals() {
+    QFETCH(int, values);
+    const Values v = Values(values);
     Errors all;
     std::mt19937_64 rng(12);
     std::uniform_real_distribution<double> u(0.0, 1.0);
@@ -265,33 +308,144 @@ private slots:
       // Wilkinson W+: pairs of eigenvalues that agree to far below eps.
       for (int i = 0; i < n; ++i) d[i] = std::abs(m - i);
       for (int i = 0; i + 1 < n; ++i) e[i] = 1.0;
-      Errors w = tridiagonalCase(n, d, e);
+      Errors w = tridiagonalCase(n, d, e, v);
       all.max(w);
       // Already split into blocks with repeated eigenvalues (the same block three times).
       for (int i = 0; i < n; ++i) d[i] = double(i % 5) - 2.0;
       for (int i = 0; i + 1 < n; ++i) e[i] = (i % 5 == 4) ? 0.0 : 0.5;
-      all.max(tridiagonalCase(n, d, e));
+      all.max(tridiagonalCase(n, d, e, v));
       // Graded over 10 decades.
       for (int i = 0; i < n; ++i) d[i] = std::pow(10.0, -10.0 * i / std::max(n - 1, 1));
       for (int i = 0; i + 1 < n; ++i) e[i] = 0.3 * std::sqrt(d[i] * d[i + 1]);
-      all.max(tridiagonalCase(n, d, e));
+      all.max(tridiagonalCase(n, d, e, v));
       // Diagonal (every e zero), with ties.
       for (int i = 0; i < n; ++i) d[i] = double(i % 3);
       for (int i = 0; i + 1 < n; ++i) e[i] = 0.0;
-      all.max(tridiagonalCase(n, d, e));
+      all.max(tridiagonalCase(n, d, e, v));
       // Tiny off-diagonal: nearly split, clustered within ~1e-12.
       for (int i = 0; i < n; ++i) d[i] = 1.0 + 1e-12 * u(rng);
       for (int i = 0; i + 1 < n; ++i) e[i] = 1e-13 * u(rng);
-      all.max(tridiagonalCase(n, d, e));
+      all.max(tridiagonalCase(n, d, e, v));
       // The zero matrix.
       std::fill(d.begin(), d.end(), 0.0);
-      all.max(tridiagonalCase(n, d, e));
+      all.max(tridiagonalCase(n, d, e, v));
     }
     report("Wilkinson, split, graded, diagonal, clustered", all);
     verify(all);
   }
 
+  void divisionFreeCounts() {
+    // The division-free Sturm count (eigh_bisect.cuh) against the true count #(lambda < x)
+    // from LAPACK's eigenvalues, wherever x is further than 1e-12 ||T|| from every
+    // eigenvalue (the count's backward error is a few eps ||T||): random unreduced
+    // tridiagonals, graded ones (the determinants shrink by ~1e-10 a row: the rescaling's
+    // work), and off-diagonals of ~2 eps ||T|| (just above the split) with d constant, the
+    // steepest decay the rescaling has to catch (p(i) = -e^2 p(i - 2) at x = d).
+    std::mt19937_64 rng(16);
+    std::normal_distribution<double> g;
+    std::uniform_real_distribution<double> u(0.0, 1.0);
+    const int n = 74;
+    int checked = 0;
+    for (int kind = 0; kind < 3; ++kind)
+      for (int rep = 0; rep < 8; ++rep) {
+        std::vector<double> d(n), e(n, 0.0), e2(n, 0.0);
+        for (int i = 0; i < n; ++i)
+          d[i] = kind == 0 ? g(rng) : kind == 1 ? std::pow(10.0, -10.0 * i / (n - 1)) : 1.0;
+        for (int i = 0; i + 1 < n; ++i)
+          e[i] = kind == 0   ? g(rng)
+                 : kind == 1 ? 0.3 * std::sqrt(d[i] * d[i + 1]) * (u(rng) < 0.5 ? -1 : 1)
+                             : 2.0 * bi::kEpsB * (1 + u(rng)) * (u(rng) < 0.5 ? -1 : 1);
+        std::vector<double> S(std::size_t(n) * n, 0.0), w(n), work;
+        std::vector<int> iwork;
+        for (int i = 0; i < n; ++i) {
+          S[i + std::size_t(i) * n] = d[i];
+          if (i + 1 < n) S[i + 1 + std::size_t(i) * n] = S[i + std::size_t(i + 1) * n] = e[i];
+        }
+        if (lapack::syevd(n, S.data(), n, w.data(), work, iwork) != 0) qFatal("dsyevd failed");
+        bi::Scalars sc;
+        bi::setup(n, d.data(), e.data(), e2.data(), sc);
+        int s0, t0;
+        bi::blockOf(n, e.data(), 0, s0, t0);
+        QCOMPARE(t0, n - 1); // unreduced
+        const double scale = bi::unitScale(sc.tnorm);
+        QVERIFY(sc.tnorm * scale >= 1.0 && sc.tnorm * scale < 2.0);
+        std::vector<double> ds(n), es2(n);
+        for (int i = 0; i < n; ++i) {
+          ds[i] = d[i] * scale;
+          es2[i] = (e[i] * scale) * (e[i] * scale);
+        }
+        std::vector<double> xs;
+        for (int k = 0; k < 200; ++k) xs.push_back((w[0] - 0.1 * sc.tnorm) + (w[n - 1] - w[0] + 0.2 * sc.tnorm) * u(rng));
+        for (int k = 0; k < n; ++k)
+          for (double off : {-1e-9, 1e-9, -1e-11, 1e-11}) xs.push_back(w[k] + off * sc.tnorm);
+        for (double x : xs) {
+          double gap = 1e300;
+          int truth = 0;
+          for (double l : w) {
+            gap = std::min(gap, std::abs(l - x));
+            truth += l < x;
+          }
+          if (gap <= 1e-12 * sc.tnorm) continue;
+          const int c = bi::sturmCountDivisionFree(ds.data(), es2.data(), 0, n - 1, x * scale);
+          if (c != truth) qFatal("kind %d: count %d at x = %.17g, LAPACK %d (gap %.2e)", kind, c, x, truth, gap);
+          ++checked;
+        }
+        if (kind == 2) {
+          // At x = d (closer to every eigenvalue than 1e-12 ||T||, so not checked above)
+          // every other determinant is zero: T - d has eigenvalues in +- pairs and n is
+          // even, so exactly n / 2 are negative.
+          QCOMPARE(bi::sturmCountDivisionFree(ds.data(), es2.data(), 0, n - 1, 1.0 * scale), n / 2);
+        }
+      }
+    qInfo("division-free counts: %d points checked against LAPACK's eigenvalues", checked);
+    QVERIFY(checked > 10000);
+  }
+
+  void divisionFreeValuesAtExtremeScales() {
+    // The power-of-two scalings: the same tridiagonals times 1e-300 ... 1e300 (where e^2
+    // alone under- or overflows) give eigenvalues within 2e-15 ||T|| of LAPACK's on the
+    // unscaled matrix, times the scale (LAPACK's own scaling at 1e300 costs it accuracy).
+    std::mt19937_64 rng(17);
+    std::normal_distribution<double> g;
+    const int n = 74;
+    double worst = 0;
+    for (double scale : {1e-300, 1e-200, 1e-100, 1.0, 1e100, 1e200, 1e300}) {
+      double atScale = 0;
+      for (int rep = 0; rep < 4; ++rep) {
+        std::vector<double> d0(n), e0(n, 0.0), d(n), e(n, 0.0);
+        for (int i = 0; i < n; ++i) d0[i] = g(rng);
+        for (int i = 0; i + 1 < n; ++i) e0[i] = g(rng);
+        for (int i = 0; i < n; ++i) {
+          d[i] = d0[i] * scale;
+          e[i] = e0[i] * scale;
+        }
+        std::vector<double> lam = sturmValues(n, d, e);
+        std::sort(lam.begin(), lam.end());
+        std::vector<double> S(std::size_t(n) * n, 0.0), w(n), work;
+        std::vector<int> iwork;
+        for (int i = 0; i < n; ++i) {
+          S[i + std::size_t(i) * n] = d0[i];
+          if (i + 1 < n) S[i + 1 + std::size_t(i) * n] = S[i + std::size_t(i + 1) * n] = e0[i];
+        }
+        if (lapack::syevd(n, S.data(), n, w.data(), work, iwork) != 0) qFatal("dsyevd failed");
+        const double wmax = std::max(std::abs(w[0]), std::abs(w[n - 1]));
+        for (int k = 0; k < n; ++k) {
+          QVERIFY2(std::isfinite(lam[k]), qPrintable(QString("scale %1").arg(scale)));
+          atScale = std::max(atScale, std::abs(lam[k] / scale - w[k]) / wmax);
+        }
+      }
+      qInfo("division-free values at scale %g: eigenvalues within %.2e of the largest", scale, atScale);
+      worst = std::max(worst, atScale);
+    }
+    // The scaled entries' roundings (eps each), the bisection width and the count's
+    // backward error (a few eps ||T|| each, ||T|| <= ~2.5 max |lambda| here): ~4e-15.
+    QVERIFY2(worst < 4e-15, qPrintable(QString::number(worst)));
+  }
+
+  void spdBlocks_data() { valuesColumn(); }
   void spdBlocks() {
+    QFETCH(int, values);
+    const Values v = Values(values);
     // The engine's blocks: 74 x 74 SPD, condition 1e1 ... 1e12.
     std::mt19937_64 rng(13);
     for (double decades : {1.0, 4.0, 8.0, 12.0}) {
@@ -300,7 +454,7 @@ private slots:
       int clustered = 0, second = 0;
       for (int b = 0; b < 24; ++b) {
         Result r;
-        all.max(spdCase(74, randomSpd(74, decades, b % 2, 0, rng), &r));
+        all.max(spdCase(74, randomSpd(74, decades, b % 2, 0, rng), v, &r));
         steps += r.steps / 24;
         clustered += r.clustered;
         second += r.secondPass;
@@ -315,14 +469,17 @@ private slots:
     }
   }
 
+  void clusteredBlocks_data() { valuesColumn(); }
   void clusteredBlocks() {
+    QFETCH(int, values);
+    const Values v = Values(values);
     std::mt19937_64 rng(14);
     for (double rel : {1e-9, 1e-12, 1e-15}) {
       Errors all;
       int clustered = 0, second = 0;
       for (int b = 0; b < 16; ++b) {
         Result r;
-        all.max(spdCase(74, randomSpd(74, 4.0, 2 + b % 2, rel, rng), &r));
+        all.max(spdCase(74, randomSpd(74, 4.0, 2 + b % 2, rel, rng), v, &r));
         clustered += r.clustered;
         second += r.secondPass;
       }
@@ -334,7 +491,10 @@ private slots:
   }
 
 
+  void deviceTestClusters_data() { valuesColumn(); }
   void deviceTestClusters() {
+    QFETCH(int, values);
+    const Values v = Values(values);
     // test_batched_eigh's construction (bisectMatchesLapack, seed 3, clusters within 1e-9
     // relative on odd matrices, a 3- and a 2-fold eigenvalue on every fourth), here on
     // the host: the same matrices the device test decomposes.
@@ -364,7 +524,7 @@ private slots:
         }
       for (int j = 0; j < n; ++j)
         for (int i = j + 1; i < n; ++i) A[j + std::size_t(i) * n] = A[i + std::size_t(j) * n];
-      const Errors e = spdCase(n, A);
+      const Errors e = spdCase(n, A, v);
       // LAPACK's QL (dsyev, the chain's algorithm) against dsyevd on the same matrix: the
       // scale of C^-1/2 differences any backward-stable solver shows here.
       std::vector<double> Vq = A, wq(n), wk(64 * n);
@@ -382,10 +542,13 @@ private slots:
     QVERIFY2(all.invSqrt < 1e-10, qPrintable(QString::number(all.invSqrt)));
   }
 
+  void everyOrder_data() { valuesColumn(); }
   void everyOrder() {
+    QFETCH(int, values);
+    const Values v = Values(values);
     std::mt19937_64 rng(15);
     Errors all;
-    for (int n = 1; n <= 160; ++n) all.max(spdCase(n, randomSpd(n, 4.0, n % 2, 0, rng)));
+    for (int n = 1; n <= 160; ++n) all.max(spdCase(n, randomSpd(n, 4.0, n % 2, 0, rng), v));
     report("SPD n = 1 ... 160, 4 decades", all);
     verify(all);
     QVERIFY2(all.invSqrt < 1e-10, qPrintable(QString::number(all.invSqrt)));
