@@ -623,8 +623,8 @@ int valuesMatsPerBlock(int n) { return std::max(1, std::min(kValuesMaxMats, kVal
 __global__ void __launch_bounds__(kValuesThreads) syevSturmValuesKernel(int n, int batch, int mats, double* work,
                                                                       long long S, unsigned long long* prof) {
   namespace bi = bisect;
-  __shared__ double d[kValuesMaxMats][bi::kOrthoMaxN], e[kValuesMaxMats][bi::kOrthoMaxN],
-      e2[kValuesMaxMats][bi::kOrthoMaxN];
+  __shared__ bi::DiagE2 de[kValuesMaxMats][bi::kOrthoMaxN];
+  __shared__ double d[kValuesMaxMats][bi::kOrthoMaxN], e[kValuesMaxMats][bi::kOrthoMaxN];
   __shared__ bi::Scalars sc[kValuesMaxMats];
   const int tid = threadIdx.x, m = tid / n, j = tid - m * n;
   const long long b = (long long)blockIdx.x * mats + m;
@@ -637,20 +637,19 @@ __global__ void __launch_bounds__(kValuesThreads) syevSturmValuesKernel(int n, i
     e[m][j] = wk[2 + n + j];
   }
   __syncthreads();
-  if (active && j == 0) bi::setup(n, d[m], e[m], e2[m], sc[m]);
+  // The split as pass 2's (the same setup on the same d, e); its e^2 (de's place) unused.
+  if (active && j == 0) bi::setup(n, d[m], e[m], &de[m][0].d, sc[m]);
   __syncthreads();
   const double scale = active ? bi::unitScale(sc[m].tnorm) : 1.0;
-  if (active) {
-    d[m][j] *= scale;
-    e[m][j] *= scale;
-    e2[m][j] = e[m][j] * e[m][j];
-  }
+  if (active) bi::scaleRowDE(d[m], e[m], j, scale, de[m]);
+  __syncthreads();
+  if (active) bi::scaleRowE(e[m], j, scale);
   __syncthreads();
   int steps = 0;
   if (active) {
     int s, t;
     bi::blockOf(n, e[m], j, s, t);
-    const double lam = bi::bisectEigenvalueDivisionFree(d[m], e[m], e2[m], s, t, j - s, sc[m].tnorm * scale, &steps);
+    const double lam = bi::bisectEigenvalueDivisionFree(de[m], e[m], s, t, j - s, sc[m].tnorm * scale, &steps);
     wk[valuesSlot(n) + j] = lam * (1.0 / scale);
   }
   if (prof) {

@@ -210,10 +210,17 @@ SPEX_BI_HD double bisectEigenvalue(const double* d, const double* e, const doubl
 // ||T|| in [1, 2) (unitScale; exact), and the pair (p(i-1), p(i)) by a power of two to
 // max |p| in [1, 2) every kRescaleRows rows (exact, signs kept). A row grows the pair by
 // at most |d - x| + e^2 < 8 and, with every unsplit |e| > eps ||T|| (setup), shrinks its
-// larger member by at most e^2 / 8 >= 6e-33, so 4 rows stay inside [1e-129, 1e4]. A zero
+// larger member by at most e^2 / 8 >= 6e-33 (|d - x| < 4, e^2 >= eps^2), so 8 rows stay
+// inside [2e-258, 4e7], clear of underflow and overflow. A zero
 // p(i) needs no guard: p(i+1) = -e^2 p(i-1) has the sign opposite to p(i-1), so the zero
 // adds exactly one change over the two rows whichever sign it carries.
-constexpr int kRescaleRows = 4;
+constexpr int kRescaleRows = 8;
+
+// Row i of the scaled tridiagonal as the count reads it: d(i) and e(i - 1)^2 (0 for the
+// block's first row), one 16-byte shared-memory load a row.
+struct alignas(16) DiagE2 {
+  double d, e2;
+};
 
 // The high 32 bits of x (sign, exponent, top of the mantissa) and the double with high
 // word h and low word 0.
@@ -256,18 +263,19 @@ SPEX_BI_HD void rescalePair(double& p0, double& p1) {
 }
 
 // Eigenvalues of block [s, t] below x: sign changes of p(s - 1) = 1, p(s), ..., p(t)
-// (d, e2 scaled by unitScale, x in the same units). The change between p(i - 1) and
-// p(i) is the sign bit of hiWord(p(i - 1)) ^ hiWord(p(i)).
-SPEX_BI_HD int sturmCountDivisionFree(const double* d, const double* e2, int s, int t, double x) {
-  double p0 = 1.0, p1 = d[s] - x;
+// (de scaled by unitScale, x in the same units; de[i].e2 = e(i - 1)^2). The change
+// between p(i - 1) and p(i) is the sign bit of hiWord(p(i - 1)) ^ hiWord(p(i)).
+SPEX_BI_HD int sturmCountDivisionFree(const DiagE2* de, int s, int t, double x) {
+  double p0 = 1.0, p1 = de[s].d - x;
   unsigned c = unsigned(hiWord(p1)) >> 31;
   int i = s + 1;
   for (; i + kRescaleRows - 1 <= t; i += kRescaleRows) {
-#if defined(__CUDACC__)
+#if defined(__CUDA_ARCH__)
 #pragma unroll
 #endif
     for (int r = 0; r < kRescaleRows; ++r) {
-      const double p = fma(d[i + r] - x, p1, -(e2[i + r - 1] * p0));
+      const DiagE2 row = de[i + r];
+      const double p = fma(row.d - x, p1, -(row.e2 * p0));
       c += unsigned(hiWord(p) ^ hiWord(p1)) >> 31;
       p0 = p1;
       p1 = p;
@@ -275,7 +283,8 @@ SPEX_BI_HD int sturmCountDivisionFree(const double* d, const double* e2, int s, 
     rescalePair(p0, p1);
   }
   for (; i <= t; ++i) {
-    const double p = fma(d[i] - x, p1, -(e2[i - 1] * p0));
+    const DiagE2 row = de[i];
+    const double p = fma(row.d - x, p1, -(row.e2 * p0));
     c += unsigned(hiWord(p) ^ hiWord(p1)) >> 31;
     p0 = p1;
     p1 = p;
@@ -284,17 +293,17 @@ SPEX_BI_HD int sturmCountDivisionFree(const double* d, const double* e2, int s, 
 }
 
 // The k-th (from 0) eigenvalue of block [s, t] by bisection on sturmCountDivisionFree to
-// a width of eps tnorm, in the units of d, e (scaled: tnorm in [1, 2)). One count a step
-// (its chain is one DFMA a row, so quadsection's three interleaved counts for two bits
-// would cost 1.5 times the FP64 work for no latency to hide); ~53 steps. counts: steps
-// taken (for the benchmark notes).
-SPEX_BI_HD double bisectEigenvalueDivisionFree(const double* d, const double* e, const double* e2, int s, int t,
-                                               int k, double tnorm, int* counts = nullptr) {
-  double lo = d[s], hi = d[s];
+// a width of eps tnorm, in the units of de, e (scaled: tnorm in [1, 2)). One count a
+// step (its chain is one DFMA a row, so quadsection's three interleaved counts for two
+// bits would cost 1.5 times the FP64 work for no latency to hide); ~53 steps. counts:
+// steps taken (for the benchmark notes).
+SPEX_BI_HD double bisectEigenvalueDivisionFree(const DiagE2* de, const double* e, int s, int t, int k,
+                                               double tnorm, int* counts = nullptr) {
+  double lo = de[s].d, hi = de[s].d;
   for (int i = s; i <= t; ++i) {
     const double r = (i > s ? fabs(e[i - 1]) : 0.0) + (i < t ? fabs(e[i]) : 0.0);
-    lo = fmin(lo, d[i] - r);
-    hi = fmax(hi, d[i] + r);
+    lo = fmin(lo, de[i].d - r);
+    hi = fmax(hi, de[i].d + r);
   }
   // Widened as dstebz does, so that rounding in the counts cannot put an eigenvalue
   // outside.
@@ -307,7 +316,7 @@ SPEX_BI_HD double bisectEigenvalueDivisionFree(const double* d, const double* e,
     const double mid = 0.5 * (lo + hi);
     if (mid <= lo || mid >= hi) break;
     ++steps;
-    if (sturmCountDivisionFree(d, e2, s, t, mid) > k)
+    if (sturmCountDivisionFree(de, s, t, mid) > k)
       hi = mid;
     else
       lo = mid;
@@ -315,6 +324,16 @@ SPEX_BI_HD double bisectEigenvalueDivisionFree(const double* d, const double* e,
   if (counts) *counts += steps;
   return 0.5 * (lo + hi);
 }
+
+// Row j of the values kernel's scaled copy (after setup split e): de[j] = (d(j) scale,
+// (e(j - 1) scale)^2), e(j) scaled in place. Every thread its own row; reads e(j - 1)
+// unscaled, so e is scaled after a barrier (scaleRowE).
+SPEX_BI_HD void scaleRowDE(const double* d, const double* e, int j, double scale, DiagE2* de) {
+  const double em = j > 0 ? e[j - 1] * scale : 0.0;
+  de[j].d = d[j] * scale;
+  de[j].e2 = em * em;
+}
+SPEX_BI_HD void scaleRowE(double* e, int j, double scale) { e[j] *= scale; }
 
 // A pseudo-random start entry in [-1, 1) (splitmix64 of the matrix's row and vector).
 SPEX_BI_HD double startEntry(int j, int i) {

@@ -45,18 +45,16 @@ enum class Values { DivisionFree, Ratio };
 std::vector<double> sturmValues(int n, std::vector<double> d, std::vector<double> e, int* counts = nullptr) {
   e.resize(n, 0.0);
   std::vector<double> e2(n), lam(n);
+  std::vector<bi::DiagE2> de(n);
   bi::Scalars sc;
   bi::setup(n, d.data(), e.data(), e2.data(), sc);
   const double scale = bi::unitScale(sc.tnorm);
-  for (int j = 0; j < n; ++j) {
-    d[j] *= scale;
-    e[j] *= scale;
-    e2[j] = e[j] * e[j];
-  }
+  for (int j = 0; j < n; ++j) bi::scaleRowDE(d.data(), e.data(), j, scale, de.data());
+  for (int j = 0; j < n; ++j) bi::scaleRowE(e.data(), j, scale);
   for (int j = 0; j < n; ++j) {
     int s, t;
     bi::blockOf(n, e.data(), j, s, t);
-    lam[j] = bi::bisectEigenvalueDivisionFree(d.data(), e.data(), e2.data(), s, t, j - s, sc.tnorm * scale, counts) *
+    lam[j] = bi::bisectEigenvalueDivisionFree(de.data(), e.data(), s, t, j - s, sc.tnorm * scale, counts) *
              (1.0 / scale);
   }
   return lam;
@@ -369,11 +367,8 @@ private slots:
         QCOMPARE(t0, n - 1); // unreduced
         const double scale = bi::unitScale(sc.tnorm);
         QVERIFY(sc.tnorm * scale >= 1.0 && sc.tnorm * scale < 2.0);
-        std::vector<double> ds(n), es2(n);
-        for (int i = 0; i < n; ++i) {
-          ds[i] = d[i] * scale;
-          es2[i] = (e[i] * scale) * (e[i] * scale);
-        }
+        std::vector<bi::DiagE2> de(n);
+        for (int i = 0; i < n; ++i) bi::scaleRowDE(d.data(), e.data(), i, scale, de.data());
         std::vector<double> xs;
         for (int k = 0; k < 200; ++k) xs.push_back((w[0] - 0.1 * sc.tnorm) + (w[n - 1] - w[0] + 0.2 * sc.tnorm) * u(rng));
         for (int k = 0; k < n; ++k)
@@ -386,7 +381,7 @@ private slots:
             truth += l < x;
           }
           if (gap <= 1e-12 * sc.tnorm) continue;
-          const int c = bi::sturmCountDivisionFree(ds.data(), es2.data(), 0, n - 1, x * scale);
+          const int c = bi::sturmCountDivisionFree(de.data(), 0, n - 1, x * scale);
           if (c != truth) qFatal("kind %d: count %d at x = %.17g, LAPACK %d (gap %.2e)", kind, c, x, truth, gap);
           ++checked;
         }
@@ -394,7 +389,7 @@ private slots:
           // At x = d (closer to every eigenvalue than 1e-12 ||T||, so not checked above)
           // every other determinant is zero: T - d has eigenvalues in +- pairs and n is
           // even, so exactly n / 2 are negative.
-          QCOMPARE(bi::sturmCountDivisionFree(ds.data(), es2.data(), 0, n - 1, 1.0 * scale), n / 2);
+          QCOMPARE(bi::sturmCountDivisionFree(de.data(), 0, n - 1, 1.0 * scale), n / 2);
         }
       }
     qInfo("division-free counts: %d points checked against LAPACK's eigenvalues", checked);
