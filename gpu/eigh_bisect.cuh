@@ -270,10 +270,7 @@ SPEX_BI_HD int sturmCountDivisionFree(const DiagE2* de, int s, int t, double x) 
   unsigned c = unsigned(hiWord(p1)) >> 31;
   int i = s + 1;
   for (; i + kRescaleRows - 1 <= t; i += kRescaleRows) {
-#if defined(__CUDA_ARCH__)
-#pragma unroll
-#endif
-    for (int r = 0; r < kRescaleRows; ++r) {
+    for (int r = 0; r < kRescaleRows; ++r) { // a constant trip count: unrolled by nvcc
       const DiagE2 row = de[i + r];
       const double p = fma(row.d - x, p1, -(row.e2 * p0));
       c += unsigned(hiWord(p) ^ hiWord(p1)) >> 31;

@@ -243,7 +243,7 @@ private slots:
   }
 
   void otherEigensolversMatchCpu() {
-    // The fiber-block eigensolvers kept behind SPEXLAB_CUDA_EIGH (the default,
+    // The fiber-block eigensolvers kept behind SPEXLAB_CUDA_EIGH and SPEXLAB_CUDA_EIGH_VALUES (the default,
     // syevBatched's bisection method, runs in every other test here; the QL chain,
     // the default before the eighth round, is checked here).
     SimulationOptions so;
@@ -260,6 +260,12 @@ private slots:
       CudaEngine other(o);
       requireAgreement(compare(c, runCuda(req, &other)));
     }
+    // The bisection method with the eighth round's eigenvalues (SPEXLAB_CUDA_EIGH_VALUES=
+    // ratio: quadsection on the ratio count inside the vector kernel).
+    CudaEngineOptions o;
+    o.eighValues = CudaEngineOptions::EighValues::Ratio;
+    CudaEngine ratio(o);
+    requireAgreement(compare(c, runCuda(req, &ratio)));
   }
 
   void libraryCholeskyMatchesCpu() {
