@@ -619,7 +619,9 @@ int valuesMatsPerBlock(int n) { return std::max(1, std::min(kValuesMaxMats, kVal
 // block packed n threads apart (3 of n = 74 in 224 threads: 222 lanes busy, where pass
 // 2's 96 threads a matrix use 74). The tridiagonal split as pass 2 splits it (the same
 // setup), scaled to ||T|| in [1, 2), eigenvalue j - s of row j's block by bisection on
-// the division-free Sturm count, written unscaled to valuesSlot.
+// the division-free Sturm count (kNewton: Newton's steps once it is isolated), written
+// unscaled to valuesSlot.
+template <bool kNewton>
 __global__ void __launch_bounds__(kValuesThreads) syevSturmValuesKernel(int n, int batch, int mats, double* work,
                                                                       long long S, unsigned long long* prof) {
   namespace bi = bisect;
@@ -649,7 +651,9 @@ __global__ void __launch_bounds__(kValuesThreads) syevSturmValuesKernel(int n, i
   if (active) {
     int s, t;
     bi::blockOf(n, e[m], j, s, t);
-    const double lam = bi::bisectEigenvalueDivisionFree(de[m], e[m], s, t, j - s, sc[m].tnorm * scale, &steps);
+    const double tn = sc[m].tnorm * scale;
+    const double lam = kNewton ? bi::newtonEigenvalueDivisionFree(de[m], e[m], s, t, j - s, tn, &steps)
+                               : bi::bisectEigenvalueDivisionFree(de[m], e[m], s, t, j - s, tn, &steps);
     wk[valuesSlot(n) + j] = lam * (1.0 / scale);
   }
   if (prof) {
@@ -1182,7 +1186,7 @@ std::string shape(int n, int lda, long long strideA, int batch) {
 void launchSyev(int n, double* A, int lda, long long strideA, double* W, int* info, int batch, double* work,
                 std::size_t lwork, cudaStream_t stream, unsigned long long* prof, cudaEvent_t* ev,
                 int qlLanes = 0, int applyGroup = 0, int reduce = 0, SyevMethod method = SyevMethod::Chain,
-                SyevValues values = SyevValues::DivisionFree) {
+                SyevValues values = SyevValues::Newton) {
   if (n < 1 || n > kSyevMaxN || lda < n || strideA < (long long)lda * n || batch < 0)
     throw GpuError("syevBatched: bad arguments (" + shape(n, lda, strideA, batch) + "; n must be 1.." +
                    std::to_string(kSyevMaxN) + ")");
@@ -1208,10 +1212,13 @@ void launchSyev(int n, double* A, int lda, long long strideA, double* W, int* in
     syevReduceFusedKernel<<<batch, kReduceThreads, shm1, stream>>>(n, A, lda, strideA, work, S, prof, 1);
     SPEX_CUDA_LAUNCH("syevReduceFusedKernel");
     if (ev) SPEX_CUDA(cudaEventRecord(ev[1], stream));
-    if (values == SyevValues::DivisionFree) {
+    if (values != SyevValues::Ratio) {
       const int mats = valuesMatsPerBlock(n);
-      syevSturmValuesKernel<<<(batch + mats - 1) / mats, (mats * n + 31) / 32 * 32, 0, stream>>>(n, batch, mats,
-                                                                                                 work, S, prof);
+      const dim3 grid((batch + mats - 1) / mats), block((mats * n + 31) / 32 * 32);
+      if (values == SyevValues::Newton)
+        syevSturmValuesKernel<true><<<grid, block, 0, stream>>>(n, batch, mats, work, S, prof);
+      else
+        syevSturmValuesKernel<false><<<grid, block, 0, stream>>>(n, batch, mats, work, S, prof);
       SPEX_CUDA_LAUNCH("syevSturmValuesKernel");
       if (ev) SPEX_CUDA(cudaEventRecord(ev[4], stream));
       syevBisectKernel<true><<<batch, (n + 31) / 32 * 32, 0, stream>>>(n, work, S, W, prof);
@@ -1346,7 +1353,7 @@ SyevProfile syevBatchedProfile(int n, double* A, int lda, long long strideA, dou
     // The bisection method's values kernel (where it ran): its share of pass 2, and
     // thread 0's cycles a block of valuesMatsPerBlock(n) matrices.
     const bool valuesKernel = method == SyevMethod::Bisect && n <= bisect::kOrthoMaxN &&
-                              values == SyevValues::DivisionFree && batch > 0;
+                              values != SyevValues::Ratio && batch > 0;
     if (valuesKernel) {
       float mv = 0;
       SPEX_CUDA(cudaEventElapsedTime(&mv, ev[1], ev[4]));

@@ -38,13 +38,15 @@ namespace spex::gpu {
 enum class SyevMethod { Chain, Bisect };
 
 // How the bisection method finds the eigenvalues (docs/benchmarks.md, Issue 12, ninth
-// round). DivisionFree (default): a kernel of its own before pass 2, a thread per
-// eigenvalue with the matrices packed (3 of n = 74 in 224 threads), bisection on the
+// round). Newton (default) and DivisionFree: a kernel of its own before pass 2, a thread
+// per eigenvalue with the matrices packed (3 of n = 74 in 224 threads), bisection on the
 // division-free Sturm count (the determinant recurrence, one FMA a row on the chain,
-// rescaled by powers of two); pass 2 then ranks them and computes the vectors. Ratio:
-// inside pass 2, quadsection on the ratio form (dstebz's pivots), as in the eighth
-// round. Both bisect to a width of eps ||T|| with the same backward error.
-enum class SyevValues { DivisionFree, Ratio };
+// rescaled by powers of two); pass 2 then ranks them and computes the vectors. Newton:
+// once the bracket holds its eigenvalue alone, Newton's steps on the same recurrence
+// (with its derivative) inside the bracket, ~20 counts an eigenvalue instead of ~53.
+// Ratio: inside pass 2, quadsection on the ratio form (dstebz's pivots), as in the
+// eighth round. All end on a bracket of width eps ||T|| with the same backward error.
+enum class SyevValues { Newton, DivisionFree, Ratio };
 
 // Largest n the shared-memory solver takes (n * n doubles must fit in a block's
 // shared memory beside a few vectors).
@@ -71,7 +73,7 @@ std::size_t syevBatchedMinWorkspace(int n, int batch);
 // GpuError for bad arguments or a failed launch.
 void syevBatched(int n, double* A, int lda, long long strideA, double* W, int* info, int batch,
                  double* work, std::size_t lwork, cudaStream_t stream, SyevMethod method = SyevMethod::Chain,
-                 SyevValues values = SyevValues::DivisionFree);
+                 SyevValues values = SyevValues::Newton);
 
 // The same, synchronous on the default stream, each pass timed (CUDA events), with
 // clock-cycle counts per stage (thread 0 of a block, or the matrix's thread in the QL
@@ -88,9 +90,9 @@ void syevBatched(int n, double* A, int lda, long long strideA, double* W, int* i
 // method Bisect: qlSeconds / qlCycles are pass 2 (bisection and vectors), applySeconds /
 // applyCycles pass 3 (CholQR and Q); sweeps the quadsection steps a matrix (all its
 // eigenvalues), fallbacks the matrices with a cluster of close eigenvalues, rotations
-// the matrices that took a second CholQR pass; with SyevValues::DivisionFree,
+// the matrices that took a second CholQR pass; with SyevValues::Newton or DivisionFree,
 // valuesSeconds is the values kernel's part of qlSeconds, valuesCycles its thread 0's
-// cycles a block (valuesMatsPerBlock matrices), and sweeps its bisection steps a matrix.
+// cycles a block (valuesMatsPerBlock matrices), and sweeps its counts a matrix.
 struct SyevProfile {
   double seconds = 0, reduceSeconds = 0, qlSeconds = 0, applySeconds = 0, valuesSeconds = 0;
   double tridiagonalCycles = 0, formQCycles = 0, qlCycles = 0, applyCycles = 0, valuesCycles = 0;
@@ -100,6 +102,6 @@ struct SyevProfile {
 SyevProfile syevBatchedProfile(int n, double* A, int lda, long long strideA, double* W, int* info,
                                int batch, double* work, std::size_t lwork, int qlLanes = 0,
                                int applyGroup = 0, int reduce = 0, SyevMethod method = SyevMethod::Chain,
-                               SyevValues values = SyevValues::DivisionFree);
+                               SyevValues values = SyevValues::Newton);
 
 } // namespace spex::gpu

@@ -157,7 +157,7 @@ CudaEngine::CudaEngine(CudaEngineOptions options) : m_options(std::move(options)
       w->potrf = !m_options.blockedCholesky;
       w->cusolverEigh = m_options.eigh == CudaEngineOptions::Eigh::Cusolver;
       w->bisectEigh = m_options.eigh == CudaEngineOptions::Eigh::Bisect;
-      w->ratioEighValues = m_options.eighValues == CudaEngineOptions::EighValues::Ratio;
+      w->eighValues = m_options.eighValues;
       w->selected = m_options.selectedInverse;
       w->fusedSelected = m_options.fusedSelectedInverse;
       w->choleskyColumns = m_options.choleskyColumns;

@@ -69,12 +69,13 @@ struct CudaEngineOptions {
   enum class Eigh { Tridiagonal, Cusolver, Jacobi, Bisect };
   Eigh eigh = Eigh::Bisect;
   // Bisect's eigenvalues (syevBatched's SyevValues; docs/benchmarks.md, Issue 12, ninth
-  // round): DivisionFree (default), a kernel of their own before the vectors, bisection
-  // on the division-free Sturm count; Ratio, quadsection on dstebz's ratio count inside
-  // the vector kernel (the eighth round's). Factory switch:
-  // SPEXLAB_CUDA_EIGH_VALUES=divfree|ratio.
-  enum class EighValues { DivisionFree, Ratio };
-  EighValues eighValues = EighValues::DivisionFree;
+  // round): Newton (default), a kernel of their own before the vectors, bisection on the
+  // division-free Sturm count and Newton's steps once an eigenvalue is isolated;
+  // DivisionFree, the same kernel bisecting to the end; Ratio, quadsection on dstebz's
+  // ratio count inside the vector kernel (the eighth round's). Factory switch:
+  // SPEXLAB_CUDA_EIGH_VALUES=newton|divfree|ratio.
+  enum class EighValues { Newton, DivisionFree, Ratio };
+  EighValues eighValues = EighValues::Newton;
   // Cholesky: true (default), blocked by fiber with batched GEMMs (docs/benchmarks.md,
   // version 6); false, cusolverDnDpotrfBatched. Factory switch: SPEXLAB_CUDA_CHOLESKY.
   bool blockedCholesky = true;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 12, ninth round (eighval), from the bundle folder: the eigenvalues of the
-# bisection method by the division-free Sturm count (SPEXLAB_CUDA_EIGH_VALUES=divfree,
+# bisection method by the division-free Sturm count (SPEXLAB_CUDA_EIGH_VALUES=newton|divfree,
 # the default) against the eighth round's ratio count (ratio). test_batched_eigh (its
 # bisectFrameTimed slot: 23 500 blocks and the engine's batch sizes, chain / ratio /
 # division-free alternating), compute-sanitizer memcheck and racecheck of the values
@@ -19,12 +19,12 @@ for tool in memcheck racecheck; do
   timeout 100 compute-sanitizer --tool $tool --error-exitcode 9 $B/test_batched_eigh bisectAgreesWithChain 2>&1 \
     | tee $OUT/$tool-eighval.log | grep -E "ERROR SUMMARY|RACE|Totals"; echo "$tool rc ${PIPESTATUS[0]}"
 done
-for k in divfree ratio; do echo "=== values $k, 1 stream, kernel profile"
+for k in newton divfree ratio; do echo "=== values $k, 1 stream, kernel profile"
   SPEXLAB_CUDA_STREAMS=1 SPEXLAB_CUDA_EIGH_VALUES=$k timeout 60 $B/spexlab-cli bench --engine cuda --psf $PSF --repeat 5 \
     --profile-kernels 2>&1 | tee $OUT/prof-$k.txt | grep -E "^wall|syev|eigh|kernels"
 done
-echo "=== warm frame, bench --repeat 7, divfree and ratio alternating"
-for r in 1 2; do for k in divfree ratio; do echo "values $k:"
+echo "=== warm frame, bench --repeat 7, newton, divfree and ratio alternating"
+for r in 1 2; do for k in newton ratio divfree; do echo "values $k:"
   SPEXLAB_CUDA_EIGH_VALUES=$k timeout 60 $B/spexlab-cli bench --engine cuda --psf $PSF --repeat 7 2>&1 | grep -E "^wall|peak"
 done; done
 if [ "${1:-}" = engine ]; then bash ./run.sh engine; fi

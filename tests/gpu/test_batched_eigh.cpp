@@ -150,7 +150,7 @@ Errors compareWithLapack(int n, int lda, long long stride, int batch, double dec
                          Work wk = Work::Full, std::vector<double>* Vout = nullptr,
                          std::vector<double>* Wout = nullptr, int reduce = 0,
                          gpu::SyevMethod method = gpu::SyevMethod::Chain, double clusterRel = 0,
-                         gpu::SyevValues values = gpu::SyevValues::DivisionFree) {
+                         gpu::SyevValues values = gpu::SyevValues::Newton) {
   const std::vector<double> A = randomSpd(n, lda, stride, batch, decades, seed, clusterRel);
   Device d;
   const std::size_t lwork = workDoubles(wk, n, batch);
@@ -221,6 +221,7 @@ Errors compareWithLapack(int n, int lda, long long stride, int batch, double dec
         "orthogonality %.2e, C^-1/2 %.2e",
         method != gpu::SyevMethod::Bisect      ? ""
         : values == gpu::SyevValues::Ratio ? "bisect (ratio values): "
+        : values == gpu::SyevValues::Newton ? "bisect (division-free values, Newton): "
                                            : "bisect (division-free values): ",
         n, lda, batch,
         decades, clusterRel > 0 ? qPrintable(QString(", clusters within %1").arg(clusterRel)) : "",
@@ -402,6 +403,7 @@ private slots:
   // Both ways to the eigenvalues (gpu::SyevValues).
   void bisectMatchesLapack_data() {
     QTest::addColumn<int>("values");
+    QTest::newRow("newton") << int(gpu::SyevValues::Newton);
     QTest::newRow("divfree") << int(gpu::SyevValues::DivisionFree);
     QTest::newRow("ratio") << int(gpu::SyevValues::Ratio);
   }
@@ -447,14 +449,17 @@ private slots:
     const auto [dw, ds] = decompositionsAgree(74, V[0], W[0], V[1], W[1]);
     qInfo("bisect vs chain, 64 blocks of 74: max |dW| / max W %.2e, C^-1/2 %.2e", dw, ds);
     QVERIFY2(dw < 1e-13 && ds < 1e-10, qPrintable(QString("%1 %2").arg(dw).arg(ds)));
-    // The two ways to the eigenvalues: both bisect to eps ||T|| with backward errors of a
-    // few eps ||T||, so they agree to ~1e-15 of the largest.
-    std::vector<double> Vr, Wr;
-    compareWithLapack(74, 74, 74 * 74, 64, 4.0, 5, Work::Full, &Vr, &Wr, 0, gpu::SyevMethod::Bisect, 0,
-                      gpu::SyevValues::Ratio);
-    const auto [dwr, dsr] = decompositionsAgree(74, V[1], W[1], Vr, Wr);
-    qInfo("bisect, division-free vs ratio values: max |dW| / max W %.2e, C^-1/2 %.2e", dwr, dsr);
-    QVERIFY2(dwr < 1e-14 && dsr < 1e-10, qPrintable(QString("%1 %2").arg(dwr).arg(dsr)));
+    // The other ways to the eigenvalues against the default (Newton): all end on brackets
+    // of width eps ||T|| with backward errors of a few eps ||T||, so they agree to ~1e-15
+    // of the largest.
+    for (auto values : {gpu::SyevValues::DivisionFree, gpu::SyevValues::Ratio}) {
+      std::vector<double> Vr, Wr;
+      compareWithLapack(74, 74, 74 * 74, 64, 4.0, 5, Work::Full, &Vr, &Wr, 0, gpu::SyevMethod::Bisect, 0, values);
+      const auto [dwr, dsr] = decompositionsAgree(74, V[1], W[1], Vr, Wr);
+      qInfo("bisect, Newton vs %s values: max |dW| / max W %.2e, C^-1/2 %.2e",
+            values == gpu::SyevValues::Ratio ? "ratio" : "division-free bisection", dwr, dsr);
+      QVERIFY2(dwr < 1e-14 && dsr < 1e-10, qPrintable(QString("%1 %2").arg(dwr).arg(dsr)));
+    }
   }
 
   void bisectFrameTimed() {
@@ -465,22 +470,24 @@ private slots:
     const std::vector<double> A = frameSizedBlocks(n, base, batch);
     Device d;
     allocateForFrame(d, n, batch);
-    std::vector<double> W[2];
+    std::vector<double> W[3];
+    const gpu::SyevValues values[3] = {gpu::SyevValues::Ratio, gpu::SyevValues::DivisionFree,
+                                       gpu::SyevValues::Newton};
+    const char* names[3] = {"ratio", "division-free", "Newton"};
     for (int small : {batch, 1235, 995})
-      for (int rep = 0; rep < 6; ++rep) {
-        const int kind = rep % 3; // chain, bisect with ratio values, bisect with division-free values
+      for (int rep = 0; rep < 8; ++rep) {
+        const int kind = rep % 4; // chain, then bisect with values[kind - 1]
         check(cudaMemcpy(d.A, A.data(), std::size_t(n) * n * small * sizeof(double), cudaMemcpyHostToDevice), "H2D");
         const gpu::SyevProfile q = gpu::syevBatchedProfile(
             n, d.A, n, n * n, d.W, d.info, small, d.work, gpu::syevBatchedWorkspace(n, small), 0, 0, 0,
-            kind ? gpu::SyevMethod::Bisect : gpu::SyevMethod::Chain,
-            kind == 1 ? gpu::SyevValues::Ratio : gpu::SyevValues::DivisionFree);
+            kind ? gpu::SyevMethod::Bisect : gpu::SyevMethod::Chain, kind ? values[kind - 1] : gpu::SyevValues::Newton);
         if (kind)
           qInfo("%d blocks of %d, bisect, %s values: %.3f ms (reduce %.3f, values + vectors %.3f [values %.3f], "
-                "CholQR+Q %.3f); per block %.0f / %.0f cycles (values %.0f a block of 3), %.0f %s steps, %lld with "
+                "CholQR+Q %.3f); per block %.0f / %.0f cycles (values %.0f a block of 3), %.0f %s a matrix, %lld with "
                 "clusters, %.0f with a second CholQR",
-                small, n, kind == 1 ? "ratio" : "division-free", q.seconds * 1e3, q.reduceSeconds * 1e3,
-                q.qlSeconds * 1e3, q.valuesSeconds * 1e3, q.applySeconds * 1e3, q.qlCycles, q.applyCycles,
-                q.valuesCycles, q.sweeps, kind == 1 ? "quadsection" : "bisection", q.fallbacks, q.rotations * small);
+                small, n, names[kind - 1], q.seconds * 1e3, q.reduceSeconds * 1e3, q.qlSeconds * 1e3,
+                q.valuesSeconds * 1e3, q.applySeconds * 1e3, q.qlCycles, q.applyCycles, q.valuesCycles, q.sweeps,
+                kind == 1 ? "quadsection steps" : "counts", q.fallbacks, q.rotations * small);
         else
           qInfo("%d blocks of %d, chain:  %.3f ms (reduce %.3f, QL %.3f, apply %.3f)", small, n, q.seconds * 1e3,
                 q.reduceSeconds * 1e3, q.qlSeconds * 1e3, q.applySeconds * 1e3);
@@ -493,17 +500,19 @@ private slots:
                 "D2H W");
         }
       }
-    // The frame's eigenvalues by the two value paths: every copy of a base block the same
-    // to the bit, the two paths within 1e-14 of the block's largest.
-    double dw = 0;
-    for (int b = 0; b < batch; ++b)
-      for (int k = 0; k < n; ++k) {
-        const std::size_t i = std::size_t(n) * b + k, i0 = std::size_t(n) * (b % base) + k;
-        QCOMPARE(W[1][i], W[1][i0]);
-        dw = std::max(dw, std::abs(W[1][i] - W[0][i]) / std::abs(W[0][std::size_t(n) * b + n - 1]));
-      }
-    qInfo("frame, division-free vs ratio eigenvalues: max |dW| / max W %.2e", dw);
-    QVERIFY2(dw < 1e-14, qPrintable(QString::number(dw)));
+    // The frame's eigenvalues by the three value paths: every copy of a base block the
+    // same to the bit, the paths within 1e-14 of the block's largest of the ratio path's.
+    for (int v = 1; v < 3; ++v) {
+      double dw = 0;
+      for (int b = 0; b < batch; ++b)
+        for (int k = 0; k < n; ++k) {
+          const std::size_t i = std::size_t(n) * b + k, i0 = std::size_t(n) * (b % base) + k;
+          QCOMPARE(W[v][i], W[v][i0]);
+          dw = std::max(dw, std::abs(W[v][i] - W[0][i]) / std::abs(W[0][std::size_t(n) * b + n - 1]));
+        }
+      qInfo("frame, %s vs ratio eigenvalues: max |dW| / max W %.2e", names[v], dw);
+      QVERIFY2(dw < 1e-14, qPrintable(QString::number(dw)));
+    }
   }
 
   void badArgumentsAreErrors() {

@@ -260,12 +260,15 @@ private slots:
       CudaEngine other(o);
       requireAgreement(compare(c, runCuda(req, &other)));
     }
-    // The bisection method with the eighth round's eigenvalues (SPEXLAB_CUDA_EIGH_VALUES=
-    // ratio: quadsection on the ratio count inside the vector kernel).
-    CudaEngineOptions o;
-    o.eighValues = CudaEngineOptions::EighValues::Ratio;
-    CudaEngine ratio(o);
-    requireAgreement(compare(c, runCuda(req, &ratio)));
+    // The bisection method with its other eigenvalue paths (SPEXLAB_CUDA_EIGH_VALUES=
+    // divfree: bisection to the end; ratio: the eighth round's quadsection on the ratio
+    // count inside the vector kernel).
+    for (auto values : {CudaEngineOptions::EighValues::DivisionFree, CudaEngineOptions::EighValues::Ratio}) {
+      CudaEngineOptions o;
+      o.eighValues = values;
+      CudaEngine other(o);
+      requireAgreement(compare(c, runCuda(req, &other)));
+    }
   }
 
   void libraryCholeskyMatchesCpu() {

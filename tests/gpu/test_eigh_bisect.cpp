@@ -37,12 +37,13 @@ struct Result {
 
 // How the eigenvalues are found (gpu::SyevValues): DivisionFree, syevSturmValuesKernel's
 // bisection on the division-free count before pass 2; Ratio, pass 2's own quadsection.
-enum class Values { DivisionFree, Ratio };
+enum class Values { DivisionFree, Ratio, Newton };
 
 // syevSturmValuesKernel emulated, phase by phase for one matrix: thread 0's setup (the
 // split), every thread's scaling of its row, every thread's bisection; lam[j] is
 // eigenvalue j - s of row j's block [s, t], unscaled.
-std::vector<double> sturmValues(int n, std::vector<double> d, std::vector<double> e, int* counts = nullptr) {
+std::vector<double> sturmValues(int n, std::vector<double> d, std::vector<double> e, int* counts = nullptr,
+                                bool newton = false) {
   e.resize(n, 0.0);
   std::vector<double> e2(n), lam(n);
   std::vector<bi::DiagE2> de(n);
@@ -54,7 +55,8 @@ std::vector<double> sturmValues(int n, std::vector<double> d, std::vector<double
   for (int j = 0; j < n; ++j) {
     int s, t;
     bi::blockOf(n, e.data(), j, s, t);
-    lam[j] = bi::bisectEigenvalueDivisionFree(de.data(), e.data(), s, t, j - s, sc.tnorm * scale, counts) *
+    lam[j] = (newton ? bi::newtonEigenvalueDivisionFree(de.data(), e.data(), s, t, j - s, sc.tnorm * scale, counts)
+                     : bi::bisectEigenvalueDivisionFree(de.data(), e.data(), s, t, j - s, sc.tnorm * scale, counts)) *
              (1.0 / scale);
   }
   return lam;
@@ -67,7 +69,7 @@ Result emulate(int n, std::vector<double> d, std::vector<double> e, Values value
   e.resize(n, 0.0);
   std::vector<double> e2(n), lam(n), X(std::size_t(n) * n, 0.0), P(std::size_t(n) * n), M(std::size_t(n) * n);
   int counts = 0;
-  if (values == Values::DivisionFree) lam = sturmValues(n, d, e, &counts);
+  if (values != Values::Ratio) lam = sturmValues(n, d, e, &counts, values == Values::Newton);
   bi::Scalars sc;
   bi::setup(n, d.data(), e.data(), e2.data(), sc);
   if (values == Values::Ratio)
@@ -272,6 +274,7 @@ private slots:
   // Every accuracy test runs with both ways to the eigenvalues.
   void valuesColumn() {
     QTest::addColumn<int>("values");
+    QTest::newRow("newton") << int(Values::Newton);
     QTest::newRow("divfree") << int(Values::DivisionFree);
     QTest::newRow("ratio") << int(Values::Ratio);
   }
@@ -414,7 +417,8 @@ private slots:
           d[i] = d0[i] * scale;
           e[i] = e0[i] * scale;
         }
-        std::vector<double> lam = sturmValues(n, d, e);
+        for (bool newton : {false, true}) {
+        std::vector<double> lam = sturmValues(n, d, e, nullptr, newton);
         std::sort(lam.begin(), lam.end());
         std::vector<double> S(std::size_t(n) * n, 0.0), w(n), work;
         std::vector<int> iwork;
@@ -427,6 +431,7 @@ private slots:
         for (int k = 0; k < n; ++k) {
           QVERIFY2(std::isfinite(lam[k]), qPrintable(QString("scale %1").arg(scale)));
           atScale = std::max(atScale, std::abs(lam[k] / scale - w[k]) / wmax);
+        }
         }
       }
       qInfo("division-free values at scale %g: eigenvalues within %.2e of the largest", scale, atScale);
@@ -454,7 +459,7 @@ private slots:
         clustered += r.clustered;
         second += r.secondPass;
       }
-      qInfo("%2.0f decades: %.1f quadsection steps an eigenvalue, %d vectors by the cluster path, %d of 24 "
+      qInfo("%2.0f decades: %.1f counts an eigenvalue (quadsection: three a step), %d vectors by the cluster path, %d of 24 "
             "matrices with a second CholQR pass", decades, steps, clustered, second);
       report(qPrintable(QString("SPD 74, %1 decades").arg(decades)), all);
       verify(all);
