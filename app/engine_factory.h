@@ -36,10 +36,10 @@ struct EngineChoice {
 //   SPEXLAB_CUDA_STREAMS=N      workspaces (streams) per GPU
 //   SPEXLAB_CUDA_BATCH=P        patches per batch (within the budget)
 //   SPEXLAB_CUDA_EIGH=tridiagonal|cusolver|jacobi|bisect  fiber-block eigensolver
-//   SPEXLAB_CUDA_EIGH_VALUES=newton|divfree|ratio  bisect's eigenvalues in a kernel of their
-//                                          own on the division-free Sturm count, with Newton's
-//                                          steps once isolated (default) or bisecting to the end,
-//                                          or by the ratio count inside the vector kernel
+//   SPEXLAB_CUDA_EIGH_VALUES=divfree|newton|ratio  bisect's eigenvalues in a kernel of their
+//                                          own on the division-free Sturm count, bisecting to the
+//                                          end (default) or with Newton's steps once isolated, or
+//                                          by the ratio count inside the vector kernel
 //   SPEXLAB_CUDA_CHOLESKY=tiled|fused|blocked|potrf  batched Cholesky: block columns by one
 //                                          kernel, diagonal block by tiles (default) or in one
 //                                          sweep, by four launches, or cuSOLVER

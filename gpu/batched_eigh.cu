@@ -1186,7 +1186,7 @@ std::string shape(int n, int lda, long long strideA, int batch) {
 void launchSyev(int n, double* A, int lda, long long strideA, double* W, int* info, int batch, double* work,
                 std::size_t lwork, cudaStream_t stream, unsigned long long* prof, cudaEvent_t* ev,
                 int qlLanes = 0, int applyGroup = 0, int reduce = 0, SyevMethod method = SyevMethod::Chain,
-                SyevValues values = SyevValues::Newton) {
+                SyevValues values = SyevValues::DivisionFree) {
   if (n < 1 || n > kSyevMaxN || lda < n || strideA < (long long)lda * n || batch < 0)
     throw GpuError("syevBatched: bad arguments (" + shape(n, lda, strideA, batch) + "; n must be 1.." +
                    std::to_string(kSyevMaxN) + ")");

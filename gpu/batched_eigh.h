@@ -38,15 +38,17 @@ namespace spex::gpu {
 enum class SyevMethod { Chain, Bisect };
 
 // How the bisection method finds the eigenvalues (docs/benchmarks.md, Issue 12, ninth
-// round). Newton (default) and DivisionFree: a kernel of its own before pass 2, a thread
+// round). DivisionFree (default) and Newton: a kernel of its own before pass 2, a thread
 // per eigenvalue with the matrices packed (3 of n = 74 in 224 threads), bisection on the
 // division-free Sturm count (the determinant recurrence, one FMA a row on the chain,
-// rescaled by powers of two); pass 2 then ranks them and computes the vectors. Newton:
-// once the bracket holds its eigenvalue alone, Newton's steps on the same recurrence
-// (with its derivative) inside the bracket, ~20 counts an eigenvalue instead of ~53.
-// Ratio: inside pass 2, quadsection on the ratio form (dstebz's pivots), as in the
-// eighth round. All end on a bracket of width eps ||T|| with the same backward error.
-enum class SyevValues { Newton, DivisionFree, Ratio };
+// rescaled by powers of two); pass 2 then ranks them and computes the vectors (23 500
+// blocks: pass 2 12.35 -> 10.75 ms on an H100). Newton: once the bracket holds its
+// eigenvalue alone, Newton's steps on the same recurrence (with its derivative), ~20
+// counts an eigenvalue instead of ~53, but no faster on the device (the warp waits for
+// its slowest lane and runs both count paths; kept for A/B). Ratio: inside pass 2,
+// quadsection on the ratio form (dstebz's pivots), as in the eighth round. All end on a
+// bracket of width eps ||T|| with the same backward error.
+enum class SyevValues { DivisionFree, Newton, Ratio };
 
 // Largest n the shared-memory solver takes (n * n doubles must fit in a block's
 // shared memory beside a few vectors).
@@ -73,7 +75,7 @@ std::size_t syevBatchedMinWorkspace(int n, int batch);
 // GpuError for bad arguments or a failed launch.
 void syevBatched(int n, double* A, int lda, long long strideA, double* W, int* info, int batch,
                  double* work, std::size_t lwork, cudaStream_t stream, SyevMethod method = SyevMethod::Chain,
-                 SyevValues values = SyevValues::Newton);
+                 SyevValues values = SyevValues::DivisionFree);
 
 // The same, synchronous on the default stream, each pass timed (CUDA events), with
 // clock-cycle counts per stage (thread 0 of a block, or the matrix's thread in the QL
@@ -102,6 +104,6 @@ struct SyevProfile {
 SyevProfile syevBatchedProfile(int n, double* A, int lda, long long strideA, double* W, int* info,
                                int batch, double* work, std::size_t lwork, int qlLanes = 0,
                                int applyGroup = 0, int reduce = 0, SyevMethod method = SyevMethod::Chain,
-                               SyevValues values = SyevValues::Newton);
+                               SyevValues values = SyevValues::DivisionFree);
 
 } // namespace spex::gpu

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Issue 12, ninth round (eighval), from the bundle folder: the eigenvalues of the
-# bisection method by the division-free Sturm count (SPEXLAB_CUDA_EIGH_VALUES=newton|divfree,
-# the default) against the eighth round's ratio count (ratio). test_batched_eigh (its
-# bisectFrameTimed slot: 23 500 blocks and the engine's batch sizes, chain / ratio /
-# division-free alternating), compute-sanitizer memcheck and racecheck of the values
-# kernel, one stream with the kernel profile per value path, the warm frame alternating.
-# Step "engine" (second call): test_cuda_engine whole.
+# bisection method in a kernel of their own on the division-free Sturm count
+# (SPEXLAB_CUDA_EIGH_VALUES=divfree, the default; newton: Newton's steps once isolated)
+# against the eighth round's ratio count inside the vector kernel (ratio).
+# test_batched_eigh (its bisectFrameTimed slot: 23 500 blocks and the engine's batch
+# sizes, chain / ratio / division-free / Newton alternating), compute-sanitizer memcheck
+# and racecheck of the values kernels, one stream with the kernel profile per value
+# path, the warm frame alternating. Argument "engine": then test_cuda_engine whole.
 cd "$(dirname "$0")"
 D=/tmp/dev
 OUT=${OUT:-/tmp/out}

@@ -261,9 +261,9 @@ private slots:
       requireAgreement(compare(c, runCuda(req, &other)));
     }
     // The bisection method with its other eigenvalue paths (SPEXLAB_CUDA_EIGH_VALUES=
-    // divfree: bisection to the end; ratio: the eighth round's quadsection on the ratio
-    // count inside the vector kernel).
-    for (auto values : {CudaEngineOptions::EighValues::DivisionFree, CudaEngineOptions::EighValues::Ratio}) {
+    // newton: Newton's steps once isolated; ratio: the eighth round's quadsection on the
+    // ratio count inside the vector kernel).
+    for (auto values : {CudaEngineOptions::EighValues::Newton, CudaEngineOptions::EighValues::Ratio}) {
       CudaEngineOptions o;
       o.eighValues = values;
       CudaEngine other(o);
