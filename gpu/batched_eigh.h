@@ -30,7 +30,7 @@ namespace spex::gpu {
 
 // The method of pass 2 and 3. Chain: the QL chain above. Bisect (docs/benchmarks.md,
 // Issue 12, eighth round; gpu/eigh_bisect.cuh): pass 1 leaves the reflectors; pass 2
-// finds the eigenvalues of the tridiagonal by bisection on Sturm counts and its
+// finds the eigenvalues of the tridiagonal by bisection on Sturm counts (SyevValues) and its
 // eigenvectors by twisted factorizations (a thread per eigenvalue; clusters as dstein);
 // pass 3 orthonormalises them by CholQR (twice where needed) and multiplies by Q in registers
 // (syevFormQKernel's tile on Z^T = V^T Q^T). n <= 80 (larger n run the chain); needs

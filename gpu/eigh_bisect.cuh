@@ -3,7 +3,10 @@
 // __host__ __device__ so that tests/gpu/test_eigh_bisect.cpp runs it on the host, each
 // phase (the code between two barriers) for every thread in turn, against LAPACK.
 //
-// Pass 2 (syevBisectKernel, a thread per eigenvalue) on the tridiagonal (d, e) of pass 1:
+// Pass 2 (syevBisectKernel, a thread per eigenvalue) on the tridiagonal (d, e) of pass 1
+// (with SyevValues::DivisionFree, the default, or Newton the eigenvalues come instead
+// from syevSturmValuesKernel before it, by bisection on the division-free count below;
+// pass 2 then only ranks them and computes the vectors):
 //   - split: e(i) = 0 where |e(i)| <= eps ||T|| (a perturbation of eps ||T||, the
 //     backward error QL has anyway); row j's unreduced block [s, t] owns the
 //     eigenvalues s..t, thread j finds the (j - s)-th of its block;
