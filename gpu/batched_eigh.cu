@@ -614,8 +614,9 @@ constexpr int kValuesMaxMats = 8;
 constexpr int kValuesThreads = 256;
 int valuesMatsPerBlock(int n) { return std::max(1, std::min(kValuesMaxMats, kValuesThreads / n)); }
 
-// Pass 2a of the bisection method with SyevValues::DivisionFree (docs/benchmarks.md,
-// Issue 12, ninth round; eigh_bisect.cuh): a thread per eigenvalue, `mats` matrices a
+// Pass 2a of the bisection method with SyevValues::DivisionFree or Newton
+// (docs/benchmarks.md, Issue 12, ninth round; eigh_bisect.cuh): a thread per eigenvalue,
+// `mats` (valuesMatsPerBlock) matrices a
 // block packed n threads apart (3 of n = 74 in 224 threads: 222 lanes busy, where pass
 // 2's 96 threads a matrix use 74). The tridiagonal split as pass 2 splits it (the same
 // setup), scaled to ||T|| in [1, 2), eigenvalue j - s of row j's block by bisection on
