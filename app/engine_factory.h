@@ -37,6 +37,10 @@ struct EngineChoice {
 //   SPEXLAB_CUDA_BATCH=P        patches per batch (within the budget)
 //   SPEXLAB_CUDA_EIGH=tridiagonal|cusolver|jacobi|bisect  fiber-block eigensolver
 //   SPEXLAB_CUDA_EIGH_ORTHO=ns|cholqr      bisect's pass 3: Newton-Schulz steps (default) or CholQR
+//   SPEXLAB_CUDA_EIGH_VALUES=divfree|newton|ratio  bisect's eigenvalues in a kernel of their
+//                                          own on the division-free Sturm count, bisecting to the
+//                                          end (default) or with Newton's steps once isolated, or
+//                                          by the ratio count inside the vector kernel
 //   SPEXLAB_CUDA_CHOLESKY=tiled|fused|blocked|potrf  batched Cholesky: block columns by one
 //                                          kernel, diagonal block by tiles (default) or in one
 //                                          sweep, by four launches, or cuSOLVER

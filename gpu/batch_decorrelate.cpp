@@ -49,7 +49,10 @@ void enqueueDecorrelate(Workspace& w, BatchView v, const BatchShape& shape, Devi
             const bool bisect = w.bisectEigh && w.A.capacity() >= syevBatchedBisectWorkspace(nb, blocks);
             syevBatched(nb, v.K, nb, (long long)nb * nb, v.KW, w.info2.get(), blocks, w.A.get(), w.A.capacity(), s,
                         bisect ? SyevMethod::Bisect : SyevMethod::Chain,
-                        w.newtonSchulzEigh ? SyevOrtho::NewtonSchulz : SyevOrtho::CholQR);
+                        w.newtonSchulzEigh ? SyevOrtho::NewtonSchulz : SyevOrtho::CholQR,
+                        w.eighValues == CudaEngineOptions::EighValues::Ratio    ? SyevValues::Ratio
+                        : w.eighValues == CudaEngineOptions::EighValues::Newton ? SyevValues::Newton
+                                                                                : SyevValues::DivisionFree);
             return;
           }
           checkCusolver(cusolverDnXsyevBatched(

@@ -604,9 +604,70 @@ __global__ void __launch_bounds__(kFormQThreads, 2)
 // the per-thread scratch D+ and D- (n x n each, the same layout).
 __host__ __device__ constexpr long long bisectWorkspace(int n) { return (recordStart(n) + 3LL * n * n + 1) & ~1LL; }
 
-// Pass 2: a thread per eigenvalue (n <= kOrthoMaxN). Eigenvalues by bisection, ranked
+// Where syevSturmValuesKernel leaves the eigenvalues for syevBisectKernel: n doubles at
+// the start of the D+ scratch (the first n entries of its row 0), which pass 2 reads into
+// shared memory before any thread writes its D+.
+__host__ __device__ constexpr long long valuesSlot(int n) { return recordStart(n) + (long long)n * n; }
+
+// Matrices a block of syevSturmValuesKernel (n threads each, packed).
+constexpr int kValuesMaxMats = 8;
+constexpr int kValuesThreads = 256;
+int valuesMatsPerBlock(int n) { return std::max(1, std::min(kValuesMaxMats, kValuesThreads / n)); }
+
+// Pass 2a of the bisection method with SyevValues::DivisionFree or Newton
+// (docs/benchmarks.md, Issue 12, ninth round; eigh_bisect.cuh): a thread per eigenvalue,
+// `mats` (valuesMatsPerBlock) matrices a
+// block packed n threads apart (3 of n = 74 in 224 threads: 222 lanes busy, where pass
+// 2's 96 threads a matrix use 74). The tridiagonal split as pass 2 splits it (the same
+// setup), scaled to ||T|| in [1, 2), eigenvalue j - s of row j's block by bisection on
+// the division-free Sturm count (kNewton: Newton's steps once it is isolated), written
+// unscaled to valuesSlot.
+template <bool kNewton>
+__global__ void __launch_bounds__(kValuesThreads) syevSturmValuesKernel(int n, int batch, int mats, double* work,
+                                                                      long long S, unsigned long long* prof) {
+  namespace bi = bisect;
+  __shared__ bi::DiagE2 de[kValuesMaxMats][bi::kOrthoMaxN];
+  __shared__ double d[kValuesMaxMats][bi::kOrthoMaxN], e[kValuesMaxMats][bi::kOrthoMaxN];
+  __shared__ bi::Scalars sc[kValuesMaxMats];
+  const int tid = threadIdx.x, m = tid / n, j = tid - m * n;
+  const long long b = (long long)blockIdx.x * mats + m;
+  const bool active = m < mats && b < batch;
+  double* wk = work + b * S;
+  long long clk0 = 0;
+  if (prof && tid == 0) clk0 = clock64();
+  if (active) {
+    d[m][j] = wk[2 + j];
+    e[m][j] = wk[2 + n + j];
+  }
+  __syncthreads();
+  // The split as pass 2's (the same setup on the same d, e); its e^2 (de's place) unused.
+  if (active && j == 0) bi::setup(n, d[m], e[m], &de[m][0].d, sc[m]);
+  __syncthreads();
+  const double scale = active ? bi::unitScale(sc[m].tnorm) : 1.0;
+  if (active) bi::scaleRowDE(d[m], e[m], j, scale, de[m]);
+  __syncthreads();
+  if (active) bi::scaleRowE(e[m], j, scale);
+  __syncthreads();
+  int steps = 0;
+  if (active) {
+    int s, t;
+    bi::blockOf(n, e[m], j, s, t);
+    const double tn = sc[m].tnorm * scale;
+    const double lam = kNewton ? bi::newtonEigenvalueDivisionFree(de[m], e[m], s, t, j - s, tn, &steps)
+                               : bi::bisectEigenvalueDivisionFree(de[m], e[m], s, t, j - s, tn, &steps);
+    wk[valuesSlot(n) + j] = lam * (1.0 / scale);
+  }
+  if (prof) {
+    if (active) atomicAdd(prof + 4, (unsigned long long)steps);
+    if (tid == 0) atomicAdd(prof + 14, (unsigned long long)(clock64() - clk0));
+  }
+}
+
+// Pass 2: a thread per eigenvalue (n <= kOrthoMaxN). Eigenvalues by bisection (the ratio
+// form, quadsection) or, with kGivenValues, from syevSturmValuesKernel (valuesSlot), ranked
 // ascending into W, the vectors of T into X (the cluster members in rounds, member m
 // after members 0 .. m - 1 of its cluster).
+template <bool kGivenValues>
 __global__ void __launch_bounds__(96, 6) syevBisectKernel(int n, double* work, long long S, double* Wg,
                                                        unsigned long long* prof) {
   namespace bi = bisect;
@@ -636,7 +697,10 @@ __global__ void __launch_bounds__(96, 6) syevBisectKernel(int n, double* work, l
     bi::blockOf(n, e, j, s, t);
     blkS[j] = s;
     blkT[j] = t;
-    lam[j] = bi::bisectEigenvalue(d, e, e2, s, t, j - s, sc, &steps);
+    if (kGivenValues)
+      lam[j] = wk[valuesSlot(n) + j];
+    else
+      lam[j] = bi::bisectEigenvalue(d, e, e2, s, t, j - s, sc, &steps);
   }
   __syncthreads();
   if (j < n) {
@@ -1269,11 +1333,12 @@ std::string shape(int n, int lda, long long strideA, int batch) {
          ", batch " + std::to_string(batch);
 }
 
-// ev (optional): 4 events recorded around the three passes.
+// ev (optional): 5 events, 4 recorded around the three passes, the fifth between the
+// bisection method's values kernel and pass 2 (where it runs).
 void launchSyev(int n, double* A, int lda, long long strideA, double* W, int* info, int batch, double* work,
                 std::size_t lwork, cudaStream_t stream, unsigned long long* prof, cudaEvent_t* ev,
                 int qlLanes = 0, int applyGroup = 0, int reduce = 0, SyevMethod method = SyevMethod::Chain,
-                SyevOrtho ortho = SyevOrtho::NewtonSchulz) {
+                SyevOrtho ortho = SyevOrtho::NewtonSchulz, SyevValues values = SyevValues::DivisionFree) {
   if (n < 1 || n > kSyevMaxN || lda < n || strideA < (long long)lda * n || batch < 0)
     throw GpuError("syevBatched: bad arguments (" + shape(n, lda, strideA, batch) + "; n must be 1.." +
                    std::to_string(kSyevMaxN) + ")");
@@ -1305,7 +1370,20 @@ void launchSyev(int n, double* A, int lda, long long strideA, double* W, int* in
     syevReduceFusedKernel<<<batch, kReduceThreads, shm1, stream>>>(n, A, lda, strideA, work, S, prof, 1);
     SPEX_CUDA_LAUNCH("syevReduceFusedKernel");
     if (ev) SPEX_CUDA(cudaEventRecord(ev[1], stream));
-    syevBisectKernel<<<batch, (n + 31) / 32 * 32, 0, stream>>>(n, work, S, W, prof);
+    if (values != SyevValues::Ratio) {
+      const int mats = valuesMatsPerBlock(n);
+      const dim3 grid((batch + mats - 1) / mats), block((mats * n + 31) / 32 * 32);
+      if (values == SyevValues::Newton)
+        syevSturmValuesKernel<true><<<grid, block, 0, stream>>>(n, batch, mats, work, S, prof);
+      else
+        syevSturmValuesKernel<false><<<grid, block, 0, stream>>>(n, batch, mats, work, S, prof);
+      SPEX_CUDA_LAUNCH("syevSturmValuesKernel");
+      if (ev) SPEX_CUDA(cudaEventRecord(ev[4], stream));
+      syevBisectKernel<true><<<batch, (n + 31) / 32 * 32, 0, stream>>>(n, work, S, W, prof);
+    } else {
+      if (ev) SPEX_CUDA(cudaEventRecord(ev[4], stream));
+      syevBisectKernel<false><<<batch, (n + 31) / 32 * 32, 0, stream>>>(n, work, S, W, prof);
+    }
     SPEX_CUDA_LAUNCH("syevBisectKernel");
     if (ev) SPEX_CUDA(cudaEventRecord(ev[2], stream));
     if (ns) {
@@ -1402,22 +1480,24 @@ std::size_t syevBatchedWorkspace(int n, int batch, long long sweepsPerMatrix) {
 }
 
 void syevBatched(int n, double* A, int lda, long long strideA, double* W, int* info, int batch, double* work,
-                 std::size_t lwork, cudaStream_t stream, SyevMethod method, SyevOrtho ortho) {
-  launchSyev(n, A, lda, strideA, W, info, batch, work, lwork, stream, nullptr, nullptr, 0, 0, 0, method, ortho);
+                 std::size_t lwork, cudaStream_t stream, SyevMethod method, SyevOrtho ortho,
+                 SyevValues values) {
+  launchSyev(n, A, lda, strideA, W, info, batch, work, lwork, stream, nullptr, nullptr, 0, 0, 0, method, ortho,
+             values);
 }
 
 SyevProfile syevBatchedProfile(int n, double* A, int lda, long long strideA, double* W, int* info, int batch,
                                double* work, std::size_t lwork, int qlLanes, int applyGroup, int reduce,
-                               SyevMethod method, SyevOrtho ortho) {
+                               SyevMethod method, SyevOrtho ortho, SyevValues values) {
   unsigned long long* prof = nullptr;
   SPEX_CUDA(cudaMalloc(&prof, 16 * sizeof(unsigned long long)));
-  cudaEvent_t ev[4] = {};
+  cudaEvent_t ev[5] = {};
   SyevProfile out;
   try {
     SPEX_CUDA(cudaMemset(prof, 0, 16 * sizeof(unsigned long long)));
     for (cudaEvent_t& e : ev) SPEX_CUDA(cudaEventCreate(&e));
     launchSyev(n, A, lda, strideA, W, info, batch, work, lwork, nullptr, prof, ev, qlLanes, applyGroup, reduce,
-               method, ortho);
+               method, ortho, values);
     SPEX_CUDA(cudaEventSynchronize(ev[3]));
     float ms[3] = {};
     for (int k = 0; k < 3; ++k) SPEX_CUDA(cudaEventElapsedTime(&ms[k], ev[k], ev[k + 1]));
@@ -1437,6 +1517,17 @@ SyevProfile syevBatchedProfile(int n, double* A, int lda, long long strideA, dou
     out.fallbacks = (long long)h[6];
     out.orthoPasses = h[7] / nb;
     for (int k = 0; k < 6; ++k) out.orthoPhaseCycles[k] = h[8 + k] / nb;
+    // The bisection method's values kernel (where it ran): its share of pass 2, and
+    // thread 0's cycles a block of valuesMatsPerBlock(n) matrices.
+    const bool valuesKernel = method == SyevMethod::Bisect && n <= bisect::kOrthoMaxN &&
+                              values != SyevValues::Ratio && batch > 0;
+    if (valuesKernel) {
+      float mv = 0;
+      SPEX_CUDA(cudaEventElapsedTime(&mv, ev[1], ev[4]));
+      out.valuesSeconds = mv * 1e-3;
+      const int mats = valuesMatsPerBlock(n);
+      out.valuesCycles = double(h[14]) / double((batch + mats - 1) / mats);
+    }
   } catch (...) {
     for (cudaEvent_t e : ev)
       if (e) cudaEventDestroy(e);

@@ -30,7 +30,7 @@ namespace spex::gpu {
 
 // The method of pass 2 and 3. Chain: the QL chain above. Bisect (docs/benchmarks.md,
 // Issue 12, eighth round; gpu/eigh_bisect.cuh): pass 1 leaves the reflectors; pass 2
-// finds the eigenvalues of the tridiagonal by bisection on Sturm counts and its
+// finds the eigenvalues of the tridiagonal by bisection on Sturm counts (SyevValues) and its
 // eigenvectors by twisted factorizations (a thread per eigenvalue; clusters as dstein);
 // pass 3 orthonormalises them (SyevOrtho below: Newton-Schulz by default, or CholQR) and
 // multiplies by Q in registers (Z^T = V^T Q^T). n <= 80 (larger n run the chain); needs
@@ -44,6 +44,19 @@ enum class SyevMethod { Chain, Bisect };
 // CholQR, the eighth round's kernel (CholQR once, twice where needed, then Q by
 // syevFormQKernel's tile). The same decomposition to rounding.
 enum class SyevOrtho { NewtonSchulz, CholQR };
+
+// How the bisection method finds the eigenvalues (docs/benchmarks.md, Issue 12, ninth
+// round). DivisionFree (default) and Newton: a kernel of its own before pass 2, a thread
+// per eigenvalue with the matrices packed (3 of n = 74 in 224 threads), bisection on the
+// division-free Sturm count (the determinant recurrence, one FMA a row on the chain,
+// rescaled by powers of two); pass 2 then ranks them and computes the vectors (23 500
+// blocks: pass 2 12.35 -> 10.75 ms on an H100). Newton: once the bracket holds its
+// eigenvalue alone, Newton's steps on the same recurrence (with its derivative), ~20
+// counts an eigenvalue instead of ~53, but no faster on the device (the warp waits for
+// its slowest lane and runs both count paths; kept for A/B). Ratio: inside pass 2,
+// quadsection on the ratio form (dstebz's pivots), as in the eighth round. All end on a
+// bracket of width eps ||T|| with the same backward error.
+enum class SyevValues { DivisionFree, Newton, Ratio };
 
 // Largest n the shared-memory solver takes (n * n doubles must fit in a block's
 // shared memory beside a few vectors).
@@ -70,7 +83,7 @@ std::size_t syevBatchedMinWorkspace(int n, int batch);
 // GpuError for bad arguments or a failed launch.
 void syevBatched(int n, double* A, int lda, long long strideA, double* W, int* info, int batch,
                  double* work, std::size_t lwork, cudaStream_t stream, SyevMethod method = SyevMethod::Chain,
-                 SyevOrtho ortho = SyevOrtho::NewtonSchulz);
+                 SyevOrtho ortho = SyevOrtho::NewtonSchulz, SyevValues values = SyevValues::DivisionFree);
 
 // The same, synchronous on the default stream, each pass timed (CUDA events), with
 // clock-cycle counts per stage (thread 0 of a block, or the matrix's thread in the QL
@@ -90,10 +103,12 @@ void syevBatched(int n, double* A, int lda, long long strideA, double* W, int* i
 // the matrices that took a second CholQR pass (ortho CholQR) or any CholQR pass
 // (NewtonSchulz); orthoPasses the Newton-Schulz kernel's passes before its last step a
 // matrix (Gram-and-step or CholQR; 0 where the twisted vectors' Gram matrix was within
-// 1e-9 of I).
+// 1e-9 of I). With SyevValues::Newton or DivisionFree, valuesSeconds is the values
+// kernel's part of qlSeconds, valuesCycles its thread 0's cycles a block
+// (valuesMatsPerBlock matrices), and sweeps its counts a matrix.
 struct SyevProfile {
-  double seconds = 0, reduceSeconds = 0, qlSeconds = 0, applySeconds = 0;
-  double tridiagonalCycles = 0, formQCycles = 0, qlCycles = 0, applyCycles = 0;
+  double seconds = 0, reduceSeconds = 0, qlSeconds = 0, applySeconds = 0, valuesSeconds = 0;
+  double tridiagonalCycles = 0, formQCycles = 0, qlCycles = 0, applyCycles = 0, valuesCycles = 0;
   double sweeps = 0, rotations = 0, orthoPasses = 0;
   // Newton-Schulz pass 3, thread 0's cycles a block by phase: X in, Gram, the passes
   // before the last step, the last step, the reflectors in, their application and Z out.
@@ -103,6 +118,7 @@ struct SyevProfile {
 SyevProfile syevBatchedProfile(int n, double* A, int lda, long long strideA, double* W, int* info,
                                int batch, double* work, std::size_t lwork, int qlLanes = 0,
                                int applyGroup = 0, int reduce = 0, SyevMethod method = SyevMethod::Chain,
-                               SyevOrtho ortho = SyevOrtho::NewtonSchulz);
+                               SyevOrtho ortho = SyevOrtho::NewtonSchulz,
+                               SyevValues values = SyevValues::DivisionFree);
 
 } // namespace spex::gpu

@@ -73,6 +73,15 @@ struct CudaEngineOptions {
   // eighth round's CholQR kernel. The same decomposition to rounding. Factory switch:
   // SPEXLAB_CUDA_EIGH_ORTHO=ns|cholqr.
   bool newtonSchulzEigh = true;
+  // Bisect's eigenvalues (syevBatched's SyevValues; docs/benchmarks.md, Issue 12, ninth
+  // round): DivisionFree (default), a kernel of their own before the vectors, bisection
+  // on the division-free Sturm count (eigh one stream 40.1 -> 38.7 ms, warm frame 0.096
+  // -> 0.093-0.094 s on an H100); Newton, the same kernel with Newton's steps once an
+  // eigenvalue is isolated (a draw with DivisionFree); Ratio, quadsection on dstebz's
+  // ratio count inside the vector kernel (the eighth round's). Factory switch:
+  // SPEXLAB_CUDA_EIGH_VALUES=divfree|newton|ratio.
+  enum class EighValues { DivisionFree, Newton, Ratio };
+  EighValues eighValues = EighValues::DivisionFree;
   // Cholesky: true (default), blocked by fiber with batched GEMMs (docs/benchmarks.md,
   // version 6); false, cusolverDnDpotrfBatched. Factory switch: SPEXLAB_CUDA_CHOLESKY.
   bool blockedCholesky = true;

@@ -3,7 +3,10 @@
 // __host__ __device__ so that tests/gpu/test_eigh_bisect.cpp runs it on the host, each
 // phase (the code between two barriers) for every thread in turn, against LAPACK.
 //
-// Pass 2 (syevBisectKernel, a thread per eigenvalue) on the tridiagonal (d, e) of pass 1:
+// Pass 2 (syevBisectKernel, a thread per eigenvalue) on the tridiagonal (d, e) of pass 1
+// (with SyevValues::DivisionFree, the default, or Newton the eigenvalues come instead
+// from syevSturmValuesKernel before it, by bisection on the division-free count below;
+// pass 2 then only ranks them and computes the vectors):
 //   - split: e(i) = 0 where |e(i)| <= eps ||T|| (a perturbation of eps ||T||, the
 //     backward error QL has anyway); row j's unreduced block [s, t] owns the
 //     eigenvalues s..t, thread j finds the (j - s)-th of its block;
@@ -38,6 +41,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 #if defined(__CUDACC__)
 #define SPEX_BI_HD __host__ __device__ __forceinline__
@@ -192,6 +196,245 @@ SPEX_BI_HD double bisectEigenvalue(const double* d, const double* e, const doubl
   if (counts) *counts += steps;
   return 0.5 * (lo + hi);
 }
+
+// ---------------------------------------------------------------------------------
+// Eigenvalues by bisection on the division-free Sturm count (SyevValues::DivisionFree;
+// docs/benchmarks.md, Issue 12, ninth round, eighval). Run by syevSturmValuesKernel, a
+// thread per eigenvalue, before syevBisectKernel, which then only ranks them and
+// computes the vectors.
+//
+// The count is the number of sign changes of the leading principal minors of T - x,
+// p(i) = (d(i) - x) p(i-1) - e(i-1)^2 p(i-2) (Barth, Martin and Wilkinson 1967): one
+// FADD, one DMUL and one DFMA a row, the DFMA the row's only step on the serial chain
+// (e^2 p(i-2) is known a row early), against the ratio form's reciprocal, two Newton
+// steps, pivot guard and count. Backward error: each rounding of a row is a relative
+// perturbation of (d(i) - x) or of e(i-1)^2 (a rounding of p(i) itself moves into the
+// next two rows' factors), i.e. T + E with |E| of a few eps (|d| + |x|) <= few eps ||T||,
+// as for the ratio form, so the bisection widths, the cluster rule and the twisted
+// vectors' argument above are unchanged. Range: the block is scaled by a power of two to
+// ||T|| in [1, 2) (unitScale; exact), and the pair (p(i-1), p(i)) by a power of two to
+// max |p| in [1, 2) every kRescaleRows rows (exact, signs kept). A row grows the pair by
+// at most |d - x| + e^2 < 8 and, with every unsplit |e| > eps ||T|| (setup), shrinks its
+// larger member by at most e^2 / 8 >= 6e-33 (|d - x| < 4, e^2 >= eps^2), so 8 rows stay
+// inside [2e-258, 4e7], clear of underflow and overflow. A zero
+// p(i) needs no guard: p(i+1) = -e^2 p(i-1) has the sign opposite to p(i-1), so the zero
+// adds exactly one change over the two rows whichever sign it carries.
+constexpr int kRescaleRows = 8;
+
+// Row i of the scaled tridiagonal as the count reads it: d(i) and e(i - 1)^2 (0 for the
+// block's first row), one 16-byte shared-memory load a row.
+struct alignas(16) DiagE2 {
+  double d, e2;
+};
+
+// The high 32 bits of x (sign, exponent, top of the mantissa) and the double with high
+// word h and low word 0.
+SPEX_BI_HD int hiWord(double x) {
+#if defined(__CUDA_ARCH__)
+  return __double2hiint(x);
+#else
+  std::uint64_t u;
+  std::memcpy(&u, &x, sizeof u);
+  return int(u >> 32);
+#endif
+}
+SPEX_BI_HD double fromHiWord(int h) {
+#if defined(__CUDA_ARCH__)
+  return __hiloint2double(h, 0);
+#else
+  const std::uint64_t u = std::uint64_t(std::uint32_t(h)) << 32;
+  double x;
+  std::memcpy(&x, &u, sizeof x);
+  return x;
+#endif
+}
+
+// The power of two 2^k with tnorm 2^k in [1, 2) (1 for tnorm 0 or not finite; k within
+// +-1000 so that the scale and its inverse are normal).
+SPEX_BI_HD double unitScale(double tnorm) {
+  const int h = hiWord(tnorm) & 0x7ff00000;
+  if (!(tnorm > 0.0) || h == 0x7ff00000) return 1.0;
+  int k = 1023 - (h >> 20); // tnorm in [2^(E - 1023), 2^(E - 1022))
+  k = k < -1000 ? -1000 : (k > 1000 ? 1000 : k);
+  return fromHiWord((1023 + k) << 20);
+}
+
+// p0, p1 scaled by the power of two that brings max(|p0|, |p1|) into [1, 2).
+SPEX_BI_HD void rescalePair(double& p0, double& p1) {
+  const int h0 = hiWord(p0) & 0x7ff00000, h1 = hiWord(p1) & 0x7ff00000;
+  const double f = fromHiWord(0x7fe00000 - (h0 > h1 ? h0 : h1)); // 2^(1023 - E)
+  p0 *= f;
+  p1 *= f;
+}
+
+// Eigenvalues of block [s, t] below x: sign changes of p(s - 1) = 1, p(s), ..., p(t)
+// (de scaled by unitScale, x in the same units; de[i].e2 = e(i - 1)^2). The change
+// between p(i - 1) and p(i) is the sign bit of hiWord(p(i - 1)) ^ hiWord(p(i)).
+SPEX_BI_HD int sturmCountDivisionFree(const DiagE2* de, int s, int t, double x) {
+  double p0 = 1.0, p1 = de[s].d - x;
+  unsigned c = unsigned(hiWord(p1)) >> 31;
+  int i = s + 1;
+  for (; i + kRescaleRows - 1 <= t; i += kRescaleRows) {
+    for (int r = 0; r < kRescaleRows; ++r) { // a constant trip count: unrolled by nvcc
+      const DiagE2 row = de[i + r];
+      const double p = fma(row.d - x, p1, -(row.e2 * p0));
+      c += unsigned(hiWord(p) ^ hiWord(p1)) >> 31;
+      p0 = p1;
+      p1 = p;
+    }
+    rescalePair(p0, p1);
+  }
+  for (; i <= t; ++i) {
+    const DiagE2 row = de[i];
+    const double p = fma(row.d - x, p1, -(row.e2 * p0));
+    c += unsigned(hiWord(p) ^ hiWord(p1)) >> 31;
+    p0 = p1;
+    p1 = p;
+  }
+  return int(c);
+}
+
+// The k-th (from 0) eigenvalue of block [s, t] by bisection on sturmCountDivisionFree to
+// a width of eps tnorm, in the units of de, e (scaled: tnorm in [1, 2)). One count a
+// step (its chain is one DFMA a row, so quadsection's three interleaved counts for two
+// bits would cost 1.5 times the FP64 work for no latency to hide); ~53 steps. counts:
+// steps taken (for the benchmark notes).
+SPEX_BI_HD double bisectEigenvalueDivisionFree(const DiagE2* de, const double* e, int s, int t, int k,
+                                               double tnorm, int* counts = nullptr) {
+  double lo = de[s].d, hi = de[s].d;
+  for (int i = s; i <= t; ++i) {
+    const double r = (i > s ? fabs(e[i - 1]) : 0.0) + (i < t ? fabs(e[i]) : 0.0);
+    lo = fmin(lo, de[i].d - r);
+    hi = fmax(hi, de[i].d + r);
+  }
+  // Widened as dstebz does, so that rounding in the counts cannot put an eigenvalue
+  // outside.
+  const double w = 2.0 * kEpsB * tnorm * (t - s + 1);
+  lo -= w;
+  hi += w;
+  const double atol = kEpsB * tnorm;
+  int steps = 0;
+  while (hi - lo > atol) {
+    const double mid = 0.5 * (lo + hi);
+    if (mid <= lo || mid >= hi) break;
+    ++steps;
+    if (sturmCountDivisionFree(de, s, t, mid) > k)
+      hi = mid;
+    else
+      lo = mid;
+  }
+  if (counts) *counts += steps;
+  return 0.5 * (lo + hi);
+}
+
+// The count and, with it, the Newton correction p(t) / p'(t) at x (delta; x - delta is
+// Newton's next point): p' by the differentiated recurrence p'(i) = (d(i) - x) p'(i-1)
+// - p(i-1) - e(i-1)^2 p'(i-2), two more DFMAs a row. The four values are rescaled
+// together by the power of two that brings the largest into [1, 2) (p' / p stays below
+// ~n / (eps ||T||) in practice, so p keeps the range argument above with room to spare).
+SPEX_BI_HD void rescaleQuad(double& p0, double& p1, double& q0, double& q1) {
+  const int h0 = hiWord(p0) & 0x7ff00000, h1 = hiWord(p1) & 0x7ff00000;
+  const int g0 = hiWord(q0) & 0x7ff00000, g1 = hiWord(q1) & 0x7ff00000;
+  const int a = h0 > h1 ? h0 : h1, b = g0 > g1 ? g0 : g1;
+  const double f = fromHiWord(0x7fe00000 - (a > b ? a : b));
+  p0 *= f;
+  p1 *= f;
+  q0 *= f;
+  q1 *= f;
+}
+SPEX_BI_HD int sturmCountNewton(const DiagE2* de, int s, int t, double x, double& delta) {
+  double p0 = 1.0, p1 = de[s].d - x, q0 = 0.0, q1 = -1.0;
+  unsigned c = unsigned(hiWord(p1)) >> 31;
+  int i = s + 1;
+  for (; i + kRescaleRows - 1 <= t; i += kRescaleRows) {
+    for (int r = 0; r < kRescaleRows; ++r) { // a constant trip count: unrolled by nvcc
+      const DiagE2 row = de[i + r];
+      const double a = row.d - x;
+      const double p = fma(a, p1, -(row.e2 * p0));
+      const double q = fma(a, q1, -fma(row.e2, q0, p1));
+      c += unsigned(hiWord(p) ^ hiWord(p1)) >> 31;
+      p0 = p1;
+      p1 = p;
+      q0 = q1;
+      q1 = q;
+    }
+    rescaleQuad(p0, p1, q0, q1);
+  }
+  for (; i <= t; ++i) {
+    const DiagE2 row = de[i];
+    const double a = row.d - x;
+    const double p = fma(a, p1, -(row.e2 * p0));
+    const double q = fma(a, q1, -fma(row.e2, q0, p1));
+    c += unsigned(hiWord(p) ^ hiWord(p1)) >> 31;
+    p0 = p1;
+    p1 = p;
+    q0 = q1;
+    q1 = q;
+  }
+  delta = p1 / q1;
+  return int(c);
+}
+
+// The k-th (from 0) eigenvalue of block [s, t] as bisectEigenvalueDivisionFree finds it
+// (a bracket [lo, hi] with count(lo) <= k < count(hi), returned as its midpoint once its
+// width is at most eps tnorm), but once the bracket holds eigenvalue k alone (the counts
+// at its ends differ by one) the next point is Newton's, x - p/p', pushed eps tnorm / 2
+// further in the step's direction so that the bracket closes around the root from both
+// sides once Newton is that close: quadratic convergence in place of a bit a step. A
+// Newton point outside the bracket, or a correction that did not halve since the last
+// one (a slow approach past a near neighbour), takes the midpoint instead, so the
+// bracket shrinks at least as fast as every other bisection step. Same result
+// guarantee as bisection; the counts are the same function. counts: evaluations.
+SPEX_BI_HD double newtonEigenvalueDivisionFree(const DiagE2* de, const double* e, int s, int t, int k, double tnorm,
+                                               int* counts = nullptr) {
+  double lo = de[s].d, hi = de[s].d;
+  for (int i = s; i <= t; ++i) {
+    const double r = (i > s ? fabs(e[i - 1]) : 0.0) + (i < t ? fabs(e[i]) : 0.0);
+    lo = fmin(lo, de[i].d - r);
+    hi = fmax(hi, de[i].d + r);
+  }
+  const double w = 2.0 * kEpsB * tnorm * (t - s + 1);
+  lo -= w;
+  hi += w;
+  const double atol = kEpsB * tnorm;
+  int clo = 0, chi = t - s + 1, steps = 0;
+  double x = 0.5 * (lo + hi), dPrev = HUGE_VAL;
+  while (hi - lo > atol) {
+    if (!(x > lo && x < hi)) x = 0.5 * (lo + hi);
+    if (x <= lo || x >= hi) break;
+    ++steps;
+    const bool isolated = chi - clo == 1;
+    double delta = 0.0;
+    const int c = isolated ? sturmCountNewton(de, s, t, x, delta) : sturmCountDivisionFree(de, s, t, x);
+    if (c > k) {
+      hi = x;
+      chi = c;
+    } else {
+      lo = x;
+      clo = c;
+    }
+    double next = 0.5 * (lo + hi);
+    if (isolated) {
+      const double y = x - delta - (c > k ? 0.5 * atol : -0.5 * atol);
+      const double ad = fabs(delta);
+      if (ad <= 0.5 * dPrev && y > lo && y < hi) next = y; // NaN fails both
+      dPrev = ad;
+    }
+    x = next;
+  }
+  if (counts) *counts += steps;
+  return 0.5 * (lo + hi);
+}
+
+// Row j of the values kernel's scaled copy (after setup split e): de[j] = (d(j) scale,
+// (e(j - 1) scale)^2), e(j) scaled in place. Every thread its own row; reads e(j - 1)
+// unscaled, so e is scaled after a barrier (scaleRowE).
+SPEX_BI_HD void scaleRowDE(const double* d, const double* e, int j, double scale, DiagE2* de) {
+  const double em = j > 0 ? e[j - 1] * scale : 0.0;
+  de[j].d = d[j] * scale;
+  de[j].e2 = em * em;
+}
+SPEX_BI_HD void scaleRowE(double* e, int j, double scale) { e[j] *= scale; }
 
 // A pseudo-random start entry in [-1, 1) (splitmix64 of the matrix's row and vector).
 SPEX_BI_HD double startEntry(int j, int i) {

@@ -150,7 +150,8 @@ Errors compareWithLapack(int n, int lda, long long stride, int batch, double dec
                          Work wk = Work::Full, std::vector<double>* Vout = nullptr,
                          std::vector<double>* Wout = nullptr, int reduce = 0,
                          gpu::SyevMethod method = gpu::SyevMethod::Chain, double clusterRel = 0,
-                         gpu::SyevOrtho ortho = gpu::SyevOrtho::NewtonSchulz) {
+                         gpu::SyevOrtho ortho = gpu::SyevOrtho::NewtonSchulz,
+                         gpu::SyevValues values = gpu::SyevValues::DivisionFree) {
   const std::vector<double> A = randomSpd(n, lda, stride, batch, decades, seed, clusterRel);
   Device d;
   const std::size_t lwork = workDoubles(wk, n, batch);
@@ -163,9 +164,10 @@ Errors compareWithLapack(int n, int lda, long long stride, int batch, double dec
   check(cudaMemset(d.W, 0xff, std::size_t(n) * batch * sizeof(double)), "poison W"); // NaN
   check(cudaMemset(d.info, 0x7f, batch * sizeof(int)), "poison info");
   if (reduce == 0)
-    gpu::syevBatched(n, d.A, lda, stride, d.W, d.info, batch, d.work, lwork, nullptr, method, ortho);
+    gpu::syevBatched(n, d.A, lda, stride, d.W, d.info, batch, d.work, lwork, nullptr, method, ortho, values);
   else
-    gpu::syevBatchedProfile(n, d.A, lda, stride, d.W, d.info, batch, d.work, lwork, 0, 0, reduce, method, ortho);
+    gpu::syevBatchedProfile(n, d.A, lda, stride, d.W, d.info, batch, d.work, lwork, 0, 0, reduce, method, ortho,
+                            values);
   check(cudaDeviceSynchronize(), "syevBatched");
   std::vector<double> V(A.size()), W(std::size_t(n) * batch);
   std::vector<int> info(batch);
@@ -220,7 +222,12 @@ Errors compareWithLapack(int n, int lda, long long stride, int batch, double dec
   qInfo("%sn %d, lda %d, batch %d, %.0f decades%s, workspace %s, reduce %s: eigenvalues %.2e, residual %.2e, "
         "orthogonality %.2e, C^-1/2 %.2e",
         method != gpu::SyevMethod::Bisect ? ""
-        : ortho == gpu::SyevOrtho::CholQR ? "bisect (CholQR): " : "bisect (Newton-Schulz): ", n, lda, batch,
+        : qPrintable(QString("bisect (%1, %2 values): ")
+                         .arg(ortho == gpu::SyevOrtho::CholQR ? "CholQR" : "Newton-Schulz")
+                         .arg(values == gpu::SyevValues::Ratio    ? "ratio"
+                              : values == gpu::SyevValues::Newton ? "division-free, Newton"
+                                                                  : "division-free")),
+        n, lda, batch,
         decades, clusterRel > 0 ? qPrintable(QString(", clusters within %1").arg(clusterRel)) : "",
         wk == Work::Full ? "full" : wk == Work::Least ? "least" : wk == Work::Bisect ? "bisect's least" : "short",
         reduce == 1 ? "three-pass" : reduce == 2 ? "fused, Q in it" : "default",
@@ -397,16 +404,28 @@ private slots:
   // The bisection method (SyevMethod::Bisect) against LAPACK, with the chain's criteria
   // and orthogonality to ~eps n (gpu/eigh_bisect.cuh; its per-thread code also runs on
   // the host in test_eigh_bisect).
+  // Both ways to the eigenvalues (gpu::SyevValues).
+  void bisectMatchesLapack_data() {
+    QTest::addColumn<int>("values");
+    QTest::newRow("divfree") << int(gpu::SyevValues::DivisionFree);
+    QTest::newRow("newton") << int(gpu::SyevValues::Newton);
+    QTest::newRow("ratio") << int(gpu::SyevValues::Ratio);
+  }
   void bisectMatchesLapack() {
+    QFETCH(int, values);
+    const auto V = gpu::SyevValues(values);
     const auto B = gpu::SyevMethod::Bisect;
-    Errors e = compareWithLapack(74, 74, 74 * 74, 300, 4.0, 1, Work::Full, nullptr, nullptr, 0, B);
+    Errors e = compareWithLapack(74, 74, 74 * 74, 300, 4.0, 1, Work::Full, nullptr, nullptr, 0, B, 0,
+                                 gpu::SyevOrtho::NewtonSchulz, V);
     QVERIFY2(e.eig < 1e-12 && e.residual < 1e-12 && e.orth < 1e-13 && e.invSqrt < 1e-10,
              qPrintable(QString("%1 %2 %3 %4").arg(e.eig).arg(e.residual).arg(e.orth).arg(e.invSqrt)));
-    e = compareWithLapack(74, 74, 74 * 74, 100, 10.0, 2, Work::Bisect, nullptr, nullptr, 0, B);
+    e = compareWithLapack(74, 74, 74 * 74, 100, 10.0, 2, Work::Bisect, nullptr, nullptr, 0, B, 0,
+                          gpu::SyevOrtho::NewtonSchulz, V);
     QVERIFY2(e.eig < 1e-12 && e.residual < 1e-12 && e.orth < 1e-13,
              qPrintable(QString("%1 %2 %3").arg(e.eig).arg(e.residual).arg(e.orth)));
     for (double rel : {1e-9, 1e-12}) {
-      e = compareWithLapack(74, 74, 74 * 74, 64, 4.0, 3, Work::Full, nullptr, nullptr, 0, B, rel);
+      e = compareWithLapack(74, 74, 74 * 74, 64, 4.0, 3, Work::Full, nullptr, nullptr, 0, B, rel,
+                            gpu::SyevOrtho::NewtonSchulz, V);
       QVERIFY2(e.eig < 1e-12 && e.residual < 1e-12 && e.orth < 1e-13 && e.invSqrt < 1e-10,
                qPrintable(QString("clusters %1: %2 %3 %4 %5").arg(rel).arg(e.eig).arg(e.residual).arg(e.orth).arg(e.invSqrt)));
     }
@@ -417,7 +436,7 @@ private slots:
       for (int n : {1, 2, 3, 4, 5, 8, 17, 31, 32, 33, 47, 64, 73, 74, 75, 79, 80, 81, 100}) {
         const int lda = n + 3;
         e = compareWithLapack(n, lda, (long long)lda * n + 7, 24, 4.0, 50 + n, n <= 80 ? Work::Bisect : Work::Full,
-                              nullptr, nullptr, 0, B, 0, ortho);
+                              nullptr, nullptr, 0, B, 0, ortho, V);
         QVERIFY2(e.eig < 1e-12 && e.residual < 1e-12 && e.orth < 1e-13 && e.invSqrt < 1e-10,
                  qPrintable(QString("n %1").arg(n)));
       }
@@ -439,6 +458,18 @@ private slots:
     const auto [dw, ds] = decompositionsAgree(74, V[0], W[0], V[1], W[1]);
     qInfo("bisect vs chain, 64 blocks of 74: max |dW| / max W %.2e, C^-1/2 %.2e", dw, ds);
     QVERIFY2(dw < 1e-13 && ds < 1e-10, qPrintable(QString("%1 %2").arg(dw).arg(ds)));
+    // The other ways to the eigenvalues against the default (division-free bisection): all
+    // end on brackets of width eps ||T|| with backward errors of a few eps ||T||, so they
+    // agree to ~1e-15 of the largest.
+    for (auto values : {gpu::SyevValues::Newton, gpu::SyevValues::Ratio}) {
+      std::vector<double> Vr, Wr;
+      compareWithLapack(74, 74, 74 * 74, 64, 4.0, 5, Work::Full, &Vr, &Wr, 0, gpu::SyevMethod::Bisect, 0,
+                        gpu::SyevOrtho::NewtonSchulz, values);
+      const auto [dwr, dsr] = decompositionsAgree(74, V[1], W[1], Vr, Wr);
+      qInfo("bisect, division-free vs %s values: max |dW| / max W %.2e, C^-1/2 %.2e",
+            values == gpu::SyevValues::Ratio ? "ratio" : "Newton", dwr, dsr);
+      QVERIFY2(dwr < 1e-14 && dsr < 1e-10, qPrintable(QString("%1 %2").arg(dwr).arg(dsr)));
+    }
   }
 
   void bisectOrthoMethodsAgree() {
@@ -464,27 +495,38 @@ private slots:
   }
 
   void bisectFrameTimed() {
-    // 23 500 blocks (a frame) and the engine's batch sizes by both methods, alternating,
-    // three times each: for docs/benchmarks.md (Issue 12, eighth round).
+    // 23 500 blocks (a frame) and the engine's batch sizes by the chain and by the
+    // bisection method with either way to the eigenvalues, alternating, twice each: for
+    // docs/benchmarks.md (Issue 12, eighth and ninth rounds).
     const int n = 74, base = 300, batch = 23500;
     const std::vector<double> A = frameSizedBlocks(n, base, batch);
     Device d;
     allocateForFrame(d, n, batch);
-    // Three ways in turn: the chain, bisection with pass 3 by CholQR, by Newton-Schulz.
+    // Five ways in turn: the chain; bisection with the eighth round's pass 2 and 3
+    // (ratio values, CholQR); Newton-Schulz pass 3 with each way to the eigenvalues
+    // (ratio, division-free: the default, division-free with Newton's steps).
+    std::vector<double> W[3];
+    const gpu::SyevValues values[3] = {gpu::SyevValues::Ratio, gpu::SyevValues::DivisionFree,
+                                       gpu::SyevValues::Newton};
+    const char* names[3] = {"ratio", "division-free", "Newton"};
     for (int small : {batch, 1235, 995})
-      for (int rep = 0; rep < 9; ++rep) {
-        const bool bisect = rep % 3 != 0, ns = rep % 3 == 2;
+      for (int rep = 0; rep < 10; ++rep) {
+        const int kind = rep % 5; // 0 chain, 1 CholQR + ratio, 2.. Newton-Schulz + values[kind - 2]
+        const bool ns = kind >= 2;
+        const int v = ns ? kind - 2 : 0;
         check(cudaMemcpy(d.A, A.data(), std::size_t(n) * n * small * sizeof(double), cudaMemcpyHostToDevice), "H2D");
         const gpu::SyevProfile q = gpu::syevBatchedProfile(
             n, d.A, n, n * n, d.W, d.info, small, d.work, gpu::syevBatchedWorkspace(n, small), 0, 0, 0,
-            bisect ? gpu::SyevMethod::Bisect : gpu::SyevMethod::Chain,
-            ns ? gpu::SyevOrtho::NewtonSchulz : gpu::SyevOrtho::CholQR);
-        if (bisect) {
-          qInfo("%d blocks of %d, bisect, %s: %.3f ms (reduce %.3f, bisection+vectors %.3f, pass 3 %.3f); per "
-                "block %.0f / %.0f cycles, %.0f quadsection steps, %lld with clusters, %.0f with %s CholQR, %.3f "
-                "Newton-Schulz passes before the last", small, n, ns ? "Newton-Schulz" : "CholQR", q.seconds * 1e3,
-                q.reduceSeconds * 1e3, q.qlSeconds * 1e3, q.applySeconds * 1e3, q.qlCycles, q.applyCycles, q.sweeps,
-                q.fallbacks, q.rotations * small, ns ? "a" : "a second", q.orthoPasses);
+            kind ? gpu::SyevMethod::Bisect : gpu::SyevMethod::Chain,
+            ns ? gpu::SyevOrtho::NewtonSchulz : gpu::SyevOrtho::CholQR, values[v]);
+        if (kind) {
+          qInfo("%d blocks of %d, bisect, %s values, %s: %.3f ms (reduce %.3f, values + vectors %.3f [values %.3f], "
+                "pass 3 %.3f); per block %.0f / %.0f cycles (values %.0f a block), %.0f %s a matrix, %lld with "
+                "clusters, %.0f with %s CholQR, %.3f Newton-Schulz passes before the last",
+                small, n, names[v], ns ? "Newton-Schulz" : "CholQR", q.seconds * 1e3, q.reduceSeconds * 1e3,
+                q.qlSeconds * 1e3, q.valuesSeconds * 1e3, q.applySeconds * 1e3, q.qlCycles, q.applyCycles,
+                q.valuesCycles, q.sweeps, v == 0 ? "quadsection steps" : "counts", q.fallbacks, q.rotations * small,
+                ns ? "a" : "a second", q.orthoPasses);
           if (ns)
             qInfo("  pass 3 by phase (thread 0, cycles a block): X in %.0f, Gram %.0f, passes %.0f, last step %.0f, "
                   "reflectors in %.0f, apply and Z out %.0f", q.orthoPhaseCycles[0], q.orthoPhaseCycles[1],
@@ -496,7 +538,24 @@ private slots:
         std::vector<int> info(small);
         check(cudaMemcpy(info.data(), d.info, small * sizeof(int), cudaMemcpyDeviceToHost), "D2H info");
         for (int b = 0; b < small; ++b) QCOMPARE(info[b], 0);
+        if (ns && small == batch) {
+          W[v].resize(std::size_t(n) * small);
+          check(cudaMemcpy(W[v].data(), d.W, W[v].size() * sizeof(double), cudaMemcpyDeviceToHost), "D2H W");
+        }
       }
+    // The frame's eigenvalues by the three value paths: every copy of a base block the
+    // same to the bit, the paths within 1e-14 of the block's largest of the ratio path's.
+    for (int v = 1; v < 3; ++v) {
+      double dw = 0;
+      for (int b = 0; b < batch; ++b)
+        for (int k = 0; k < n; ++k) {
+          const std::size_t i = std::size_t(n) * b + k, i0 = std::size_t(n) * (b % base) + k;
+          QCOMPARE(W[v][i], W[v][i0]);
+          dw = std::max(dw, std::abs(W[v][i] - W[0][i]) / std::abs(W[0][std::size_t(n) * b + n - 1]));
+        }
+      qInfo("frame, %s vs ratio eigenvalues: max |dW| / max W %.2e", names[v], dw);
+      QVERIFY2(dw < 1e-14, qPrintable(QString::number(dw)));
+    }
   }
 
   void badArgumentsAreErrors() {

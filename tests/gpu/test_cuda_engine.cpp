@@ -243,7 +243,7 @@ private slots:
   }
 
   void otherEigensolversMatchCpu() {
-    // The fiber-block eigensolvers kept behind SPEXLAB_CUDA_EIGH (the default,
+    // The fiber-block eigensolvers kept behind SPEXLAB_CUDA_EIGH and SPEXLAB_CUDA_EIGH_VALUES (the default,
     // syevBatched's bisection method, runs in every other test here; the QL chain,
     // the default before the eighth round, is checked here).
     SimulationOptions so;
@@ -265,6 +265,15 @@ private slots:
     o.newtonSchulzEigh = false;
     CudaEngine cholqr(o);
     requireAgreement(compare(c, runCuda(req, &cholqr)));
+    // The bisection method with its other eigenvalue paths (SPEXLAB_CUDA_EIGH_VALUES=
+    // newton: Newton's steps once isolated; ratio: the eighth round's quadsection on the
+    // ratio count inside the vector kernel).
+    for (auto values : {CudaEngineOptions::EighValues::Newton, CudaEngineOptions::EighValues::Ratio}) {
+      CudaEngineOptions o;
+      o.eighValues = values;
+      CudaEngine other(o);
+      requireAgreement(compare(c, runCuda(req, &other)));
+    }
   }
 
   void libraryCholeskyMatchesCpu() {

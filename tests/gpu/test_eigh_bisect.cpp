@@ -31,6 +31,12 @@ namespace {
 // n > 80 always CholQR (the device runs the chain there).
 bool g_ns = true;
 
+// How the eigenvalues are found (gpu::SyevValues): DivisionFree, syevSturmValuesKernel's
+// bisection on the division-free count before pass 2 (the default); Newton, the same with
+// Newton's steps once an eigenvalue is isolated; Ratio, pass 2's own quadsection.
+enum class Values { DivisionFree, Newton, Ratio };
+Values g_values = Values::DivisionFree;
+
 struct Result {
   std::vector<double> w; // ascending
   std::vector<double> V; // n x n column-major, eigenvectors of T
@@ -122,20 +128,45 @@ std::vector<double> applyReflectorsEmulated(int n, const std::vector<double>& a,
   return Z;
 }
 
-// The two kernels of the method, emulated: pass 2 (a thread per eigenvalue) and pass 3
+// syevSturmValuesKernel emulated, phase by phase for one matrix: thread 0's setup (the
+// split), every thread's scaling of its row, every thread's bisection; lam[j] is
+// eigenvalue j - s of row j's block [s, t], unscaled.
+std::vector<double> sturmValues(int n, std::vector<double> d, std::vector<double> e, int* counts = nullptr,
+                                bool newton = false) {
+  e.resize(n, 0.0);
+  std::vector<double> e2(n), lam(n);
+  std::vector<bi::DiagE2> de(n);
+  bi::Scalars sc;
+  bi::setup(n, d.data(), e.data(), e2.data(), sc);
+  const double scale = bi::unitScale(sc.tnorm);
+  for (int j = 0; j < n; ++j) bi::scaleRowDE(d.data(), e.data(), j, scale, de.data());
+  for (int j = 0; j < n; ++j) bi::scaleRowE(e.data(), j, scale);
+  for (int j = 0; j < n; ++j) {
+    int s, t;
+    bi::blockOf(n, e.data(), j, s, t);
+    lam[j] = (newton ? bi::newtonEigenvalueDivisionFree(de.data(), e.data(), s, t, j - s, sc.tnorm * scale, counts)
+                     : bi::bisectEigenvalueDivisionFree(de.data(), e.data(), s, t, j - s, sc.tnorm * scale, counts)) *
+             (1.0 / scale);
+  }
+  return lam;
+}
+
+// The kernels of the method, emulated: pass 2 (a thread per eigenvalue) and pass 3
 // (Newton-Schulz, or 256 threads by CholQR twice).
 Result emulate(int n, std::vector<double> d, std::vector<double> e) {
   Result out;
   e.resize(n, 0.0);
   std::vector<double> e2(n), lam(n), X(std::size_t(n) * n, 0.0), P(std::size_t(n) * n), M(std::size_t(n) * n);
+  int counts = 0;
+  if (g_values != Values::Ratio) lam = sturmValues(n, d, e, &counts, g_values == Values::Newton);
   bi::Scalars sc;
   bi::setup(n, d.data(), e.data(), e2.data(), sc);
-  int counts = 0;
-  for (int j = 0; j < n; ++j) { // phase: eigenvalues
-    int s, t;
-    bi::blockOf(n, e.data(), j, s, t);
-    lam[j] = bi::bisectEigenvalue(d.data(), e.data(), e2.data(), s, t, j - s, sc, &counts);
-  }
+  if (g_values == Values::Ratio)
+    for (int j = 0; j < n; ++j) { // phase: eigenvalues
+      int s, t;
+      bi::blockOf(n, e.data(), j, s, t);
+      lam[j] = bi::bisectEigenvalue(d.data(), e.data(), e2.data(), s, t, j - s, sc, &counts);
+    }
   out.steps = double(counts) / std::max(n, 1);
   out.w.resize(n);
   std::vector<int> rank(n), member(n);
@@ -328,9 +359,9 @@ Errors spdCase(int n, const std::vector<double>& A, Result* res = nullptr) {
 }
 
 void report(const char* what, const Errors& e) {
-  qInfo("%s%-40s eigenvalues %.2e, residual %.2e, orthogonality %.2e, C^-1/2 %.2e", g_ns ? "NS: " : "CholQR: ",
-        what, e.eig, e.residual,
-        e.orth, e.invSqrt);
+  const char* values = g_values == Values::Ratio ? "ratio" : g_values == Values::Newton ? "newton" : "divfree";
+  qInfo("%s%s: %-40s eigenvalues %.2e, residual %.2e, orthogonality %.2e, C^-1/2 %.2e", g_ns ? "NS, " : "CholQR, ",
+        values, what, e.eig, e.residual, e.orth, e.invSqrt);
 }
 
 // The criteria of test_batched_eigh (eigenvalues, residuals within 1e-12 of the largest)
@@ -343,11 +374,16 @@ void verify(const Errors& e, double orth = 1e-14) {
 
 } // namespace
 
-// Every slot runs both pass-3 methods.
+// Every slot runs both pass-3 methods
+// and each way to the eigenvalues (with CholQR: the default's and the eighth round's).
 void orthoData() {
   QTest::addColumn<bool>("ns");
-  QTest::newRow("newton-schulz") << true;
-  QTest::newRow("cholqr") << false;
+  QTest::addColumn<int>("values");
+  QTest::newRow("newton-schulz, divfree") << true << int(Values::DivisionFree);
+  QTest::newRow("newton-schulz, newton") << true << int(Values::Newton);
+  QTest::newRow("newton-schulz, ratio") << true << int(Values::Ratio);
+  QTest::newRow("cholqr, divfree") << false << int(Values::DivisionFree);
+  QTest::newRow("cholqr, ratio") << false << int(Values::Ratio);
 }
 
 class TestEighBisect : public QObject {
@@ -359,6 +395,8 @@ private slots:
   void randomTridiagonals() {
     QFETCH(bool, ns);
     g_ns = ns;
+    QFETCH(int, values);
+    g_values = Values(values);
     std::mt19937_64 rng(11);
     std::normal_distribution<double> g;
     Errors all;
@@ -376,6 +414,8 @@ private slots:
   void specialTridiagonals() {
     QFETCH(bool, ns);
     g_ns = ns;
+    QFETCH(int, values);
+    g_values = Values(values);
     Errors all;
     std::mt19937_64 rng(12);
     std::uniform_real_distribution<double> u(0.0, 1.0);
@@ -411,10 +451,119 @@ private slots:
     verify(all);
   }
 
+  void divisionFreeCounts() {
+    // The division-free Sturm count (eigh_bisect.cuh) against the true count #(lambda < x)
+    // from LAPACK's eigenvalues, wherever x is further than 1e-12 ||T|| from every
+    // eigenvalue (the count's backward error is a few eps ||T||): random unreduced
+    // tridiagonals, graded ones (the determinants shrink by ~1e-10 a row: the rescaling's
+    // work), and off-diagonals of ~2 eps ||T|| (just above the split) with d constant, the
+    // steepest decay the rescaling has to catch (p(i) = -e^2 p(i - 2) at x = d).
+    std::mt19937_64 rng(16);
+    std::normal_distribution<double> g;
+    std::uniform_real_distribution<double> u(0.0, 1.0);
+    const int n = 74;
+    int checked = 0;
+    for (int kind = 0; kind < 3; ++kind)
+      for (int rep = 0; rep < 8; ++rep) {
+        std::vector<double> d(n), e(n, 0.0), e2(n, 0.0);
+        for (int i = 0; i < n; ++i)
+          d[i] = kind == 0 ? g(rng) : kind == 1 ? std::pow(10.0, -10.0 * i / (n - 1)) : 1.0;
+        for (int i = 0; i + 1 < n; ++i)
+          e[i] = kind == 0   ? g(rng)
+                 : kind == 1 ? 0.3 * std::sqrt(d[i] * d[i + 1]) * (u(rng) < 0.5 ? -1 : 1)
+                             : 2.0 * bi::kEpsB * (1 + u(rng)) * (u(rng) < 0.5 ? -1 : 1);
+        std::vector<double> S(std::size_t(n) * n, 0.0), w(n), work;
+        std::vector<int> iwork;
+        for (int i = 0; i < n; ++i) {
+          S[i + std::size_t(i) * n] = d[i];
+          if (i + 1 < n) S[i + 1 + std::size_t(i) * n] = S[i + std::size_t(i + 1) * n] = e[i];
+        }
+        if (lapack::syevd(n, S.data(), n, w.data(), work, iwork) != 0) qFatal("dsyevd failed");
+        bi::Scalars sc;
+        bi::setup(n, d.data(), e.data(), e2.data(), sc);
+        int s0, t0;
+        bi::blockOf(n, e.data(), 0, s0, t0);
+        QCOMPARE(t0, n - 1); // unreduced
+        const double scale = bi::unitScale(sc.tnorm);
+        QVERIFY(sc.tnorm * scale >= 1.0 && sc.tnorm * scale < 2.0);
+        std::vector<bi::DiagE2> de(n);
+        for (int i = 0; i < n; ++i) bi::scaleRowDE(d.data(), e.data(), i, scale, de.data());
+        std::vector<double> xs;
+        for (int k = 0; k < 200; ++k) xs.push_back((w[0] - 0.1 * sc.tnorm) + (w[n - 1] - w[0] + 0.2 * sc.tnorm) * u(rng));
+        for (int k = 0; k < n; ++k)
+          for (double off : {-1e-9, 1e-9, -1e-11, 1e-11}) xs.push_back(w[k] + off * sc.tnorm);
+        for (double x : xs) {
+          double gap = 1e300;
+          int truth = 0;
+          for (double l : w) {
+            gap = std::min(gap, std::abs(l - x));
+            truth += l < x;
+          }
+          if (gap <= 1e-12 * sc.tnorm) continue;
+          const int c = bi::sturmCountDivisionFree(de.data(), 0, n - 1, x * scale);
+          if (c != truth) qFatal("kind %d: count %d at x = %.17g, LAPACK %d (gap %.2e)", kind, c, x, truth, gap);
+          ++checked;
+        }
+        if (kind == 2) {
+          // At x = d (closer to every eigenvalue than 1e-12 ||T||, so not checked above)
+          // every other determinant is zero: T - d has eigenvalues in +- pairs and n is
+          // even, so exactly n / 2 are negative.
+          QCOMPARE(bi::sturmCountDivisionFree(de.data(), 0, n - 1, 1.0 * scale), n / 2);
+        }
+      }
+    qInfo("division-free counts: %d points checked against LAPACK's eigenvalues", checked);
+    QVERIFY(checked > 10000);
+  }
+
+  void divisionFreeValuesAtExtremeScales() {
+    // The power-of-two scalings: the same tridiagonals times 1e-300 ... 1e300 (where e^2
+    // alone under- or overflows) give eigenvalues within 2e-15 ||T|| of LAPACK's on the
+    // unscaled matrix, times the scale (LAPACK's own scaling at 1e300 costs it accuracy).
+    std::mt19937_64 rng(17);
+    std::normal_distribution<double> g;
+    const int n = 74;
+    double worst = 0;
+    for (double scale : {1e-300, 1e-200, 1e-100, 1.0, 1e100, 1e200, 1e300}) {
+      double atScale = 0;
+      for (int rep = 0; rep < 4; ++rep) {
+        std::vector<double> d0(n), e0(n, 0.0), d(n), e(n, 0.0);
+        for (int i = 0; i < n; ++i) d0[i] = g(rng);
+        for (int i = 0; i + 1 < n; ++i) e0[i] = g(rng);
+        for (int i = 0; i < n; ++i) {
+          d[i] = d0[i] * scale;
+          e[i] = e0[i] * scale;
+        }
+        for (bool newton : {false, true}) {
+        std::vector<double> lam = sturmValues(n, d, e, nullptr, newton);
+        std::sort(lam.begin(), lam.end());
+        std::vector<double> S(std::size_t(n) * n, 0.0), w(n), work;
+        std::vector<int> iwork;
+        for (int i = 0; i < n; ++i) {
+          S[i + std::size_t(i) * n] = d0[i];
+          if (i + 1 < n) S[i + 1 + std::size_t(i) * n] = S[i + std::size_t(i + 1) * n] = e0[i];
+        }
+        if (lapack::syevd(n, S.data(), n, w.data(), work, iwork) != 0) qFatal("dsyevd failed");
+        const double wmax = std::max(std::abs(w[0]), std::abs(w[n - 1]));
+        for (int k = 0; k < n; ++k) {
+          QVERIFY2(std::isfinite(lam[k]), qPrintable(QString("scale %1").arg(scale)));
+          atScale = std::max(atScale, std::abs(lam[k] / scale - w[k]) / wmax);
+        }
+        }
+      }
+      qInfo("division-free values at scale %g: eigenvalues within %.2e of the largest", scale, atScale);
+      worst = std::max(worst, atScale);
+    }
+    // The scaled entries' roundings (eps each), the bisection width and the count's
+    // backward error (a few eps ||T|| each, ||T|| <= ~2.5 max |lambda| here): ~4e-15.
+    QVERIFY2(worst < 4e-15, qPrintable(QString::number(worst)));
+  }
+
   void spdBlocks_data() { orthoData(); }
   void spdBlocks() {
     QFETCH(bool, ns);
     g_ns = ns;
+    QFETCH(int, values);
+    g_values = Values(values);
     // The engine's blocks: 74 x 74 SPD, condition 1e1 ... 1e12.
     std::mt19937_64 rng(13);
     for (double decades : {1.0, 4.0, 8.0, 12.0}) {
@@ -444,6 +593,8 @@ private slots:
   void clusteredBlocks() {
     QFETCH(bool, ns);
     g_ns = ns;
+    QFETCH(int, values);
+    g_values = Values(values);
     std::mt19937_64 rng(14);
     for (double rel : {1e-9, 1e-12, 1e-15}) {
       Errors all;
@@ -467,6 +618,8 @@ private slots:
   void deviceTestClusters() {
     QFETCH(bool, ns);
     g_ns = ns;
+    QFETCH(int, values);
+    g_values = Values(values);
     // test_batched_eigh's construction (bisectMatchesLapack, seed 3, clusters within 1e-9
     // relative on odd matrices, a 3- and a 2-fold eigenvalue on every fourth), here on
     // the host: the same matrices the device test decomposes.
@@ -518,6 +671,8 @@ private slots:
   void everyOrder() {
     QFETCH(bool, ns);
     g_ns = ns;
+    QFETCH(int, values);
+    g_values = Values(values);
     std::mt19937_64 rng(15);
     Errors all;
     for (int n = 1; n <= 160; ++n) all.max(spdCase(n, randomSpd(n, 4.0, n % 2, 0, rng)));
