@@ -165,6 +165,16 @@ CpuEngineOptions cpuOptionsFromEnvironment() {
     o.spotCache = false;
   else if (!cs.empty() && cs != "1")
     throw InputError("SPEXLAB_CPU_SPOT_CACHE='" + cs + "' (expected 0 or 1)");
+  // SPEXLAB_CPU_EIGH (ql|twisted): the fiber blocks' eigenvectors by QL's rotations or by
+  // twisted factorizations and CholQR (core/extract/sym_eigen.h). Unset or empty: ql.
+  const char* eh = std::getenv("SPEXLAB_CPU_EIGH");
+  const std::string es = eh ? eh : "";
+  if (es.empty() || es == "ql")
+    o.eigenVectors = EigenVectors::QL;
+  else if (es == "twisted")
+    o.eigenVectors = EigenVectors::Twisted;
+  else
+    throw InputError("SPEXLAB_CPU_EIGH='" + es + "' (expected ql or twisted)");
   return o;
 }
 } // namespace

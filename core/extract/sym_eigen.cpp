@@ -302,6 +302,7 @@ static inline __attribute__((always_inline)) void rotateRows(int n, int l, int M
 // Z after it, row by row (rotateRows). Eigenvalues come unsorted. Returns the
 // lanes (bit j) that needed more than 30 sweeps for one eigenvalue (their results are
 // garbage; the caller solves them again by dstedc).
+// zz null: the eigenvalues alone (no rotations applied; the same eigenvalues, bit for bit).
 SPEX_CLONES unsigned tridiagQL4(int n, double* __restrict dd, double* __restrict ee, double* __restrict zz,
                                 double* __restrict rot) {
   Lanes4* D = reinterpret_cast<Lanes4*>(dd);
@@ -310,8 +311,10 @@ SPEX_CLONES unsigned tridiagQL4(int n, double* __restrict dd, double* __restrict
   const std::size_t N = std::size_t(n);
   // Z row-major: Z[N k + i] is row k of column (eigenvector) i.
   const Lanes4 one = {1.0, 1.0, 1.0, 1.0}, zero4 = {0.0, 0.0, 0.0, 0.0};
-  for (std::size_t i = 0; i < N * N; ++i) Z[i] = zero4;
-  for (std::size_t i = 0; i < N; ++i) Z[i * N + i] = one;
+  if (Z) {
+    for (std::size_t i = 0; i < N * N; ++i) Z[i] = zero4;
+    for (std::size_t i = 0; i < N; ++i) Z[i * N + i] = one;
+  }
   const double eps = std::numeric_limits<double>::epsilon() / 2; // dlamch('E')
   const double eps2 = eps * eps, safmin = std::numeric_limits<double>::min();
   Lanes4* C = reinterpret_cast<Lanes4*>(rot);
@@ -400,7 +403,7 @@ SPEX_CLONES unsigned tridiagQL4(int n, double* __restrict dd, double* __restrict
         live &= ~brk;
       }
     }
-    rotateRows(n, L, M, C, S, Z);
+    if (Z) rotateRows(n, L, M, C, S, Z);
     for (int j = 0; j < 4; ++j)
       if (live[j]) {
         dd[4 * lj[j] + j] -= p[j];
@@ -409,6 +412,124 @@ SPEX_CLONES unsigned tridiagQL4(int n, double* __restrict dd, double* __restrict
       }
   }
   return failed;
+}
+
+
+// Eigenvectors of four tridiagonals (lane j: d[4 k + j], e[4 k + j], e = 0 where T splits
+// and at k = n - 1) for the eigenvalues lam[4 i + j], eigenvalue i of lane j belonging to
+// the unreduced block [bs[4 i + j], bt[4 i + j]] (row indices as doubles) of that lane:
+// column i of Z (Z[4 (N k + i) + j], row-major per lane, as tridiagQL4 leaves it) gets the
+// twisted vector of T - lambda (Fernando; Parlett-Dhillon; gpu/eigh_bisect.cuh's
+// twistedVector per thread): D+ from the top (P), D- from the bottom, the twist r at the
+// least |gamma(r)| within the block, z(r) = 1, z(k) = -e(k) / D+(k) z(k + 1) above r,
+// z(k + 1) = -e(k) / D-(k + 1) z(k) below: (T - lambda) z = gamma(r) e_r, one step of
+// inverse iteration from the best start. Rows outside the block come out 0 (e = 0 at
+// its ends). A pivot |q| <= pivmin[j] is taken as -pivmin (dstebz's guard). K columns go
+// together, so the chains of divisions (one a row) overlap. Unit 2-norm. scratch: 3 K n
+// 4-wide vectors plus K n. Returns the lanes (bit j) with a vector not finite.
+SPEX_CLONES unsigned twistedVectors4(int n, const double* __restrict dd, const double* __restrict ee,
+                                     const double* __restrict lam, const double* __restrict bs,
+                                     const double* __restrict bt, const double* __restrict pivmin,
+                                     double* __restrict zz, double* __restrict scratch) {
+  constexpr int K = 4;
+  const std::size_t N = std::size_t(n);
+  const Lanes4* D = reinterpret_cast<const Lanes4*>(dd);
+  const Lanes4* E = reinterpret_cast<const Lanes4*>(ee);
+  const Lanes4* LAM = reinterpret_cast<const Lanes4*>(lam);
+  const Lanes4* BS = reinterpret_cast<const Lanes4*>(bs);
+  const Lanes4* BT = reinterpret_cast<const Lanes4*>(bt);
+  Lanes4* Z = reinterpret_cast<Lanes4*>(zz);
+  Lanes4* P = reinterpret_cast<Lanes4*>(scratch); // P[K k + u]: D+(k) of column u
+  Lanes4* RP = P + K * N;                         // 1 / D+
+  Lanes4* RM = RP + K * N;                        // 1 / D-
+  Lanes4* X = RM + K * N;                         // the vectors before scaling
+  const Lanes4 one = {1.0, 1.0, 1.0, 1.0}, zero = {0.0, 0.0, 0.0, 0.0};
+  const Lanes4 pm = {pivmin[0], pivmin[1], pivmin[2], pivmin[3]}, npm = -pm;
+  const double inf = std::numeric_limits<double>::infinity();
+  unsigned bad = 0;
+  for (int i0 = 0; i0 < n; i0 += K) {
+    const int kc = std::min(K, n - i0); // columns of this group (the rest repeat column i0)
+    Lanes4 l[K], s[K], t[K], rp[K], rm[K], best[K], r[K], zu[K], nrm[K];
+    for (int u = 0; u < K; ++u) {
+      const int iu = i0 + (u < kc ? u : 0);
+      l[u] = LAM[iu];
+      s[u] = BS[iu];
+      t[u] = BT[iu];
+      rp[u] = zero;
+      rm[u] = zero;
+      best[u] = Lanes4{inf, inf, inf, inf};
+      r[u] = t[u];
+      zu[u] = zero;
+      nrm[u] = zero;
+    }
+    // D+ from the top.
+    for (int k = 0; k < n; ++k) {
+      const Lanes4 dk = D[k];
+      const Lanes4 e2 = k > 0 ? E[k - 1] * E[k - 1] : zero;
+      for (int u = 0; u < K; ++u) {
+        Lanes4 q = (dk - l[u]) - e2 * rp[u];
+        q = ((q <= pm) & (q >= npm)) ? npm : q;
+        P[K * k + u] = q;
+        rp[u] = one / q;
+        RP[K * k + u] = rp[u];
+      }
+    }
+    // D- from the bottom; gamma(k) = D+(k) - e(k)^2 / D-(k + 1), the least |gamma| in the block.
+    for (int k = n - 1; k >= 0; --k) {
+      const Lanes4 dk = D[k], ek = E[k];
+      const Lanes4 e2 = ek * ek;
+      const double kd = double(k);
+      const Lanes4 kv = {kd, kd, kd, kd};
+      for (int u = 0; u < K; ++u) {
+        const Lanes4 em = e2 * rm[u];
+        const Lanes4 g = P[K * k + u] - em;
+        const Lanes4 ag = g < 0 ? -g : g;
+        const Mask4 better = (ag < best[u]) & (kv >= s[u]) & (kv <= t[u]);
+        best[u] = better ? ag : best[u];
+        r[u] = better ? kv : r[u];
+        Lanes4 q = (dk - l[u]) - em;
+        q = ((q <= pm) & (q >= npm)) ? npm : q;
+        rm[u] = one / q;
+        RM[K * k + u] = rm[u];
+      }
+    }
+    // Above the twist (and the twist itself), from the bottom up: z(k) = -(e(k) / D+(k)) z(k + 1).
+    for (int k = n - 1; k >= 0; --k) {
+      const Lanes4 ek = E[k];
+      const double kd = double(k);
+      const Lanes4 kv = {kd, kd, kd, kd};
+      for (int u = 0; u < K; ++u) {
+        const Lanes4 a = -(ek * RP[K * k + u]) * zu[u];
+        zu[u] = kv == r[u] ? one : (kv < r[u] ? a : zero);
+        X[K * k + u] = zu[u];
+      }
+    }
+    // Below the twist, from the top down: z(k) = -(e(k - 1) / D-(k)) z(k - 1); the norm.
+    Lanes4 zd[K];
+    for (int u = 0; u < K; ++u) zd[u] = zero;
+    for (int k = 0; k < n; ++k) {
+      const Lanes4 em1 = k > 0 ? E[k - 1] : zero;
+      const double kd = double(k);
+      const Lanes4 kv = {kd, kd, kd, kd};
+      for (int u = 0; u < K; ++u) {
+        const Lanes4 b = -(em1 * RM[K * k + u]) * zd[u];
+        zd[u] = kv == r[u] ? one : (kv > r[u] ? b : zero);
+        const Lanes4 x = kv > r[u] ? zd[u] : X[K * k + u];
+        X[K * k + u] = x;
+        nrm[u] += x * x;
+      }
+    }
+    for (int u = 0; u < kc; ++u) {
+      Lanes4 sc = nrm[u];
+      sqrt4(sc);
+      for (int j = 0; j < 4; ++j)
+        if (!(sc[j] > 0) || !(sc[j] < inf)) bad |= 1u << j;
+      sc = one / sc;
+      Lanes4* col = Z + (i0 + u);
+      for (int k = 0; k < n; ++k) col[N * k] = X[K * k + u] * sc;
+    }
+  }
+  return bad;
 }
 
 
@@ -890,7 +1011,53 @@ int SymEigen::compute4(int count, int n, const double* const* a, int lda, double
     }
   }
   m_rot4.resize(8 * N);
-  const unsigned failed = detail::tridiagQL4(n, m_d4.data(), m_e4.data(), m_z4.data(), m_rot4.data());
+  const bool twisted = m_vectors == EigenVectors::Twisted;
+  unsigned failed = 0;
+  if (twisted) {
+    // T split where |e| <= eps ||T|| (a perturbation of eps ||T||, QL's backward error
+    // anyway; gpu/eigh_bisect.cuh's setup), kept for the twisted factorizations: QL then
+    // leaves each eigenvalue at a position inside its unreduced block.
+    const double eps = std::numeric_limits<double>::epsilon();
+    double pivmin[4], tight[4];
+    for (int j = 0; j < 4; ++j) {
+      double tn = 0;
+      for (int i = 0; i < n; ++i)
+        tn = std::max(tn, std::abs(m_d4[4 * i + j]) + (i > 0 ? std::abs(m_e4[4 * (i - 1) + j]) : 0.0) +
+                              std::abs(m_e4[4 * i + j]));
+      for (int i = 0; i + 1 < n; ++i)
+        if (std::abs(m_e4[4 * i + j]) <= eps * tn) m_e4[4 * i + j] = 0.0;
+      pivmin[j] = std::max(1e-10 * eps * tn, 1e-290);
+      tight[j] = 30.0 * eps * tn;
+    }
+    m_dt4.assign(m_d4.begin(), m_d4.end());
+    m_et4.assign(m_e4.begin(), m_e4.end());
+    failed = detail::tridiagQL4(n, m_d4.data(), m_e4.data(), nullptr, m_rot4.data());
+    // Each row's unreduced block; a lane with two eigenvalues of one block within 30 eps
+    // ||T|| goes to dstedc (their twisted vectors would be nearly the same one).
+    m_bs4.resize(4 * N);
+    m_bt4.resize(4 * N);
+    m_lam.resize(N);
+    for (int j = 0; j < 4; ++j) {
+      for (int s0 = 0; s0 < n;) {
+        int t0 = s0;
+        while (t0 + 1 < n && m_et4[4 * t0 + j] != 0.0) ++t0;
+        for (int i = s0; i <= t0; ++i) {
+          m_bs4[4 * i + j] = s0;
+          m_bt4[4 * i + j] = t0;
+          m_lam[i - s0] = m_d4[4 * i + j];
+        }
+        std::sort(m_lam.begin(), m_lam.begin() + (t0 - s0 + 1));
+        for (int i = 0; i < t0 - s0; ++i)
+          if (!(m_lam[i + 1] - m_lam[i] > tight[j])) failed |= 1u << j;
+        s0 = t0 + 1;
+      }
+    }
+    m_tw.resize(4 * 4 * 4 * N);
+    failed |= detail::twistedVectors4(n, m_dt4.data(), m_et4.data(), m_d4.data(), m_bs4.data(), m_bt4.data(),
+                                      pivmin, m_z4.data(), m_tw.data());
+  } else {
+    failed = detail::tridiagQL4(n, m_d4.data(), m_e4.data(), m_z4.data(), m_rot4.data());
+  }
   // V = H_0 H_1 ... H_(n-3) Z for the four lanes at once, on Z as QL left it (row k of
   // eigenvector column i at Z[N k + i]), two reflectors per pass; columns sorted after.
   m_p.resize(8 * N);
@@ -905,12 +1072,14 @@ int SymEigen::compute4(int count, int n, const double* const* a, int lda, double
     }
   }
   int info = 0;
+  m_fallbacks = 0;
   m_order.resize(N);
   for (int j = 0; j < count; ++j) {
     Reduced& L = m_lane[j];
     bool ok = L.finite && !(failed & (1u << j));
     for (int i = 0; ok && i < n; ++i) ok = std::isfinite(m_d4[4 * i + j]);
     if (!ok) { // dstedc (then dsyevr) on this lane's tridiagonal, as compute() does
+      m_fallbacks |= 1u << j;
       const int r = solveTridiagonal(n, L, a[j], lda, w[j], z[j], ldz);
       if (r != 0 && info == 0) info = r;
       continue;
@@ -926,8 +1095,33 @@ int SymEigen::compute4(int count, int n, const double* const* a, int lda, double
       double* out = z[j] + std::size_t(c) * ldz;
       for (int r = 0; r < n; ++r) out[r] = col[4 * N * r];
     }
+    if (twisted && !cholQr(n, z[j], ldz)) {
+      m_fallbacks |= 1u << j;
+      const int r = solveTridiagonal(n, L, a[j], lda, w[j], z[j], ldz);
+      if (r != 0 && info == 0) info = r;
+    }
   }
   return info;
+}
+
+bool SymEigen::cholQr(int n, double* z, int ldz) {
+  // G = V^T V = L L^T, V <- V L^-T (V R^-1 with R = L^T); twice where the unit vectors'
+  // G departs from I by more than 1e-4 (CholQR loses ~eps cond(V)^2 of orthogonality;
+  // below that cond(V) < 1.01), as gpu/eigh_bisect.cuh's pass 3.
+  const std::size_t N = std::size_t(n);
+  m_gram.resize(N * N);
+  double* g = m_gram.data();
+  for (int pass = 0; pass < 2; ++pass) {
+    lapack::syrkT(n, n, 1.0, z, ldz, 0.0, g, n);
+    double off = 0;
+    for (int c = 0; c < n; ++c)
+      for (int r = c; r < n; ++r) off = std::max(off, std::abs(g[r + N * c] - (r == c ? 1.0 : 0.0)));
+    if (!(off < 0.5)) return false; // not finite, or vectors far from independent
+    if (lapack::potrf(n, g, n) != 0) return false;
+    lapack::trsmL('R', 'T', n, n, 1.0, g, n, z, ldz);
+    if (off <= 1e-4) break;
+  }
+  return true;
 }
 
 } // namespace spex
