@@ -533,6 +533,108 @@ SPEX_CLONES unsigned twistedVectors4(int n, const double* __restrict dd, const d
 }
 
 
+// CholQR of the four lanes' Z (Z[N k + i] row k, column i, row-major per lane, as
+// tridiagQL4 and twistedVectors4 leave it): G = Z^T Z = R^T R (upper Cholesky), Z <- Z
+// R^-1; a second time in the lanes where the first G departs from I by more than 1e-4
+// (CholQR loses ~eps cond(Z)^2 of orthogonality; below that cond(Z) < 1.01), as
+// gpu/eigh_bisect.cuh's pass 3. Every step is lane-wise, so a lane's result does not
+// depend on the others (a lane that needs no second pass keeps its first). g: N^2 and
+// zs: N^2 4-wide vectors of scratch. Returns the lanes (bit j) whose G is not positive
+// definite or departs from I by 0.5 or more (vectors far from independent).
+SPEX_CLONES unsigned cholQr4(int n, double* __restrict zz, double* __restrict gg, double* __restrict zs) {
+  const std::size_t N = std::size_t(n);
+  Lanes4* Z = reinterpret_cast<Lanes4*>(zz);
+  Lanes4* G = reinterpret_cast<Lanes4*>(gg);
+  Lanes4* Z0 = reinterpret_cast<Lanes4*>(zs);
+  const Lanes4 one = {1.0, 1.0, 1.0, 1.0}, zero = {0.0, 0.0, 0.0, 0.0};
+  unsigned bad = 0, again = 0;
+  for (int pass = 0; pass < 2; ++pass) {
+    if (pass == 1) {
+      if (!again) break;
+      for (std::size_t i = 0; i < N * N; ++i) Z0[i] = Z[i]; // the first pass's result
+    }
+    // G = Z^T Z, upper triangle (G[N a + b], b >= a), in 4 x 3 tiles (indices past n
+    // clamped to n - 1; those entries are not stored).
+    for (int a0 = 0; a0 < n; a0 += 4) {
+      int ia[4];
+      for (int u = 0; u < 4; ++u) ia[u] = std::min(a0 + u, n - 1);
+      for (int b0 = a0; b0 < n; b0 += 3) {
+        int ib[3];
+        for (int v = 0; v < 3; ++v) ib[v] = std::min(b0 + v, n - 1);
+        Lanes4 acc[4][3];
+        for (int u = 0; u < 4; ++u)
+          for (int v = 0; v < 3; ++v) acc[u][v] = zero;
+        for (int k = 0; k < n; ++k) {
+          const Lanes4* zr = Z + N * k;
+          Lanes4 za[4], zb[3];
+          for (int u = 0; u < 4; ++u) za[u] = zr[ia[u]];
+          for (int v = 0; v < 3; ++v) zb[v] = zr[ib[v]];
+          for (int u = 0; u < 4; ++u)
+            for (int v = 0; v < 3; ++v) acc[u][v] += za[u] * zb[v];
+        }
+        for (int u = 0; u < 4; ++u)
+          for (int v = 0; v < 3; ++v)
+            if (a0 + u < n && b0 + v < n && b0 + v >= a0 + u) G[N * (a0 + u) + b0 + v] = acc[u][v];
+      }
+    }
+    Lanes4 off = zero;
+    for (int a = 0; a < n; ++a)
+      for (int b = a; b < n; ++b) {
+        Lanes4 x = G[N * a + b] - (a == b ? one : zero);
+        x = x < 0 ? -x : x;
+        off = x > off ? x : off;
+      }
+    for (int j = 0; j < 4; ++j) {
+      if (!(off[j] < 0.5)) bad |= 1u << j;
+      if (pass == 0 && off[j] > 1e-4) again |= 1u << j;
+    }
+    // Upper Cholesky in place (row j of R in row j of G), 1 / R_jj on the diagonal. A
+    // lane with a pivot <= 1e-20 (its unit vectors rank-deficient) is reported and gets
+    // pivot 1 so that its numbers stay finite.
+    for (int j = 0; j < n; ++j) {
+      Lanes4* gj = G + N * j;
+      Lanes4 p = gj[j];
+      const Mask4 low = ~(p > 1e-20);
+      for (int l = 0; l < 4; ++l)
+        if (low[l]) bad |= 1u << l;
+      p = low ? one : p;
+      sqrt4(p);
+      const Lanes4 rinv = one / p;
+      gj[j] = rinv;
+      for (int b = j + 1; b < n; ++b) gj[b] *= rinv;
+      for (int a = j + 1; a < n; ++a) {
+        const Lanes4 ra = gj[a];
+        Lanes4* ga = G + N * a;
+        for (int b = a; b < n; ++b) ga[b] -= ra * gj[b];
+      }
+    }
+    // Z <- Z R^-1 row by row (y R = x: y_b = (x_b - sum_{a<b} y_a R_ab) / R_bb), eight
+    // rows together (row indices past n clamped: the duplicates compute and store the
+    // same numbers).
+    for (int k0 = 0; k0 < n; k0 += 8) {
+      Lanes4* zr[8];
+      for (int u = 0; u < 8; ++u) zr[u] = Z + N * std::min(k0 + u, n - 1);
+      for (int b = 0; b < n; ++b) {
+        Lanes4 acc[8];
+        for (int u = 0; u < 8; ++u) acc[u] = zr[u][b];
+        for (int a = 0; a < b; ++a) {
+          const Lanes4 rab = G[N * a + b];
+          for (int u = 0; u < 8; ++u) acc[u] -= zr[u][a] * rab;
+        }
+        const Lanes4 rinv = G[N * b + b];
+        for (int u = 0; u < 8; ++u) zr[u][b] = acc[u] * rinv;
+      }
+    }
+    if (pass == 1) { // lanes that needed no second pass keep the first one's vectors
+      Mask4 keep;
+      for (int j = 0; j < 4; ++j) keep[j] = (again >> j) & 1u ? 0 : -1;
+      for (std::size_t i = 0; i < N * N; ++i) Z[i] = keep ? Z0[i] : Z[i];
+    }
+  }
+  return bad;
+}
+
+
 // ---- Householder reduction of four matrices at once, one per lane -------------------
 // Lane-interleaved storage: X[4 i + j] is element i of matrix j; the working copies
 // A[4 (r + N c) + j] (lower triangle). Loops run over rows with the four matrices in
@@ -1055,6 +1157,9 @@ int SymEigen::compute4(int count, int n, const double* const* a, int lda, double
     m_tw.resize(4 * 4 * 4 * N);
     failed |= detail::twistedVectors4(n, m_dt4.data(), m_et4.data(), m_d4.data(), m_bs4.data(), m_bt4.data(),
                                       pivmin, m_z4.data(), m_tw.data());
+    // CholQR on Z before the back-transformation (Q orthogonal: the same Gram matrix).
+    m_gram.resize(8 * N * N);
+    failed |= detail::cholQr4(n, m_z4.data(), m_gram.data(), m_gram.data() + 4 * N * N);
   } else {
     failed = detail::tridiagQL4(n, m_d4.data(), m_e4.data(), m_z4.data(), m_rot4.data());
   }
@@ -1095,33 +1200,9 @@ int SymEigen::compute4(int count, int n, const double* const* a, int lda, double
       double* out = z[j] + std::size_t(c) * ldz;
       for (int r = 0; r < n; ++r) out[r] = col[4 * N * r];
     }
-    if (twisted && !cholQr(n, z[j], ldz)) {
-      m_fallbacks |= 1u << j;
-      const int r = solveTridiagonal(n, L, a[j], lda, w[j], z[j], ldz);
-      if (r != 0 && info == 0) info = r;
-    }
   }
   return info;
 }
 
-bool SymEigen::cholQr(int n, double* z, int ldz) {
-  // G = V^T V = L L^T, V <- V L^-T (V R^-1 with R = L^T); twice where the unit vectors'
-  // G departs from I by more than 1e-4 (CholQR loses ~eps cond(V)^2 of orthogonality;
-  // below that cond(V) < 1.01), as gpu/eigh_bisect.cuh's pass 3.
-  const std::size_t N = std::size_t(n);
-  m_gram.resize(N * N);
-  double* g = m_gram.data();
-  for (int pass = 0; pass < 2; ++pass) {
-    lapack::syrkT(n, n, 1.0, z, ldz, 0.0, g, n);
-    double off = 0;
-    for (int c = 0; c < n; ++c)
-      for (int r = c; r < n; ++r) off = std::max(off, std::abs(g[r + N * c] - (r == c ? 1.0 : 0.0)));
-    if (!(off < 0.5)) return false; // not finite, or vectors far from independent
-    if (lapack::potrf(n, g, n) != 0) return false;
-    lapack::trsmL('R', 'T', n, n, 1.0, g, n, z, ldz);
-    if (off <= 1e-4) break;
-  }
-  return true;
-}
 
 } // namespace spex

@@ -29,7 +29,8 @@
 // lanes (Fernando; Parlett-Dhillon: D+ from the top, D- from the bottom, the twist at the
 // least |gamma|: one inverse-iteration step from the best start; the GPU's bisect method,
 // gpu/eigh_bisect.cuh, does the same per thread), the back-transformation as above, and
-// CholQR of V (G = V^T V = L L^T, V <- V L^-T; OpenBLAS dsyrk, dpotrf, dtrsm): for two
+// CholQR of Z (G = Z^T Z = R^T R, Z <- Z R^-1, in lanes, before the back-transformation:
+// Q is orthogonal, so Z's Gram matrix is V's): for two
 // computed pairs |v_a . v_b| <= (|r_a| + |r_b|) / |lambda_a - lambda_b|, so CholQR mixes
 // vectors only in proportion to how close their eigenvalues are and adds ~eps ||T|| to
 // the residuals (docs/benchmarks.md, "eighth round: eigensolver by bisection"). A lane
@@ -87,8 +88,6 @@ private:
   unsigned m_fallbacks = 0;
   // Twisted: the lanes' split tridiagonals, each row's block ends, pivot guards, scratch.
   std::vector<double> m_dt4, m_et4, m_bs4, m_bt4, m_tw, m_gram, m_lam;
-  // CholQR of column-major z (n x n, ldz) in place; false where G is not positive definite.
-  bool cholQr(int n, double* z, int ldz);
   std::vector<Reduced> m_lane;
   std::vector<double> m_a;    // n x n working copy, column-major, lower triangle used
   std::vector<double> m_p;
