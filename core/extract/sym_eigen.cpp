@@ -553,27 +553,28 @@ SPEX_CLONES unsigned cholQr4(int n, double* __restrict zz, double* __restrict gg
       if (!again) break;
       for (std::size_t i = 0; i < N * N; ++i) Z0[i] = Z[i]; // the first pass's result
     }
-    // G = Z^T Z, upper triangle (G[N a + b], b >= a), in 4 x 3 tiles (indices past n
-    // clamped to n - 1; those entries are not stored).
-    for (int a0 = 0; a0 < n; a0 += 4) {
-      int ia[4];
-      for (int u = 0; u < 4; ++u) ia[u] = std::min(a0 + u, n - 1);
-      for (int b0 = a0; b0 < n; b0 += 3) {
-        int ib[3];
-        for (int v = 0; v < 3; ++v) ib[v] = std::min(b0 + v, n - 1);
-        Lanes4 acc[4][3];
-        for (int u = 0; u < 4; ++u)
-          for (int v = 0; v < 3; ++v) acc[u][v] = zero;
+    // G = Z^T Z, upper triangle (G[N a + b], b >= a), in 3 x 3 tiles (15 of the 16
+    // registers; indices past n clamped to n - 1, those entries not stored).
+    constexpr int TA = 3, TB = 3;
+    for (int a0 = 0; a0 < n; a0 += TA) {
+      int ia[TA];
+      for (int u = 0; u < TA; ++u) ia[u] = std::min(a0 + u, n - 1);
+      for (int b0 = a0; b0 < n; b0 += TB) {
+        int ib[TB];
+        for (int v = 0; v < TB; ++v) ib[v] = std::min(b0 + v, n - 1);
+        Lanes4 acc[TA][TB];
+        for (int u = 0; u < TA; ++u)
+          for (int v = 0; v < TB; ++v) acc[u][v] = zero;
         for (int k = 0; k < n; ++k) {
           const Lanes4* zr = Z + N * k;
-          Lanes4 za[4], zb[3];
-          for (int u = 0; u < 4; ++u) za[u] = zr[ia[u]];
-          for (int v = 0; v < 3; ++v) zb[v] = zr[ib[v]];
-          for (int u = 0; u < 4; ++u)
-            for (int v = 0; v < 3; ++v) acc[u][v] += za[u] * zb[v];
+          Lanes4 za[TA], zb[TB];
+          for (int u = 0; u < TA; ++u) za[u] = zr[ia[u]];
+          for (int v = 0; v < TB; ++v) zb[v] = zr[ib[v]];
+          for (int u = 0; u < TA; ++u)
+            for (int v = 0; v < TB; ++v) acc[u][v] += za[u] * zb[v];
         }
-        for (int u = 0; u < 4; ++u)
-          for (int v = 0; v < 3; ++v)
+        for (int u = 0; u < TA; ++u)
+          for (int v = 0; v < TB; ++v)
             if (a0 + u < n && b0 + v < n && b0 + v >= a0 + u) G[N * (a0 + u) + b0 + v] = acc[u][v];
       }
     }
