@@ -415,6 +415,94 @@ SPEX_CLONES unsigned tridiagQL4(int n, double* __restrict dd, double* __restrict
 }
 
 
+// Eigenvalues alone of four tridiagonals, lane j holding matrix j (d[4 i + j], and
+// e2[4 i + j] the squares of its subdiagonal, e2[4 (n - 1) + j] = 0), by the root-free
+// QL of Pal, Walker and Kahan (LAPACK's dsterf in its QL direction; tql1's shifts): no
+// square root and no rotation in a step, one division less on its chain than
+// tridiagQL4's. Lanes, splits, convergence test and the 30-sweep limit as tridiagQL4
+// (dsteqr's test on the squares: e^2 <= eps^2 |d_m d_m+1| + safmin). Eigenvalues
+// unsorted, each at a position inside its unreduced block. Returns the lanes (bit j)
+// that needed more than 30 sweeps for one eigenvalue.
+SPEX_CLONES unsigned tridiagPWK4(int n, double* __restrict dd, double* __restrict ee) {
+  Lanes4* D = reinterpret_cast<Lanes4*>(dd);
+  Lanes4* E = reinterpret_cast<Lanes4*>(ee);
+  const Lanes4 one = {1.0, 1.0, 1.0, 1.0};
+  const double eps = std::numeric_limits<double>::epsilon() / 2; // dlamch('E')
+  const double eps2 = eps * eps, safmin = std::numeric_limits<double>::min();
+  int lj[4] = {0, 0, 0, 0}, iter[4] = {0, 0, 0, 0};
+  unsigned failed = 0;
+  for (;;) {
+    int ml[4];
+    for (int j = 0; j < 4; ++j) {
+      for (;;) {
+        int m = lj[j];
+        for (; m + 1 < n; ++m)
+          if (ee[4 * m + j] <= eps2 * std::abs(dd[4 * m + j]) * std::abs(dd[4 * (m + 1) + j]) + safmin) break;
+        ml[j] = std::min(m, n - 1);
+        if (ml[j] != lj[j] || lj[j] >= n - 1) break;
+        ++lj[j];
+        iter[j] = 0;
+      }
+      if (ml[j] != lj[j] && ++iter[j] > 30) {
+        failed |= 1u << j;
+        for (int i = lj[j]; i < n; ++i) ee[4 * i + j] = 0.0;
+        lj[j] = ml[j] = n - 1;
+      }
+    }
+    int L = n, M = 0;
+    for (int j = 0; j < 4; ++j)
+      if (ml[j] != lj[j]) {
+        L = std::min(L, lj[j]);
+        M = std::max(M, ml[j]);
+      }
+    if (L == n) break;
+    const Lanes4 mlv = {double(ml[0]), double(ml[1]), double(ml[2]), double(ml[3])};
+    const Lanes4 llv = {double(lj[0]), double(lj[1]), double(lj[2]), double(lj[3])};
+    const Mask4 active = mlv != llv;
+    // dsterf's shift per lane, from the leading 2 x 2 of its block.
+    Lanes4 dl, dl1, dm, e2l;
+    for (int j = 0; j < 4; ++j) {
+      dl[j] = dd[4 * lj[j] + j];
+      dl1[j] = dd[4 * std::min(lj[j] + 1, n - 1) + j];
+      dm[j] = dd[4 * ml[j] + j];
+      e2l[j] = active[j] ? ee[4 * lj[j] + j] : 1.0;
+    }
+    Lanes4 rte = e2l;
+    sqrt4(rte);
+    Lanes4 sg = (dl1 - dl) / (2.0 * rte);
+    Lanes4 r = sg * sg + 1.0;
+    sqrt4(r);
+    const Lanes4 sigma = dl - rte / (sg + (sg < 0 ? -r : r));
+    Lanes4 gamma = dm - sigma, p = gamma * gamma, c = one, sn = {0.0, 0.0, 0.0, 0.0};
+    for (int i = M - 1; i >= L; --i) {
+      const double di = double(i);
+      const Lanes4 iv = {di, di, di, di}, iv1 = {di + 1, di + 1, di + 1, di + 1};
+      const Mask4 on = active & (iv < mlv) & (iv >= llv);
+      const Lanes4 bb = E[i];
+      const Lanes4 rr = on ? p + bb : one;
+      const Mask4 wr = on & (iv1 < mlv); // e2(i + 1), not at i = m - 1
+      E[i + 1] = wr ? sn * rr : E[i + 1];
+      const Lanes4 cn = p / rr, snn = bb / rr;
+      const Lanes4 alpha = D[i];
+      const Lanes4 gn = cn * (alpha - sigma) - snn * gamma;
+      D[i + 1] = on ? gamma + (alpha - gn) : D[i + 1];
+      const Mask4 cz = cn == 0;
+      const Lanes4 cs = cz ? one : cn;
+      const Lanes4 pn = cz ? c * bb : (gn * gn) / cs;
+      c = on ? cn : c;
+      sn = on ? snn : sn;
+      gamma = on ? gn : gamma;
+      p = on ? pn : p;
+    }
+    for (int j = 0; j < 4; ++j)
+      if (active[j]) {
+        ee[4 * lj[j] + j] = sn[j] * p[j];
+        dd[4 * lj[j] + j] = sigma[j] + gamma[j];
+      }
+  }
+  return failed;
+}
+
 // Eigenvectors of four tridiagonals (lane j: d[4 k + j], e[4 k + j], e = 0 where T splits
 // and at k = n - 1) for the eigenvalues lam[4 i + j], eigenvalue i of lane j belonging to
 // the unreduced block [bs[4 i + j], bt[4 i + j]] (row indices as doubles) of that lane:
@@ -1134,7 +1222,8 @@ int SymEigen::compute4(int count, int n, const double* const* a, int lda, double
     }
     m_dt4.assign(m_d4.begin(), m_d4.end());
     m_et4.assign(m_e4.begin(), m_e4.end());
-    failed = detail::tridiagQL4(n, m_d4.data(), m_e4.data(), nullptr, m_rot4.data());
+    for (double& x : m_e4) x *= x;
+    failed = detail::tridiagPWK4(n, m_d4.data(), m_e4.data());
     // Each row's unreduced block; a lane with two eigenvalues of one block within 30 eps
     // ||T|| goes to dstedc (their twisted vectors would be nearly the same one).
     m_bs4.resize(4 * N);
