@@ -626,7 +626,7 @@ SPEX_CLONES unsigned twistedVectors4(int n, const double* __restrict dd, const d
 // R^-1; a second time in the lanes where the first G departs from I by more than 1e-4
 // (CholQR loses ~eps cond(Z)^2 of orthogonality; below that cond(Z) < 1.01), as
 // gpu/eigh_bisect.cuh's pass 3. Every step is lane-wise, so a lane's result does not
-// depend on the others (a lane that needs no second pass keeps its first). g: N^2 and
+// depend on the others (a lane that needs no second pass keeps its first). g: 2 N^2 and
 // zs: N^2 4-wide vectors of scratch. Returns the lanes (bit j) whose G is not positive
 // definite or departs from I by 0.5 or more (vectors far from independent).
 SPEX_CLONES unsigned cholQr4(int n, double* __restrict zz, double* __restrict gg, double* __restrict zs) {
@@ -677,11 +677,25 @@ SPEX_CLONES unsigned cholQr4(int n, double* __restrict zz, double* __restrict gg
       if (!(off[j] < 0.5)) bad |= 1u << j;
       if (pass == 0 && off[j] > 1e-4) again |= 1u << j;
     }
-    // Upper Cholesky in place (row j of R in row j of G), 1 / R_jj on the diagonal. A
-    // lane with a pivot <= 1e-20 (its unit vectors rank-deficient) is reported and gets
-    // pivot 1 so that its numbers stay finite.
+    // Upper Cholesky in place, by rows (row j of R in row j of G, 1 / R_jj on the
+    // diagonal): row j of G less the rows above it, four at a time, each scaled by its
+    // entry in column j (row j stays in L1, the rows above are streamed once). A lane
+    // with a pivot <= 1e-20 (its unit vectors rank-deficient) is reported and gets pivot 1
+    // so that its numbers stay finite. RT gets R transposed, for the solve.
+    Lanes4* RT = G + N * N; // R^T, row b = column b of R, contiguous for the solve
     for (int j = 0; j < n; ++j) {
       Lanes4* gj = G + N * j;
+      int i = 0;
+      for (; i + 4 <= j; i += 4) {
+        const Lanes4 *r0 = G + N * i, *r1 = r0 + N, *r2 = r1 + N, *r3 = r2 + N;
+        const Lanes4 c0 = r0[j], c1 = r1[j], c2 = r2[j], c3 = r3[j];
+        for (int b = j; b < n; ++b) gj[b] -= (c0 * r0[b] + c1 * r1[b]) + (c2 * r2[b] + c3 * r3[b]);
+      }
+      for (; i < j; ++i) {
+        const Lanes4* r0 = G + N * i;
+        const Lanes4 c0 = r0[j];
+        for (int b = j; b < n; ++b) gj[b] -= c0 * r0[b];
+      }
       Lanes4 p = gj[j];
       const Mask4 low = ~(p > 1e-20);
       for (int l = 0; l < 4; ++l)
@@ -690,12 +704,11 @@ SPEX_CLONES unsigned cholQr4(int n, double* __restrict zz, double* __restrict gg
       sqrt4(p);
       const Lanes4 rinv = one / p;
       gj[j] = rinv;
-      for (int b = j + 1; b < n; ++b) gj[b] *= rinv;
-      for (int a = j + 1; a < n; ++a) {
-        const Lanes4 ra = gj[a];
-        Lanes4* ga = G + N * a;
-        for (int b = a; b < n; ++b) ga[b] -= ra * gj[b];
+      for (int b = j + 1; b < n; ++b) {
+        gj[b] *= rinv;
+        RT[N * b + j] = gj[b];
       }
+      RT[N * j + j] = rinv;
     }
     // Z <- Z R^-1 row by row (y R = x: y_b = (x_b - sum_{a<b} y_a R_ab) / R_bb), eight
     // rows together (row indices past n clamped: the duplicates compute and store the
@@ -704,13 +717,14 @@ SPEX_CLONES unsigned cholQr4(int n, double* __restrict zz, double* __restrict gg
       Lanes4* zr[8];
       for (int u = 0; u < 8; ++u) zr[u] = Z + N * std::min(k0 + u, n - 1);
       for (int b = 0; b < n; ++b) {
+        const Lanes4* rb = RT + N * b;
         Lanes4 acc[8];
         for (int u = 0; u < 8; ++u) acc[u] = zr[u][b];
         for (int a = 0; a < b; ++a) {
-          const Lanes4 rab = G[N * a + b];
+          const Lanes4 rab = rb[a];
           for (int u = 0; u < 8; ++u) acc[u] -= zr[u][a] * rab;
         }
-        const Lanes4 rinv = G[N * b + b];
+        const Lanes4 rinv = rb[b];
         for (int u = 0; u < 8; ++u) zr[u][b] = acc[u] * rinv;
       }
     }
@@ -1248,8 +1262,8 @@ int SymEigen::compute4(int count, int n, const double* const* a, int lda, double
     failed |= detail::twistedVectors4(n, m_dt4.data(), m_et4.data(), m_d4.data(), m_bs4.data(), m_bt4.data(),
                                       pivmin, m_z4.data(), m_tw.data());
     // CholQR on Z before the back-transformation (Q orthogonal: the same Gram matrix).
-    m_gram.resize(8 * N * N);
-    failed |= detail::cholQr4(n, m_z4.data(), m_gram.data(), m_gram.data() + 4 * N * N);
+    m_gram.resize(12 * N * N);
+    failed |= detail::cholQr4(n, m_z4.data(), m_gram.data(), m_gram.data() + 8 * N * N);
   } else {
     failed = detail::tridiagQL4(n, m_d4.data(), m_e4.data(), m_z4.data(), m_rot4.data());
   }

@@ -61,7 +61,8 @@ class TestBandedSolver : public QObject {
   GaussHermitePsf psf;
 
   ExtractionResult run(const Image& img, const WaveGrid& g, int f0, int nf, NormalSolver solver,
-                       Decorrelation mode = Decorrelation::Signal) {
+                       Decorrelation mode = Decorrelation::Signal,
+                       EigenVectors vectors = EigenVectors::Twisted) {
     ExtractionRequest req;
     req.image = &img;
     req.psf = &psf;
@@ -74,6 +75,7 @@ class TestBandedSolver : public QObject {
     CancelToken ct;
     CpuEngineOptions o;
     o.solver = solver;
+    o.eigenVectors = vectors;
     return CpuEngine(o).extract(req, np, ct);
   }
 
@@ -296,6 +298,27 @@ private slots:
       // Auto picks the band for the DESI PSF, so it is the banded result bit for bit.
       for (std::size_t i = 0; i < banded.flux.data.size(); ++i)
         QCOMPARE(automatic.flux.data[i], banded.flux.data[i]);
+    }
+  }
+
+  // The fiber blocks' eigenvectors by twisted factorizations and CholQR (the default)
+  // against QL's rotations, on the same real patches: both are backward-stable
+  // decompositions of each block (residuals and orthogonality of a few eps), so C_s^-1/2
+  // and what follows from it differ by ~eps cond(C_s), far below 1e-10 at the blocks'
+  // conditions (a wrong vector gives O(1)).
+  void realPatchesTwistedMatchesQl() {
+    SPEX_REQUIRE_DATA(path, "psf-r0-00067784.fits");
+    psf = readPsf(path);
+    for (const auto& [w0, w1, f0, nf] : {std::tuple{5760.0, 5960.0, 0, 30},
+                                         std::tuple{7420.0, 7620.0, 470, 30}}) {
+      SimulationOptions so;
+      so.wave = WaveGrid::fromRange(w0, w1, 0.8);
+      so.fiberMin = f0;
+      so.nFiber = nf;
+      const Simulation sim = simulate(psf, so);
+      requireSame(run(sim.image, so.wave, f0, nf, NormalSolver::Auto, Decorrelation::Signal, EigenVectors::QL),
+                  run(sim.image, so.wave, f0, nf, NormalSolver::Auto, Decorrelation::Signal, EigenVectors::Twisted),
+                  1e-10);
     }
   }
 
