@@ -418,8 +418,8 @@ SPEX_CLONES unsigned tridiagQL4(int n, double* __restrict dd, double* __restrict
 // Eigenvalues alone of four tridiagonals, lane j holding matrix j (d[4 i + j], and
 // e2[4 i + j] the squares of its subdiagonal, e2[4 (n - 1) + j] = 0), by the root-free
 // QL of Pal, Walker and Kahan (LAPACK's dsterf in its QL direction; tql1's shifts): no
-// square root and no rotation in a step, one division less on its chain than
-// tridiagQL4's. Lanes, splits, convergence test and the 30-sweep limit as tridiagQL4
+// square root and no rotation in a step, and one division on its chain (tridiagQL4's
+// has a square root and a division). Lanes, splits, convergence test and the 30-sweep limit as tridiagQL4
 // (dsteqr's test on the squares: e^2 <= eps^2 |d_m d_m+1| + safmin). Eigenvalues
 // unsorted, each at a position inside its unreduced block. Returns the lanes (bit j)
 // that needed more than 30 sweeps for one eigenvalue.
@@ -478,17 +478,31 @@ SPEX_CLONES unsigned tridiagPWK4(int n, double* __restrict dd, double* __restric
       const double di = double(i);
       const Lanes4 iv = {di, di, di, di}, iv1 = {di + 1, di + 1, di + 1, di + 1};
       const Mask4 on = active & (iv < mlv) & (iv >= llv);
+      // dsterf's step with its two divisions (c = p / r, s = bb / r, then gamma^2 / c) as
+      // 1 / r and 1 / p, the latter off the chain (p is known at the step's start):
+      // p_new = gamma^2 (r / p) (the same to rounding). p = 0 takes dsterf's p_new =
+      // c_old bb (its c = 0).
       const Lanes4 bb = E[i];
       const Lanes4 rr = on ? p + bb : one;
+      const Mask4 pz = p == 0;
+      const Lanes4 rp = one / (pz ? one : p);
       const Mask4 wr = on & (iv1 < mlv); // e2(i + 1), not at i = m - 1
       E[i + 1] = wr ? sn * rr : E[i + 1];
-      const Lanes4 cn = p / rr, snn = bb / rr;
+      const Lanes4 q = one / rr;
       const Lanes4 alpha = D[i];
+      const Lanes4 cn = p * q, snn = bb * q;
       const Lanes4 gn = cn * (alpha - sigma) - snn * gamma;
       D[i + 1] = on ? gamma + (alpha - gn) : D[i + 1];
-      const Mask4 cz = cn == 0;
-      const Lanes4 cs = cz ? one : cn;
-      const Lanes4 pn = cz ? c * bb : (gn * gn) / cs;
+      Lanes4 pn = pz ? c * bb : (gn * gn) * (rr * rp);
+      // Where c = p / r is below 1e-290 (r / p may overflow; p tiny in the scaled lanes),
+      // dsterf's own formula, per lane (rare: a branch, no division on the chain).
+      const Mask4 slow = on & ~pz & ~(p > rr * 1e-290);
+      if (any4(slow)) {
+        const Mask4 cz = cn == 0;
+        const Lanes4 cs = cz ? one : cn;
+        const Lanes4 ps = cz ? c * bb : (gn * gn) / cs;
+        pn = slow ? ps : pn;
+      }
       c = on ? cn : c;
       sn = on ? snn : sn;
       gamma = on ? gn : gamma;
