@@ -23,10 +23,11 @@
 // not converge (30 sweeps for one eigenvalue) or meets a non-finite value is solved
 // again by dstedc, as compute() does.
 //
-// EigenVectors::Twisted (compute4 only) runs the same QL for the eigenvalues alone (no
-// rotations of Z, which are ~70 % of the QL's work with vectors) on T split where |e| <=
-// eps ||T||, then each eigenvector of T by a twisted factorization of T - lambda in
-// lanes (Fernando; Parlett-Dhillon: D+ from the top, D- from the bottom, the twist at the
+// EigenVectors::Twisted (compute4 only; the CPU engine's default) finds the eigenvalues
+// alone, by the root-free QL of Pal, Walker and Kahan (dsterf's step: no square root, no
+// rotations of Z, which were ~65 % of the QL's work with vectors) in the same lanes, on
+// T split where |e| <= eps ||T||, then each eigenvector of T by a twisted factorization
+// of T - lambda in lanes (Fernando; Parlett-Dhillon: D+ from the top, D- from the bottom, the twist at the
 // least |gamma|: one inverse-iteration step from the best start; the GPU's bisect method,
 // gpu/eigh_bisect.cuh, does the same per thread), the back-transformation as above, and
 // CholQR of Z (G = Z^T Z = R^T R, Z <- Z R^-1, in lanes, before the back-transformation:
