@@ -1234,8 +1234,8 @@ int SymEigen::compute4(int count, int n, const double* const* a, int lda, double
   unsigned failed = 0;
   if (twisted) {
     // T split where |e| <= eps ||T|| (a perturbation of eps ||T||, QL's backward error
-    // anyway; gpu/eigh_bisect.cuh's setup), kept for the twisted factorizations: QL then
-    // leaves each eigenvalue at a position inside its unreduced block.
+    // anyway; gpu/eigh_bisect.cuh's setup), kept for the twisted factorizations: the
+    // root-free QL then leaves each eigenvalue at a position inside its unreduced block.
     const double eps = std::numeric_limits<double>::epsilon();
     double pivmin[4], tight[4];
     for (int j = 0; j < 4; ++j) {
@@ -1266,9 +1266,15 @@ int SymEigen::compute4(int count, int n, const double* const* a, int lda, double
           m_bt4[4 * i + j] = t0;
           m_lam[i - s0] = m_d4[4 * i + j];
         }
-        std::sort(m_lam.begin(), m_lam.begin() + (t0 - s0 + 1));
-        for (int i = 0; i < t0 - s0; ++i)
-          if (!(m_lam[i + 1] - m_lam[i] > tight[j])) failed |= 1u << j;
+        bool finite = true; // (no sort over NaNs: not a strict weak order)
+        for (int i = 0; i <= t0 - s0; ++i) finite = finite && std::isfinite(m_lam[i]);
+        if (!finite) {
+          failed |= 1u << j;
+        } else {
+          std::sort(m_lam.begin(), m_lam.begin() + (t0 - s0 + 1));
+          for (int i = 0; i < t0 - s0; ++i)
+            if (!(m_lam[i + 1] - m_lam[i] > tight[j])) failed |= 1u << j;
+        }
         s0 = t0 + 1;
       }
     }
