@@ -168,6 +168,17 @@ CpuEngineOptions cpuOptionsFromEnvironment() {
     o.spotCache = false;
   else if (!cs.empty() && cs != "1")
     throw InputError("SPEXLAB_CPU_SPOT_CACHE='" + cs + "' (expected 0 or 1)");
+  // SPEXLAB_CPU_EIGH (twisted|ql): the fiber blocks' eigenvectors by twisted
+  // factorizations and CholQR, or by QL's rotations (core/extract/sym_eigen.h). Unset or
+  // empty: twisted.
+  const char* eh = std::getenv("SPEXLAB_CPU_EIGH");
+  const std::string es = eh ? eh : "";
+  if (es.empty() || es == "twisted")
+    o.eigenVectors = EigenVectors::Twisted;
+  else if (es == "ql")
+    o.eigenVectors = EigenVectors::QL;
+  else
+    throw InputError("SPEXLAB_CPU_EIGH='" + es + "' (expected ql or twisted)");
   return o;
 }
 } // namespace

@@ -131,6 +131,7 @@ void CpuEngine::extractInto(const ExtractionRequest& req, ExtractionResult& resu
     opt.ndiag = psf.hsizeY;
     opt.model = req.model;
     opt.solver = m_options.solver;
+    opt.eigenVectors = m_options.eigenVectors;
 
     int nthreads = resolveThreads(req.threads);
     nthreads = std::max(1, std::min<int>(nthreads, int(todo.size())));

@@ -15,6 +15,8 @@ namespace spex {
 struct CpuEngineOptions {
   NormalSolver solver = NormalSolver::Auto; // SPEXLAB_CPU_SOLVER=auto|dense|banded
   bool spotCache = true; // each spot of a request computed once (SPEXLAB_CPU_SPOT_CACHE=0: off)
+  // The fiber blocks' eigenvectors (sym_eigen.h; SPEXLAB_CPU_EIGH=twisted|ql).
+  EigenVectors eigenVectors = EigenVectors::Twisted;
 };
 
 // Warm between requests: a request that carries no plan gets one from the engine's

@@ -635,6 +635,7 @@ void PatchSolver::begin(const Patch& p, const PatchPlan& plan, const Image& imag
   out.nfib = nfib;
   out.nwave = nw;
   out.ndiag = opt.ndiag;
+  m_symEigen.setVectors(opt.eigenVectors); // the same for every patch of a batch
   out.regularized = false;
   out.failed = false;
   out.flux.assign(n, 0.0);

@@ -29,6 +29,7 @@ struct PatchSolveOptions {
   int ndiag = 5;           // resolution half-width (HSIZEY)
   bool model = false;      // build the model tile of the kept bins
   NormalSolver solver = NormalSolver::Auto;
+  EigenVectors eigenVectors = EigenVectors::Twisted; // how SymEigen::compute4 finds them
 };
 
 // Results over the padded unknowns (nfiberPad x nwavePad, fiber-major), in per-bin

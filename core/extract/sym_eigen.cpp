@@ -302,6 +302,7 @@ static inline __attribute__((always_inline)) void rotateRows(int n, int l, int M
 // Z after it, row by row (rotateRows). Eigenvalues come unsorted. Returns the
 // lanes (bit j) that needed more than 30 sweeps for one eigenvalue (their results are
 // garbage; the caller solves them again by dstedc).
+// zz null: the eigenvalues alone (no rotations applied; the same eigenvalues, bit for bit).
 SPEX_CLONES unsigned tridiagQL4(int n, double* __restrict dd, double* __restrict ee, double* __restrict zz,
                                 double* __restrict rot) {
   Lanes4* D = reinterpret_cast<Lanes4*>(dd);
@@ -310,8 +311,10 @@ SPEX_CLONES unsigned tridiagQL4(int n, double* __restrict dd, double* __restrict
   const std::size_t N = std::size_t(n);
   // Z row-major: Z[N k + i] is row k of column (eigenvector) i.
   const Lanes4 one = {1.0, 1.0, 1.0, 1.0}, zero4 = {0.0, 0.0, 0.0, 0.0};
-  for (std::size_t i = 0; i < N * N; ++i) Z[i] = zero4;
-  for (std::size_t i = 0; i < N; ++i) Z[i * N + i] = one;
+  if (Z) {
+    for (std::size_t i = 0; i < N * N; ++i) Z[i] = zero4;
+    for (std::size_t i = 0; i < N; ++i) Z[i * N + i] = one;
+  }
   const double eps = std::numeric_limits<double>::epsilon() / 2; // dlamch('E')
   const double eps2 = eps * eps, safmin = std::numeric_limits<double>::min();
   Lanes4* C = reinterpret_cast<Lanes4*>(rot);
@@ -400,7 +403,7 @@ SPEX_CLONES unsigned tridiagQL4(int n, double* __restrict dd, double* __restrict
         live &= ~brk;
       }
     }
-    rotateRows(n, L, M, C, S, Z);
+    if (Z) rotateRows(n, L, M, C, S, Z);
     for (int j = 0; j < 4; ++j)
       if (live[j]) {
         dd[4 * lj[j] + j] -= p[j];
@@ -409,6 +412,343 @@ SPEX_CLONES unsigned tridiagQL4(int n, double* __restrict dd, double* __restrict
       }
   }
   return failed;
+}
+
+
+// Eigenvalues alone of four tridiagonals, lane j holding matrix j (d[4 i + j], and
+// e2[4 i + j] the squares of its subdiagonal, e2[4 (n - 1) + j] = 0), by the root-free
+// QL of Pal, Walker and Kahan (LAPACK's dsterf in its QL direction; tql1's shifts): no
+// square root and no rotation in a step, and one division on its chain (tridiagQL4's
+// has a square root and a division). Lanes, splits, convergence test and the 30-sweep limit as tridiagQL4
+// (dsteqr's test on the squares: e^2 <= eps^2 |d_m d_m+1| + safmin). Eigenvalues
+// unsorted, each at a position inside its unreduced block. Returns the lanes (bit j)
+// that needed more than 30 sweeps for one eigenvalue.
+SPEX_CLONES unsigned tridiagPWK4(int n, double* __restrict dd, double* __restrict ee) {
+  Lanes4* D = reinterpret_cast<Lanes4*>(dd);
+  Lanes4* E = reinterpret_cast<Lanes4*>(ee);
+  const Lanes4 one = {1.0, 1.0, 1.0, 1.0};
+  const double eps = std::numeric_limits<double>::epsilon() / 2; // dlamch('E')
+  const double eps2 = eps * eps, safmin = std::numeric_limits<double>::min();
+  int lj[4] = {0, 0, 0, 0}, iter[4] = {0, 0, 0, 0};
+  unsigned failed = 0;
+  for (;;) {
+    int ml[4];
+    for (int j = 0; j < 4; ++j) {
+      for (;;) {
+        int m = lj[j];
+        for (; m + 1 < n; ++m)
+          if (ee[4 * m + j] <= eps2 * std::abs(dd[4 * m + j]) * std::abs(dd[4 * (m + 1) + j]) + safmin) break;
+        ml[j] = std::min(m, n - 1);
+        if (ml[j] != lj[j] || lj[j] >= n - 1) break;
+        ++lj[j];
+        iter[j] = 0;
+      }
+      if (ml[j] != lj[j] && ++iter[j] > 30) {
+        failed |= 1u << j;
+        for (int i = lj[j]; i < n; ++i) ee[4 * i + j] = 0.0;
+        lj[j] = ml[j] = n - 1;
+      }
+    }
+    int L = n, M = 0;
+    for (int j = 0; j < 4; ++j)
+      if (ml[j] != lj[j]) {
+        L = std::min(L, lj[j]);
+        M = std::max(M, ml[j]);
+      }
+    if (L == n) break;
+    const Lanes4 mlv = {double(ml[0]), double(ml[1]), double(ml[2]), double(ml[3])};
+    const Lanes4 llv = {double(lj[0]), double(lj[1]), double(lj[2]), double(lj[3])};
+    const Mask4 active = mlv != llv;
+    // dsterf's shift per lane, from the leading 2 x 2 of its block.
+    Lanes4 dl, dl1, dm, e2l;
+    for (int j = 0; j < 4; ++j) {
+      dl[j] = dd[4 * lj[j] + j];
+      dl1[j] = dd[4 * std::min(lj[j] + 1, n - 1) + j];
+      dm[j] = dd[4 * ml[j] + j];
+      e2l[j] = active[j] ? ee[4 * lj[j] + j] : 1.0;
+    }
+    Lanes4 rte = e2l;
+    sqrt4(rte);
+    Lanes4 sg = (dl1 - dl) / (2.0 * rte);
+    Lanes4 r = sg * sg + 1.0;
+    sqrt4(r);
+    const Lanes4 sigma = dl - rte / (sg + (sg < 0 ? -r : r));
+    Lanes4 gamma = dm - sigma, p = gamma * gamma, c = one, sn = {0.0, 0.0, 0.0, 0.0};
+    for (int i = M - 1; i >= L; --i) {
+      const double di = double(i);
+      const Lanes4 iv = {di, di, di, di}, iv1 = {di + 1, di + 1, di + 1, di + 1};
+      const Mask4 on = active & (iv < mlv) & (iv >= llv);
+      // dsterf's step with its two divisions (c = p / r, s = bb / r, then gamma^2 / c) as
+      // 1 / r and 1 / p, the latter off the chain (p is known at the step's start):
+      // p_new = gamma^2 (r / p) (the same to rounding). p = 0 takes dsterf's p_new =
+      // c_old bb (its c = 0).
+      const Lanes4 bb = E[i];
+      const Lanes4 rr = on ? p + bb : one;
+      const Mask4 pz = p == 0;
+      const Lanes4 rp = one / (pz ? one : p);
+      const Mask4 wr = on & (iv1 < mlv); // e2(i + 1), not at i = m - 1
+      E[i + 1] = wr ? sn * rr : E[i + 1];
+      const Lanes4 q = one / rr;
+      const Lanes4 alpha = D[i];
+      const Lanes4 cn = p * q, snn = bb * q;
+      const Lanes4 gn = cn * (alpha - sigma) - snn * gamma;
+      D[i + 1] = on ? gamma + (alpha - gn) : D[i + 1];
+      Lanes4 pn = pz ? c * bb : (gn * gn) * (rr * rp);
+      // Where c = p / r is below 1e-290 (r / p may overflow; p tiny in the scaled lanes),
+      // dsterf's own formula, per lane (rare: a branch, no division on the chain).
+      const Mask4 slow = on & ~pz & ~(p > rr * 1e-290);
+      if (any4(slow)) {
+        const Mask4 cz = cn == 0;
+        const Lanes4 cs = cz ? one : cn;
+        const Lanes4 ps = cz ? c * bb : (gn * gn) / cs;
+        pn = slow ? ps : pn;
+      }
+      c = on ? cn : c;
+      sn = on ? snn : sn;
+      gamma = on ? gn : gamma;
+      p = on ? pn : p;
+    }
+    for (int j = 0; j < 4; ++j)
+      if (active[j]) {
+        ee[4 * lj[j] + j] = sn[j] * p[j];
+        dd[4 * lj[j] + j] = sigma[j] + gamma[j];
+      }
+  }
+  return failed;
+}
+
+// Eigenvectors of four tridiagonals (lane j: d[4 k + j], e[4 k + j], e = 0 where T splits
+// and at k = n - 1) for the eigenvalues lam[4 i + j], eigenvalue i of lane j belonging to
+// the unreduced block [bs[4 i + j], bt[4 i + j]] (row indices as doubles) of that lane:
+// column i of Z (Z[4 (N k + i) + j], row-major per lane, as tridiagQL4 leaves it) gets the
+// twisted vector of T - lambda (Fernando; Parlett-Dhillon; gpu/eigh_bisect.cuh's
+// twistedVector per thread): D+ from the top (P), D- from the bottom, the twist r at the
+// least |gamma(r)| within the block, z(r) = 1, z(k) = -e(k) / D+(k) z(k + 1) above r,
+// z(k + 1) = -e(k) / D-(k + 1) z(k) below: (T - lambda) z = gamma(r) e_r, one step of
+// inverse iteration from the best start. Rows outside the block come out 0 (e = 0 at
+// its ends). A pivot |q| <= pivmin[j] is taken as -pivmin (dstebz's guard). K columns go
+// together, so the chains of divisions (one a row) overlap. Unit 2-norm. scratch: 3 K n
+// 4-wide vectors plus K n. Returns the lanes (bit j) with a vector not finite.
+SPEX_CLONES unsigned twistedVectors4(int n, const double* __restrict dd, const double* __restrict ee,
+                                     const double* __restrict lam, const double* __restrict bs,
+                                     const double* __restrict bt, const double* __restrict pivmin,
+                                     double* __restrict zz, double* __restrict scratch) {
+  constexpr int K = 4;
+  const std::size_t N = std::size_t(n);
+  const Lanes4* D = reinterpret_cast<const Lanes4*>(dd);
+  const Lanes4* E = reinterpret_cast<const Lanes4*>(ee);
+  const Lanes4* LAM = reinterpret_cast<const Lanes4*>(lam);
+  const Lanes4* BS = reinterpret_cast<const Lanes4*>(bs);
+  const Lanes4* BT = reinterpret_cast<const Lanes4*>(bt);
+  Lanes4* Z = reinterpret_cast<Lanes4*>(zz);
+  Lanes4* P = reinterpret_cast<Lanes4*>(scratch); // P[K k + u]: D+(k) of column u
+  Lanes4* RP = P + K * N;                         // 1 / D+
+  Lanes4* RM = RP + K * N;                        // 1 / D-
+  Lanes4* X = RM + K * N;                         // the vectors before scaling
+  const Lanes4 one = {1.0, 1.0, 1.0, 1.0}, zero = {0.0, 0.0, 0.0, 0.0};
+  const Lanes4 pm = {pivmin[0], pivmin[1], pivmin[2], pivmin[3]}, npm = -pm;
+  const double inf = std::numeric_limits<double>::infinity();
+  unsigned bad = 0;
+  for (int i0 = 0; i0 < n; i0 += K) {
+    const int kc = std::min(K, n - i0); // columns of this group (the rest repeat column i0)
+    Lanes4 l[K], s[K], t[K], rp[K], rm[K], best[K], r[K], zu[K], nrm[K];
+    for (int u = 0; u < K; ++u) {
+      const int iu = i0 + (u < kc ? u : 0);
+      l[u] = LAM[iu];
+      s[u] = BS[iu];
+      t[u] = BT[iu];
+      rp[u] = zero;
+      rm[u] = zero;
+      best[u] = Lanes4{inf, inf, inf, inf};
+      r[u] = t[u];
+      zu[u] = zero;
+      nrm[u] = zero;
+    }
+    // D+ from the top.
+    for (int k = 0; k < n; ++k) {
+      const Lanes4 dk = D[k];
+      const Lanes4 e2 = k > 0 ? E[k - 1] * E[k - 1] : zero;
+      for (int u = 0; u < K; ++u) {
+        Lanes4 q = (dk - l[u]) - e2 * rp[u];
+        q = ((q <= pm) & (q >= npm)) ? npm : q;
+        P[K * k + u] = q;
+        rp[u] = one / q;
+        RP[K * k + u] = rp[u];
+      }
+    }
+    // D- from the bottom; gamma(k) = D+(k) - e(k)^2 / D-(k + 1), the least |gamma| in the block.
+    for (int k = n - 1; k >= 0; --k) {
+      const Lanes4 dk = D[k], ek = E[k];
+      const Lanes4 e2 = ek * ek;
+      const double kd = double(k);
+      const Lanes4 kv = {kd, kd, kd, kd};
+      for (int u = 0; u < K; ++u) {
+        const Lanes4 em = e2 * rm[u];
+        const Lanes4 g = P[K * k + u] - em;
+        const Lanes4 ag = g < 0 ? -g : g;
+        const Mask4 better = (ag < best[u]) & (kv >= s[u]) & (kv <= t[u]);
+        best[u] = better ? ag : best[u];
+        r[u] = better ? kv : r[u];
+        Lanes4 q = (dk - l[u]) - em;
+        q = ((q <= pm) & (q >= npm)) ? npm : q;
+        rm[u] = one / q;
+        RM[K * k + u] = rm[u];
+      }
+    }
+    // Above the twist (and the twist itself), from the bottom up: z(k) = -(e(k) / D+(k)) z(k + 1).
+    for (int k = n - 1; k >= 0; --k) {
+      const Lanes4 ek = E[k];
+      const double kd = double(k);
+      const Lanes4 kv = {kd, kd, kd, kd};
+      for (int u = 0; u < K; ++u) {
+        const Lanes4 a = -(ek * RP[K * k + u]) * zu[u];
+        zu[u] = kv == r[u] ? one : (kv < r[u] ? a : zero);
+        X[K * k + u] = zu[u];
+      }
+    }
+    // Below the twist, from the top down: z(k) = -(e(k - 1) / D-(k)) z(k - 1); the norm.
+    Lanes4 zd[K];
+    for (int u = 0; u < K; ++u) zd[u] = zero;
+    for (int k = 0; k < n; ++k) {
+      const Lanes4 em1 = k > 0 ? E[k - 1] : zero;
+      const double kd = double(k);
+      const Lanes4 kv = {kd, kd, kd, kd};
+      for (int u = 0; u < K; ++u) {
+        const Lanes4 b = -(em1 * RM[K * k + u]) * zd[u];
+        zd[u] = kv == r[u] ? one : (kv > r[u] ? b : zero);
+        const Lanes4 x = kv > r[u] ? zd[u] : X[K * k + u];
+        X[K * k + u] = x;
+        nrm[u] += x * x;
+      }
+    }
+    for (int u = 0; u < kc; ++u) {
+      Lanes4 sc = nrm[u];
+      sqrt4(sc);
+      for (int j = 0; j < 4; ++j)
+        if (!(sc[j] > 0) || !(sc[j] < inf)) bad |= 1u << j;
+      sc = one / sc;
+      Lanes4* col = Z + (i0 + u);
+      for (int k = 0; k < n; ++k) col[N * k] = X[K * k + u] * sc;
+    }
+  }
+  return bad;
+}
+
+
+// CholQR of the four lanes' Z (Z[N k + i] row k, column i, row-major per lane, as
+// tridiagQL4 and twistedVectors4 leave it): G = Z^T Z = R^T R (upper Cholesky), Z <- Z
+// R^-1; a second time in the lanes where the first G departs from I by more than 1e-4
+// (CholQR loses ~eps cond(Z)^2 of orthogonality; below that cond(Z) < 1.01), as
+// gpu/eigh_bisect.cuh's pass 3. Every step is lane-wise, so a lane's result does not
+// depend on the others (a lane that needs no second pass keeps its first). g: 2 N^2 and
+// zs: N^2 4-wide vectors of scratch. Returns the lanes (bit j) whose G is not positive
+// definite or departs from I by 0.5 or more (vectors far from independent).
+SPEX_CLONES unsigned cholQr4(int n, double* __restrict zz, double* __restrict gg, double* __restrict zs) {
+  const std::size_t N = std::size_t(n);
+  Lanes4* Z = reinterpret_cast<Lanes4*>(zz);
+  Lanes4* G = reinterpret_cast<Lanes4*>(gg);
+  Lanes4* Z0 = reinterpret_cast<Lanes4*>(zs);
+  const Lanes4 one = {1.0, 1.0, 1.0, 1.0}, zero = {0.0, 0.0, 0.0, 0.0};
+  unsigned bad = 0, again = 0;
+  for (int pass = 0; pass < 2; ++pass) {
+    if (pass == 1) {
+      if (!again) break;
+      for (std::size_t i = 0; i < N * N; ++i) Z0[i] = Z[i]; // the first pass's result
+    }
+    // G = Z^T Z, upper triangle (G[N a + b], b >= a), in 3 x 3 tiles (15 of the 16
+    // registers; indices past n clamped to n - 1, those entries not stored).
+    constexpr int TA = 3, TB = 3;
+    for (int a0 = 0; a0 < n; a0 += TA) {
+      int ia[TA];
+      for (int u = 0; u < TA; ++u) ia[u] = std::min(a0 + u, n - 1);
+      for (int b0 = a0; b0 < n; b0 += TB) {
+        int ib[TB];
+        for (int v = 0; v < TB; ++v) ib[v] = std::min(b0 + v, n - 1);
+        Lanes4 acc[TA][TB];
+        for (int u = 0; u < TA; ++u)
+          for (int v = 0; v < TB; ++v) acc[u][v] = zero;
+        for (int k = 0; k < n; ++k) {
+          const Lanes4* zr = Z + N * k;
+          Lanes4 za[TA], zb[TB];
+          for (int u = 0; u < TA; ++u) za[u] = zr[ia[u]];
+          for (int v = 0; v < TB; ++v) zb[v] = zr[ib[v]];
+          for (int u = 0; u < TA; ++u)
+            for (int v = 0; v < TB; ++v) acc[u][v] += za[u] * zb[v];
+        }
+        for (int u = 0; u < TA; ++u)
+          for (int v = 0; v < TB; ++v)
+            if (a0 + u < n && b0 + v < n && b0 + v >= a0 + u) G[N * (a0 + u) + b0 + v] = acc[u][v];
+      }
+    }
+    Lanes4 off = zero;
+    for (int a = 0; a < n; ++a)
+      for (int b = a; b < n; ++b) {
+        Lanes4 x = G[N * a + b] - (a == b ? one : zero);
+        x = x < 0 ? -x : x;
+        off = x > off ? x : off;
+      }
+    for (int j = 0; j < 4; ++j) {
+      if (!(off[j] < 0.5)) bad |= 1u << j;
+      if (pass == 0 && off[j] > 1e-4) again |= 1u << j;
+    }
+    // Upper Cholesky in place, by rows (row j of R in row j of G, 1 / R_jj on the
+    // diagonal): row j of G less the rows above it, four at a time, each scaled by its
+    // entry in column j (row j stays in L1, the rows above are streamed once). A lane
+    // with a pivot <= 1e-20 (its unit vectors rank-deficient) is reported and gets pivot 1
+    // so that its numbers stay finite. RT gets R transposed, for the solve.
+    Lanes4* RT = G + N * N; // R^T, row b = column b of R, contiguous for the solve
+    for (int j = 0; j < n; ++j) {
+      Lanes4* gj = G + N * j;
+      int i = 0;
+      for (; i + 4 <= j; i += 4) {
+        const Lanes4 *r0 = G + N * i, *r1 = r0 + N, *r2 = r1 + N, *r3 = r2 + N;
+        const Lanes4 c0 = r0[j], c1 = r1[j], c2 = r2[j], c3 = r3[j];
+        for (int b = j; b < n; ++b) gj[b] -= (c0 * r0[b] + c1 * r1[b]) + (c2 * r2[b] + c3 * r3[b]);
+      }
+      for (; i < j; ++i) {
+        const Lanes4* r0 = G + N * i;
+        const Lanes4 c0 = r0[j];
+        for (int b = j; b < n; ++b) gj[b] -= c0 * r0[b];
+      }
+      Lanes4 p = gj[j];
+      const Mask4 low = ~(p > 1e-20);
+      for (int l = 0; l < 4; ++l)
+        if (low[l]) bad |= 1u << l;
+      p = low ? one : p;
+      sqrt4(p);
+      const Lanes4 rinv = one / p;
+      gj[j] = rinv;
+      for (int b = j + 1; b < n; ++b) {
+        gj[b] *= rinv;
+        RT[N * b + j] = gj[b];
+      }
+      RT[N * j + j] = rinv;
+    }
+    // Z <- Z R^-1 row by row (y R = x: y_b = (x_b - sum_{a<b} y_a R_ab) / R_bb), eight
+    // rows together (row indices past n clamped: the duplicates compute and store the
+    // same numbers).
+    for (int k0 = 0; k0 < n; k0 += 8) {
+      Lanes4* zr[8];
+      for (int u = 0; u < 8; ++u) zr[u] = Z + N * std::min(k0 + u, n - 1);
+      for (int b = 0; b < n; ++b) {
+        const Lanes4* rb = RT + N * b;
+        Lanes4 acc[8];
+        for (int u = 0; u < 8; ++u) acc[u] = zr[u][b];
+        for (int a = 0; a < b; ++a) {
+          const Lanes4 rab = rb[a];
+          for (int u = 0; u < 8; ++u) acc[u] -= zr[u][a] * rab;
+        }
+        const Lanes4 rinv = rb[b];
+        for (int u = 0; u < 8; ++u) zr[u][b] = acc[u] * rinv;
+      }
+    }
+    if (pass == 1) { // lanes that needed no second pass keep the first one's vectors
+      Mask4 keep;
+      for (int j = 0; j < 4; ++j) keep[j] = (again >> j) & 1u ? 0 : -1;
+      for (std::size_t i = 0; i < N * N; ++i) Z[i] = keep ? Z0[i] : Z[i];
+    }
+  }
+  return bad;
 }
 
 
@@ -890,7 +1230,63 @@ int SymEigen::compute4(int count, int n, const double* const* a, int lda, double
     }
   }
   m_rot4.resize(8 * N);
-  const unsigned failed = detail::tridiagQL4(n, m_d4.data(), m_e4.data(), m_z4.data(), m_rot4.data());
+  const bool twisted = m_vectors == EigenVectors::Twisted;
+  unsigned failed = 0;
+  if (twisted) {
+    // T split where |e| <= eps ||T|| (a perturbation of eps ||T||, QL's backward error
+    // anyway; gpu/eigh_bisect.cuh's setup), kept for the twisted factorizations: the
+    // root-free QL then leaves each eigenvalue at a position inside its unreduced block.
+    const double eps = std::numeric_limits<double>::epsilon();
+    double pivmin[4], tight[4];
+    for (int j = 0; j < 4; ++j) {
+      double tn = 0;
+      for (int i = 0; i < n; ++i)
+        tn = std::max(tn, std::abs(m_d4[4 * i + j]) + (i > 0 ? std::abs(m_e4[4 * (i - 1) + j]) : 0.0) +
+                              std::abs(m_e4[4 * i + j]));
+      for (int i = 0; i + 1 < n; ++i)
+        if (std::abs(m_e4[4 * i + j]) <= eps * tn) m_e4[4 * i + j] = 0.0;
+      pivmin[j] = std::max(1e-10 * eps * tn, 1e-290);
+      tight[j] = 30.0 * eps * tn;
+    }
+    m_dt4.assign(m_d4.begin(), m_d4.end());
+    m_et4.assign(m_e4.begin(), m_e4.end());
+    for (double& x : m_e4) x *= x;
+    failed = detail::tridiagPWK4(n, m_d4.data(), m_e4.data());
+    // Each row's unreduced block; a lane with two eigenvalues of one block within 30 eps
+    // ||T|| goes to dstedc (their twisted vectors would be nearly the same one).
+    m_bs4.resize(4 * N);
+    m_bt4.resize(4 * N);
+    m_lam.resize(N);
+    for (int j = 0; j < 4; ++j) {
+      for (int s0 = 0; s0 < n;) {
+        int t0 = s0;
+        while (t0 + 1 < n && m_et4[4 * t0 + j] != 0.0) ++t0;
+        for (int i = s0; i <= t0; ++i) {
+          m_bs4[4 * i + j] = s0;
+          m_bt4[4 * i + j] = t0;
+          m_lam[i - s0] = m_d4[4 * i + j];
+        }
+        bool finite = true; // (no sort over NaNs: not a strict weak order)
+        for (int i = 0; i <= t0 - s0; ++i) finite = finite && std::isfinite(m_lam[i]);
+        if (!finite) {
+          failed |= 1u << j;
+        } else {
+          std::sort(m_lam.begin(), m_lam.begin() + (t0 - s0 + 1));
+          for (int i = 0; i < t0 - s0; ++i)
+            if (!(m_lam[i + 1] - m_lam[i] > tight[j])) failed |= 1u << j;
+        }
+        s0 = t0 + 1;
+      }
+    }
+    m_tw.resize(4 * 4 * 4 * N);
+    failed |= detail::twistedVectors4(n, m_dt4.data(), m_et4.data(), m_d4.data(), m_bs4.data(), m_bt4.data(),
+                                      pivmin, m_z4.data(), m_tw.data());
+    // CholQR on Z before the back-transformation (Q orthogonal: the same Gram matrix).
+    m_gram.resize(12 * N * N);
+    failed |= detail::cholQr4(n, m_z4.data(), m_gram.data(), m_gram.data() + 8 * N * N);
+  } else {
+    failed = detail::tridiagQL4(n, m_d4.data(), m_e4.data(), m_z4.data(), m_rot4.data());
+  }
   // V = H_0 H_1 ... H_(n-3) Z for the four lanes at once, on Z as QL left it (row k of
   // eigenvector column i at Z[N k + i]), two reflectors per pass; columns sorted after.
   m_p.resize(8 * N);
@@ -905,12 +1301,14 @@ int SymEigen::compute4(int count, int n, const double* const* a, int lda, double
     }
   }
   int info = 0;
+  m_fallbacks = 0;
   m_order.resize(N);
   for (int j = 0; j < count; ++j) {
     Reduced& L = m_lane[j];
     bool ok = L.finite && !(failed & (1u << j));
     for (int i = 0; ok && i < n; ++i) ok = std::isfinite(m_d4[4 * i + j]);
     if (!ok) { // dstedc (then dsyevr) on this lane's tridiagonal, as compute() does
+      m_fallbacks |= 1u << j;
       const int r = solveTridiagonal(n, L, a[j], lda, w[j], z[j], ldz);
       if (r != 0 && info == 0) info = r;
       continue;
@@ -929,5 +1327,6 @@ int SymEigen::compute4(int count, int n, const double* const* a, int lda, double
   }
   return info;
 }
+
 
 } // namespace spex

@@ -22,14 +22,39 @@
 // (docs/benchmarks.md, "CPU engine, seventh pass" and "eighth pass"). A lane that does
 // not converge (30 sweeps for one eigenvalue) or meets a non-finite value is solved
 // again by dstedc, as compute() does.
+//
+// EigenVectors::Twisted (compute4 only; the CPU engine's default) finds the eigenvalues
+// alone, by the root-free QL of Pal, Walker and Kahan (dsterf's step: no square root, no
+// rotations of Z, which were ~65 % of the QL's work with vectors) in the same lanes, on
+// T split where |e| <= eps ||T||, then each eigenvector of T by a twisted factorization
+// of T - lambda in lanes (Fernando; Parlett-Dhillon: D+ from the top, D- from the bottom, the twist at the
+// least |gamma|: one inverse-iteration step from the best start; the GPU's bisect method,
+// gpu/eigh_bisect.cuh, does the same per thread), the back-transformation as above, and
+// CholQR of Z (G = Z^T Z = R^T R, Z <- Z R^-1, in lanes, before the back-transformation:
+// Q is orthogonal, so Z's Gram matrix is V's): for two
+// computed pairs |v_a . v_b| <= (|r_a| + |r_b|) / |lambda_a - lambda_b|, so CholQR mixes
+// vectors only in proportion to how close their eigenvalues are and adds ~eps ||T|| to
+// the residuals (docs/benchmarks.md, "eighth round: eigensolver by bisection"). A lane
+// with two eigenvalues of one unreduced block within 30 eps ||T|| (twisted vectors of
+// such a pair come out nearly the same), or whose vectors or Gram matrix are not sound,
+// is solved by dstedc instead. Each lane's result depends on its own matrix only.
 #pragma once
 
 #include <vector>
 
 namespace spex {
 
+enum class EigenVectors { QL, Twisted };
+
 class SymEigen {
 public:
+  // How compute4 finds the tridiagonal's eigenvectors (QL: the rotations accumulated).
+  void setVectors(EigenVectors v) { m_vectors = v; }
+  EigenVectors vectors() const { return m_vectors; }
+  // The lanes (bit j) of the last compute4 that were solved by dstedc (or dsyevr) instead
+  // (for the tests and notes).
+  unsigned lastFallbacks() const { return m_fallbacks; }
+
   // a: n x n column-major (lda), lower triangle read, not modified. w: n eigenvalues,
   // z: n x n eigenvectors (ldz). Returns 0, or LAPACK's info where dsyevr failed too.
   int compute(int n, const double* a, int lda, double* w, double* z, int ldz);
@@ -60,6 +85,10 @@ private:
   // z = Q Z for Z in m_zt (row-major).
   void backTransform(int n, const Reduced& L, double* z, int ldz);
 
+  EigenVectors m_vectors = EigenVectors::QL;
+  unsigned m_fallbacks = 0;
+  // Twisted: the lanes' split tridiagonals, each row's block ends, pivot guards, scratch.
+  std::vector<double> m_dt4, m_et4, m_bs4, m_bt4, m_tw, m_gram, m_lam;
   std::vector<Reduced> m_lane;
   std::vector<double> m_a;    // n x n working copy, column-major, lower triangle used
   std::vector<double> m_p;

@@ -61,7 +61,8 @@ class TestBandedSolver : public QObject {
   GaussHermitePsf psf;
 
   ExtractionResult run(const Image& img, const WaveGrid& g, int f0, int nf, NormalSolver solver,
-                       Decorrelation mode = Decorrelation::Signal) {
+                       Decorrelation mode = Decorrelation::Signal,
+                       EigenVectors vectors = EigenVectors::Twisted) {
     ExtractionRequest req;
     req.image = &img;
     req.psf = &psf;
@@ -74,12 +75,14 @@ class TestBandedSolver : public QObject {
     CancelToken ct;
     CpuEngineOptions o;
     o.solver = solver;
+    o.eigenVectors = vectors;
     return CpuEngine(o).extract(req, np, ct);
   }
 
   // Relative agreement of two results of the same request: flux in units of its sigma,
   // ivar relative, R absolute (its rows sum to 1), f relative to the largest |f|.
-  static void requireSame(const ExtractionResult& a, const ExtractionResult& b, double tol) {
+  static void requireSame(const ExtractionResult& a, const ExtractionResult& b, double tol,
+                          const char* what = "banded vs dense") {
     QCOMPARE(a.patches.size(), b.patches.size());
     double dflux = 0, divar = 0, dres = 0, df = 0, fmax = 0, dchi = 0;
     for (std::size_t i = 0; i < a.flux.data.size(); ++i) {
@@ -95,9 +98,9 @@ class TestBandedSolver : public QObject {
     }
     for (std::size_t i = 0; i < a.resolution.data.size(); ++i)
       dres = std::max(dres, std::abs(a.resolution.data[i] - b.resolution.data[i]));
-    qInfo("banded vs dense: |dflux| sqrt(ivar) %.2e, divar/ivar %.2e, |dR| %.2e, |df|/max|f| %.2e, "
+    qInfo("%s: |dflux| sqrt(ivar) %.2e, divar/ivar %.2e, |dR| %.2e, |df|/max|f| %.2e, "
           "dchi2pix %.2e",
-          dflux, divar, dres, df / fmax, dchi);
+          what, dflux, divar, dres, df / fmax, dchi);
     QVERIFY2(dflux < tol, qPrintable(QString::number(dflux)));
     QVERIFY2(divar < tol, qPrintable(QString::number(divar)));
     QVERIFY2(dres < tol, qPrintable(QString::number(dres)));
@@ -296,6 +299,27 @@ private slots:
       // Auto picks the band for the DESI PSF, so it is the banded result bit for bit.
       for (std::size_t i = 0; i < banded.flux.data.size(); ++i)
         QCOMPARE(automatic.flux.data[i], banded.flux.data[i]);
+    }
+  }
+
+  // The fiber blocks' eigenvectors by twisted factorizations and CholQR (the default)
+  // against QL's rotations, on the same real patches: both are backward-stable
+  // decompositions of each block (residuals and orthogonality of a few eps), so C_s^-1/2
+  // and what follows from it differ by ~eps cond(C_s), far below 1e-10 at the blocks'
+  // conditions (a wrong vector gives O(1)).
+  void realPatchesTwistedMatchesQl() {
+    SPEX_REQUIRE_DATA(path, "psf-r0-00067784.fits");
+    psf = readPsf(path);
+    for (const auto& [w0, w1, f0, nf] : {std::tuple{5760.0, 5960.0, 0, 30},
+                                         std::tuple{7420.0, 7620.0, 470, 30}}) {
+      SimulationOptions so;
+      so.wave = WaveGrid::fromRange(w0, w1, 0.8);
+      so.fiberMin = f0;
+      so.nFiber = nf;
+      const Simulation sim = simulate(psf, so);
+      requireSame(run(sim.image, so.wave, f0, nf, NormalSolver::Auto, Decorrelation::Signal, EigenVectors::QL),
+                  run(sim.image, so.wave, f0, nf, NormalSolver::Auto, Decorrelation::Signal, EigenVectors::Twisted),
+                  1e-10, "twisted vs QL");
     }
   }
 

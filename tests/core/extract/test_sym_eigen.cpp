@@ -280,7 +280,16 @@ private slots:
   // (n eps ||A||) divided by the smallest eigenvalue: measured 2-15x dsyevd's at
   // conditions 1e6 and 1e12 (e.g. 5e-12 against 3e-13, 1e-5 against 2e-6), within
   // n eps cond by two decades or more; a wrong eigenpair gives O(1).
-  void batchOfFourAgainstDsyevd() {
+  void batchOfFourAgainstDsyevd() { batchOfFour(EigenVectors::QL); }
+  // The same with the eigenvectors of T by twisted factorizations and CholQR
+  // (EigenVectors::Twisted), same bounds. The twisted path must be the one taken: only
+  // lanes with eigenvalues within 30 eps ||T|| of each other in one unreduced block of
+  // T (the clustered and repeated spectra; the diagonal matrix splits T into 1 x 1
+  // blocks and stays) may go to dstedc.
+  void twistedBatchOfFourAgainstDsyevd() { batchOfFour(EigenVectors::Twisted); }
+
+private:
+  void batchOfFour(EigenVectors vectors) {
     std::mt19937 rng(41);
     auto scaled = [](Mat m, double f) {
       for (double& x : m) x *= f;
@@ -289,7 +298,9 @@ private slots:
     std::uniform_real_distribution<double> u(0.0, 1.0);
     std::normal_distribution<double> g;
     SymEigen eig; // reused across sizes and calls, as the engine does
+    eig.setVectors(vectors);
     double worst[4] = {0, 0, 0, 0}; // eig, resid, orth, dQ (cond <= 1e6)
+    int fallbacks = 0, lanes = 0;
     for (int n : {1, 2, 3, 4, 7, 17, 33, 50, 64, 73, 74, 74, 90, 148}) {
       auto spd = [&](double cond) {
         std::vector<double> lam(n);
@@ -330,6 +341,11 @@ private slots:
         }
         const std::vector<Check> r = compare4(n, a, s, eig);
         for (std::size_t j = 0; j < batch.size(); ++j) {
+          const bool fellBack = (eig.lastFallbacks() >> j) & 1u;
+          fallbacks += fellBack;
+          ++lanes;
+          if (vectors == EigenVectors::Twisted && !QByteArray(batch[j].what).contains("clustered"))
+            QVERIFY2(!fellBack, qPrintable(QString("n=%1 %2 went to dstedc").arg(n).arg(batch[j].what)));
           verify(r[j], batch[j].cond, qPrintable(QString("n=%1 %2").arg(n).arg(batch[j].what)),
                  std::max(n * 1.1e-16 * batch[j].cond, 1e-12));
           worst[0] = std::max(worst[0], r[j].dw);
@@ -339,8 +355,8 @@ private slots:
         }
       }
     }
-    qInfo("compute4 worst: eig %.1e resid %.1e orth %.1e dQ (cond <= 1e6) %.1e", worst[0], worst[1], worst[2],
-          worst[3]);
+    qInfo("compute4 (%s) worst: eig %.1e resid %.1e orth %.1e dQ (cond <= 1e6) %.1e; %d of %d lanes by dstedc",
+          vectors == EigenVectors::QL ? "QL" : "twisted", worst[0], worst[1], worst[2], worst[3], fallbacks, lanes);
   }
 };
 
