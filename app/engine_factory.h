@@ -36,6 +36,8 @@ struct EngineChoice {
 //   SPEXLAB_CUDA_STREAMS=N      workspaces (streams) per GPU
 //   SPEXLAB_CUDA_BATCH=P        patches per batch (within the budget)
 //   SPEXLAB_CUDA_EIGH=tridiagonal|cusolver|jacobi|bisect  fiber-block eigensolver
+//   SPEXLAB_CUDA_EIGH_REDUCE=block|warp   its tridiagonalisation by a 192-thread block or by
+//                                          one warp a fiber block (A/B timing; the same to rounding)
 //   SPEXLAB_CUDA_CHOLESKY=tiled|fused|blocked|potrf  batched Cholesky: block columns by one
 //                                          kernel, diagonal block by tiles (default) or in one
 //                                          sweep, by four launches, or cuSOLVER

@@ -48,7 +48,8 @@ void enqueueDecorrelate(Workspace& w, BatchView v, const BatchShape& shape, Devi
             const int blocks = count * v.maxKept;
             const bool bisect = w.bisectEigh && w.A.capacity() >= syevBatchedBisectWorkspace(nb, blocks);
             syevBatched(nb, v.K, nb, (long long)nb * nb, v.KW, w.info2.get(), blocks, w.A.get(), w.A.capacity(), s,
-                        bisect ? SyevMethod::Bisect : SyevMethod::Chain);
+                        bisect ? SyevMethod::Bisect : SyevMethod::Chain,
+                        w.warpReduce ? SyevReduce::Warp : SyevReduce::Block);
             return;
           }
           checkCusolver(cusolverDnXsyevBatched(

@@ -37,6 +37,12 @@ namespace spex::gpu {
 // syevBatchedBisectWorkspace doubles of workspace.
 enum class SyevMethod { Chain, Bisect };
 
+// Pass 1's tridiagonalisation (docs/benchmarks.md, Issue 12, ninth round). Block: the
+// fused kernel, a 192-thread block a matrix (two barriers a step). Warp: one warp a
+// matrix (gpu/eigh_reduce_warp.cuh: a lane's rows whole, no barrier), n <= 80 (larger n
+// run Block). Both leave the same reflectors and tridiagonal to rounding.
+enum class SyevReduce { Block, Warp };
+
 // Largest n the shared-memory solver takes (n * n doubles must fit in a block's
 // shared memory beside a few vectors).
 constexpr int kSyevMaxN = 160;
@@ -61,7 +67,8 @@ std::size_t syevBatchedMinWorkspace(int n, int batch);
 // aligned, each matrix taking an equal share. Asynchronous on `stream`; throws
 // GpuError for bad arguments or a failed launch.
 void syevBatched(int n, double* A, int lda, long long strideA, double* W, int* info, int batch,
-                 double* work, std::size_t lwork, cudaStream_t stream, SyevMethod method = SyevMethod::Chain);
+                 double* work, std::size_t lwork, cudaStream_t stream, SyevMethod method = SyevMethod::Chain,
+                 SyevReduce reduce = SyevReduce::Block);
 
 // The same, synchronous on the default stream, each pass timed (CUDA events), with
 // clock-cycle counts per stage (thread 0 of a block, or the matrix's thread in the QL
@@ -74,7 +81,9 @@ void syevBatched(int n, double* A, int lda, long long strideA, double* W, int* i
 // grouping gives the same eigenvectors to the bit.
 // reduce: the pass-1 kernels (0: as syevBatched, the fused tridiagonalisation and,
 // where n <= 80, Q by its own register-tile kernel; 1: the three-pass reduction of the
-// fourth round, kept for A/B; 2: the fused kernel forming Q itself).
+// fourth round, kept for A/B; 2: the fused kernel forming Q itself; 3: the one-warp
+// kernel of SyevReduce::Warp, then Q as 0 (n <= 80, else as 0)). Method Bisect: 3 the
+// one-warp kernel, anything else the fused kernel (SyevReduce::Block).
 // method Bisect: qlSeconds / qlCycles are pass 2 (bisection and vectors), applySeconds /
 // applyCycles pass 3 (CholQR and Q); sweeps the quadsection steps a matrix (all its
 // eigenvalues), fallbacks the matrices with a cluster of close eigenvalues, rotations
