@@ -220,7 +220,7 @@ Errors compareWithLapack(int n, int lda, long long stride, int batch, double dec
         "orthogonality %.2e, C^-1/2 %.2e", method == gpu::SyevMethod::Bisect ? "bisect: " : "", n, lda, batch,
         decades, clusterRel > 0 ? qPrintable(QString(", clusters within %1").arg(clusterRel)) : "",
         wk == Work::Full ? "full" : wk == Work::Least ? "least" : wk == Work::Bisect ? "bisect's least" : "short",
-        reduce == 1 ? "three-pass" : reduce == 2 ? "fused, Q in it" : "default",
+        reduce == 1 ? "three-pass" : reduce == 2 ? "fused, Q in it" : reduce == 3 ? "one warp" : "default",
         err.eig, err.residual, err.orth, err.invSqrt);
   if (Vout) *Vout = std::move(V);
   if (Wout) *Wout = std::move(W);
@@ -462,6 +462,79 @@ private slots:
         check(cudaMemcpy(info.data(), d.info, small * sizeof(int), cudaMemcpyDeviceToHost), "D2H info");
         for (int b = 0; b < small; ++b) QCOMPARE(info[b], 0);
       }
+  }
+
+  // Pass 1 by one warp a matrix (SyevReduce::Warp, syevBatchedProfile's reduce = 3;
+  // Issue 12, ninth round) under both methods, against LAPACK with the criteria above:
+  // the engine's size over 4 and 10 decades and with clusters, every slot boundary of a
+  // lane's rows (n - 1 = 32, 64: rows 1 + lane + 32 q) and the largest order it takes
+  // (80; 81 and 100 run the block kernel); then against the block kernel on the same
+  // blocks: the same Householder steps, so eigenvalues and C^-1/2 agree to rounding.
+  void warpReduceMatchesLapack() {
+    const auto B = gpu::SyevMethod::Bisect, C = gpu::SyevMethod::Chain;
+    for (const auto method : {B, C}) {
+      const double orthTol = method == B ? 1e-13 : 1e-12;
+      Errors e = compareWithLapack(74, 74, 74 * 74, 300, 4.0, 1, Work::Full, nullptr, nullptr, 3, method);
+      QVERIFY2(e.eig < 1e-12 && e.residual < 1e-12 && e.orth < orthTol && e.invSqrt < 1e-10,
+               qPrintable(QString("%1 %2 %3 %4").arg(e.eig).arg(e.residual).arg(e.orth).arg(e.invSqrt)));
+      e = compareWithLapack(74, 74, 74 * 74, 100, 10.0, 2, Work::Full, nullptr, nullptr, 3, method);
+      QVERIFY2(e.eig < 1e-12 && e.residual < 1e-12 && e.orth < orthTol,
+               qPrintable(QString("%1 %2 %3").arg(e.eig).arg(e.residual).arg(e.orth)));
+      e = compareWithLapack(74, 74, 74 * 74, 64, 4.0, 3, Work::Full, nullptr, nullptr, 3, method, 1e-12);
+      QVERIFY2(e.eig < 1e-12 && e.residual < 1e-12 && e.orth < orthTol && e.invSqrt < 1e-10,
+               qPrintable(QString("clusters: %1 %2 %3 %4").arg(e.eig).arg(e.residual).arg(e.orth).arg(e.invSqrt)));
+      for (int n : {1, 2, 3, 4, 5, 32, 33, 34, 35, 64, 65, 66, 67, 73, 75, 79, 80, 81, 100}) {
+        const int lda = n + 3;
+        e = compareWithLapack(n, lda, (long long)lda * n + 7, 24, 4.0, 70 + n,
+                              method == B && n <= 80 ? Work::Bisect : Work::Full, nullptr, nullptr, 3, method);
+        QVERIFY2(e.eig < 1e-12 && e.residual < 1e-12 && e.orth < orthTol && e.invSqrt < 1e-10,
+                 qPrintable(QString("n %1").arg(n)));
+      }
+      std::vector<double> V[2], W[2];
+      for (int k = 0; k < 2; ++k)
+        compareWithLapack(74, 74, 74 * 74, 64, 4.0, 5, Work::Full, &V[k], &W[k], k ? 3 : 0, method);
+      const auto [dw, ds] = decompositionsAgree(74, V[0], W[0], V[1], W[1]);
+      qInfo("%s: one warp vs block reduce, 64 blocks of 74: max |dW| / max W %.2e, C^-1/2 %.2e",
+            method == B ? "bisect" : "chain", dw, ds);
+      QVERIFY2(dw < 1e-13 && ds < 1e-10, qPrintable(QString("%1 %2").arg(dw).arg(ds)));
+    }
+  }
+
+  void warpReduceFrameTimed() {
+    // 23 500 blocks (a frame) and the engine's batch sizes, the bisection method with
+    // the block reduce (0) and the one-warp reduce (3) alternating, three times each:
+    // for docs/benchmarks.md (Issue 12, ninth round). The frame's eigenvalues by both
+    // agree to rounding.
+    const int n = 74, base = 300, batch = 23500;
+    const std::vector<double> A = frameSizedBlocks(n, base, batch);
+    Device d;
+    allocateForFrame(d, n, batch);
+    std::vector<double> Wr[2];
+    for (int small : {batch, 1235, 995})
+      for (int rep = 0; rep < 6; ++rep) {
+        const int reduce = rep % 2 ? 3 : 0;
+        check(cudaMemcpy(d.A, A.data(), std::size_t(n) * n * small * sizeof(double), cudaMemcpyHostToDevice), "H2D");
+        const gpu::SyevProfile q = gpu::syevBatchedProfile(n, d.A, n, n * n, d.W, d.info, small, d.work,
+                                                           gpu::syevBatchedWorkspace(n, small), 0, 0, reduce,
+                                                           gpu::SyevMethod::Bisect);
+        qInfo("%d blocks of %d, bisect, reduce %s: %.3f ms (reduce %.3f, bisection+vectors %.3f, CholQR+Q %.3f); "
+              "tridiagonal %.0f cycles a block", small, n, reduce ? "one warp" : "block   ", q.seconds * 1e3,
+              q.reduceSeconds * 1e3, q.qlSeconds * 1e3, q.applySeconds * 1e3, q.tridiagonalCycles);
+        std::vector<int> info(small);
+        check(cudaMemcpy(info.data(), d.info, small * sizeof(int), cudaMemcpyDeviceToHost), "D2H info");
+        for (int b = 0; b < small; ++b) QCOMPARE(info[b], 0);
+        if (small == batch && rep < 2) {
+          Wr[rep].resize(std::size_t(n) * batch);
+          check(cudaMemcpy(Wr[rep].data(), d.W, Wr[rep].size() * sizeof(double), cudaMemcpyDeviceToHost), "D2H W");
+        }
+      }
+    double dw = 0, wmax = 0;
+    for (std::size_t k = 0; k < Wr[0].size(); ++k) {
+      dw = std::max(dw, std::abs(Wr[0][k] - Wr[1][k]));
+      wmax = std::max(wmax, std::abs(Wr[0][k]));
+    }
+    qInfo("frame eigenvalues, one warp vs block reduce: max |dW| / max W %.2e", dw / wmax);
+    QVERIFY2(dw < 1e-13 * wmax, qPrintable(QString::number(dw / wmax)));
   }
 
   void badArgumentsAreErrors() {
