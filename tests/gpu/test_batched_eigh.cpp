@@ -500,6 +500,18 @@ private slots:
     }
   }
 
+  void warpReduceEveryOrder() {
+    // Every order the one-warp kernel takes (each split of a lane's three row slots),
+    // a few blocks each, the bisection method's least workspace: small enough for
+    // compute-sanitizer's memcheck and racecheck.
+    for (int n = 1; n <= 80; ++n) {
+      const Errors e = compareWithLapack(n, n + 1, (long long)(n + 1) * n + 3, 3, 4.0, 200 + n, Work::Bisect,
+                                         nullptr, nullptr, 3, gpu::SyevMethod::Bisect);
+      QVERIFY2(e.eig < 1e-12 && e.residual < 1e-12 && e.orth < 1e-13 && e.invSqrt < 1e-10,
+               qPrintable(QString("n %1").arg(n)));
+    }
+  }
+
   void warpReduceFrameTimed() {
     // 23 500 blocks (a frame) and the engine's batch sizes, the bisection method with
     // the block reduce (0) and the one-warp reduce (3) alternating, three times each:

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Issue 12, ninth round (eighred): the one-warp reduce on the GPU machine, one call.
+# Usage (device tool, repository root): bash scripts/eighred-device.sh
+# Needs .device from scripts/device-bundle.sh build build/tests/gpu/test_eigh_reduce_warp.
+set -u
+OUT=${OUT:-/tmp/out}
+mkdir -p $OUT
+D=/tmp/dev
+mkdir -p $D && tar -xJf .device/stage.tar.xz -C $D || exit 1
+export LD_LIBRARY_PATH=$D/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+export SPEXLAB_TEST_DATA=$D/data QT_QPA_PLATFORM=offscreen PATH=/usr/local/cuda/bin:$PATH
+B=$D/bin
+PSF=$D/data/psf-r0-00067784.fits
+t0=$(date +%s)
+el() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
+nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,driver_version --format=csv | tee $OUT/gpu.txt
+el "eigh tests"
+timeout 70 $B/test_batched_eigh warpReduceMatchesLapack warpReduceFrameTimed bisectMatchesLapack 2>&1 \
+  | tee $OUT/eigh.log | grep -E "PASS|FAIL|QINFO.*(one warp|block   |vs)|Totals|Loc"
+timeout 20 $B/test_eigh_reduce_warp 2>&1 | tee -a $OUT/eigh.log | grep -E "PASS|FAIL|QINFO|Totals|Loc"
+el "engine one stream, kernel profile"
+for r in block warp; do
+  echo "reduce $r, 1 stream:"
+  SPEXLAB_CUDA_EIGH_REDUCE=$r SPEXLAB_CUDA_STREAMS=1 timeout 40 $B/spexlab-cli bench --engine cuda --psf $PSF --repeat 5 \
+    --profile-kernels 2>&1 | tee $OUT/bench1_$r.txt | grep -E "^wall|syev|Reduce|^eigh"
+done
+el "warm frame alternating"
+for r in block warp block warp; do
+  echo "reduce $r:"
+  SPEXLAB_CUDA_EIGH_REDUCE=$r timeout 40 $B/spexlab-cli bench --engine cuda --psf $PSF --repeat 7 --quiet 2>&1 \
+    | tee -a $OUT/bench_ab.txt | grep -E "^wall"
+done
+el "engine test"
+timeout 60 $B/test_cuda_engine eighReducesMatchCpu otherEigensolversMatchCpu 2>&1 | tee $OUT/engine.log \
+  | grep -E "PASS|FAIL|QINFO|Totals|Loc"
+el "memcheck"
+timeout 40 compute-sanitizer --tool memcheck --error-exitcode 9 $B/test_batched_eigh warpReduceEveryOrder 2>&1 \
+  | tee $OUT/memcheck.log | grep -E "ERROR SUMMARY|FAIL|Totals"; echo "memcheck rc ${PIPESTATUS[0]}"
+el "racecheck"
+timeout 60 compute-sanitizer --tool racecheck --error-exitcode 9 $B/test_batched_eigh \
+  warpReduceEveryOrder 2>&1 | tee $OUT/racecheck.log | grep -E "ERROR SUMMARY|RACE|FAIL|Totals"; echo "racecheck rc ${PIPESTATUS[0]}"
+el "done"
+cd $OUT && tar -czf logs.tgz *.log *.txt && ls
