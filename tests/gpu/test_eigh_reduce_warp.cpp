@@ -1,9 +1,12 @@
 // syevBatched's one-warp tridiagonalisation (gpu/eigh_reduce_warp.cuh, SyevReduce::Warp)
 // run on the host: 32 std::threads, one a lane, the warp's shuffles, sums and
 // __syncwarp emulated with a std::barrier (the sums in the device's butterfly order).
-// Checked against LAPACK: d, e and tau against dsytrd's (dsytd2 for n < 128: the same
-// Householder steps, so they agree to rounding), and the reflectors left in A through
-// Q = H_0 ... H_{n-3}: Q^T A Q = T and Q^T Q = I to rounding. Needs no GPU.
+// Checked against LAPACK: the eigenvalues of T against dsyevd's of A; the reflectors
+// left in A through Q = H_0 ... H_{n-3}: Q^T A Q = T and Q^T Q = I to rounding (the
+// backward error); the first step against dsytrd's. (T's later entries are not compared
+// with dsytrd's: T is the Lanczos matrix of A from e_0, whose entries move by far more
+// than eps ||A|| under rounding of that size once the Krylov basis is ill-conditioned,
+// here by up to 1e-11 at 4 decades, in dsytrd as much as here.) Needs no GPU.
 #include "core/extract/lapack.h"
 #include "gpu/eigh_reduce_warp.cuh"
 
@@ -107,7 +110,7 @@ std::vector<double> randomSpd(int n, int lda, double decades, unsigned seed) {
 }
 
 struct Check {
-  double de = 0, tau = 0, similarity = 0, orth = 0;
+  double first = 0, eig = 0, similarity = 0, orth = 0;
 };
 
 Check run(int n, int lda, double decades, unsigned seed) {
@@ -126,10 +129,21 @@ Check run(int n, int lda, double decades, unsigned seed) {
   dsytrd_("L", &n, L.data(), &n, dl.data(), el.data(), tl.data(), work.data(), &lwork, &info, 1);
   if (info) qFatal("dsytrd: %d", info);
   Check ck;
-  for (int i = 0; i < n; ++i) {
-    ck.de = std::max(ck.de, std::abs(d[i] - dl[i]) / anorm);
-    if (i + 1 < n) ck.de = std::max(ck.de, std::abs(e[i] - el[i]) / anorm);
-    if (i + 2 < n) ck.tau = std::max(ck.tau, std::abs(tau[i] - tl[i]));
+  ck.first = std::abs(d[0] - dl[0]) / anorm;
+  if (n >= 2) ck.first = std::max(ck.first, std::abs(e[0] - el[0]) / anorm);
+  if (n >= 3) ck.first = std::max(ck.first, std::abs(tau[0] - tl[0]));
+  // Eigenvalues of T and of A (dsyevd on each).
+  {
+    std::vector<double> T(std::size_t(n) * n, 0.0), Ad(std::size_t(n) * n), wt(n), wa(n), work2;
+    std::vector<int> iwork;
+    for (int i = 0; i < n; ++i) {
+      T[i + std::size_t(i) * n] = d[i];
+      if (i + 1 < n) T[i + 1 + std::size_t(i) * n] = e[i];
+      for (int r = 0; r < n; ++r) Ad[r + std::size_t(i) * n] = a(r, i);
+    }
+    if (lapack::syevd(n, T.data(), n, wt.data(), work2, iwork) || lapack::syevd(n, Ad.data(), n, wa.data(), work2, iwork))
+      qFatal("dsyevd failed");
+    for (int i = 0; i < n; ++i) ck.eig = std::max(ck.eig, std::abs(wt[i] - wa[i]) / anorm);
   }
   // Q = H_0 ... H_{n-3} from the reflectors left in A (v_i(i + 1) = 1, v_i(r) = A(r, i)).
   std::vector<double> Q(std::size_t(n) * n, 0.0);
@@ -173,24 +187,26 @@ private slots:
     // Every order the kernel takes (the slot boundaries of a lane's rows at n - 1 = 32
     // and 64 included), 4 decades; and the engine's 74 over 1 to 12 decades, lda > n.
     // Tolerances: Householder tridiagonalisation is backward stable with an error of a
-    // few n eps ||A|| at worst (~1e-14 at n = 80); dsytd2 takes the same steps, so d, e
-    // and tau agree with it to rounding of the same size (tau is O(1)).
+    // few n eps ||A|| at worst (~1e-14 at n = 80; typically ~sqrt(n) eps): Q^T A Q - T,
+    // Q^T Q - I and the eigenvalues (Weyl: |d lambda| <= ||E||) within 1e-13 relative to
+    // max |A|; the first step is the same arithmetic as dsytd2's, to ~eps.
     Check worst;
     auto take = [&](const Check& c, const QString& what) {
-      QVERIFY2(c.de < 1e-13 && c.tau < 1e-12 && c.similarity < 1e-13 && c.orth < 1e-13,
-               qPrintable(QString("%1: d, e %2, tau %3, Q^T A Q - T %4, Q^T Q - I %5")
-                              .arg(what).arg(c.de).arg(c.tau).arg(c.similarity).arg(c.orth)));
-      worst.de = std::max(worst.de, c.de);
-      worst.tau = std::max(worst.tau, c.tau);
+      worst.first = std::max(worst.first, c.first);
+      worst.eig = std::max(worst.eig, c.eig);
       worst.similarity = std::max(worst.similarity, c.similarity);
       worst.orth = std::max(worst.orth, c.orth);
+      QVERIFY2(c.first < 1e-14 && c.eig < 1e-13 && c.similarity < 1e-13 && c.orth < 1e-13,
+               qPrintable(QString("%1: first step %2, eigenvalues %3, Q^T A Q - T %4, Q^T Q - I %5")
+                              .arg(what).arg(c.first).arg(c.eig).arg(c.similarity).arg(c.orth)));
     };
     for (int n = 1; n <= rw::kMaxN; ++n) take(run(n, n, 4.0, 100 + n), QString("n %1").arg(n));
     for (double decades : {1.0, 8.0, 12.0})
       for (unsigned seed = 0; seed < 3; ++seed)
         take(run(74, 77, decades, 7 * seed + unsigned(decades)), QString("74, %1 decades").arg(decades));
-    qInfo("worst over n = 1 ... %d and 74 over 1 ... 12 decades: d, e %.2e, tau %.2e, Q^T A Q - T %.2e, "
-          "Q^T Q - I %.2e (relative to max |A|)", rw::kMaxN, worst.de, worst.tau, worst.similarity, worst.orth);
+    qInfo("worst over n = 1 ... %d and 74 over 1 ... 12 decades, relative to max |A|: first step vs dsytrd "
+          "%.2e, eigenvalues of T vs A's %.2e, Q^T A Q - T %.2e, Q^T Q - I %.2e", rw::kMaxN, worst.first,
+          worst.eig, worst.similarity, worst.orth);
   }
 };
 
