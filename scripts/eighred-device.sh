@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Issue 12, ninth round (eighred): the one-warp reduce on the GPU machine, one call.
-# Usage (device tool, repository root): bash scripts/eighred-device.sh
+# Usage (device tool): copy it beside the bundle (.device-eighred/) and run it from there
 # Needs .device from scripts/device-bundle.sh build build/tests/gpu/test_eigh_reduce_warp.
 set -u
 OUT=${OUT:-/tmp/out}
 mkdir -p $OUT
 D=/tmp/dev
-mkdir -p $D && tar -xJf .device/stage.tar.xz -C $D || exit 1
+HERE=$(cd "$(dirname "$0")" && pwd)
+mkdir -p $D && tar -xJf $HERE/stage.tar.xz -C $D || exit 1
 export LD_LIBRARY_PATH=$D/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export SPEXLAB_TEST_DATA=$D/data QT_QPA_PLATFORM=offscreen PATH=/usr/local/cuda/bin:$PATH
 B=$D/bin
