@@ -68,11 +68,19 @@ SPEX_RW_HD void reflector(double alpha, double ss, double& beta, double& t, doub
   }
 }
 
+// Four columns' operands: the lane's entries of them, and (v, p, vn) of each.
+struct Group {
+  double x[4][kSlots], vc[4], pc[4], un[4];
+};
+
 // Step i's update of the trailing matrix (rows and columns >= s0 = i + 2) fused with
 // step i + 1's matrix-vector product: for each of the lane's rows r (slots Q0 .. Q1-1),
-// y(r, c) = a(r, c) - (v_r w_c + w_r v_c), acc_r += y(r, c) vn_c; column s0 is not
-// stored (its entries, the next column, stay in ncol). X: (v, p) of step i, Xn: vn in
-// .x. M: rows / columns 1.. with leading dimension L.
+// y(r, c) = a(r, c) - v_r w_c - w_r v_c (two FMAs), acc_r += y(r, c) vn_c; column s0 is
+// not stored (its entries, the next column, stay in ncol). Columns four at a time,
+// software-pipelined: a group's loads are issued before the stores of the group before
+// it (different entries), so a single warp does not wait out the shared-memory latency
+// between groups. X: (v, p) of step i, Xn: vn in .x. M: rows / columns 1.. with
+// leading dimension L.
 SPEX_RW_TEMPLATE_HD
 template <int Q0, int Q1>
 SPEX_RW_HD void updateAndMultiply(int n, int s0, double* M, int L, const double* X, const double* Xn, double k,
@@ -84,52 +92,68 @@ SPEX_RW_HD void updateAndMultiply(int n, int s0, double* M, int L, const double*
 SPEX_RW_UNROLL
   for (int q = Q0; q < Q1; ++q) {
     vr[q] = v[q];
-    wr[q] = p[q] - k * v[q];
+    wr[q] = fma(-k, v[q], p[q]);
     ok[q] = r[q] >= s0 && r[q] < n;
     Mq[q] = M + ((r[q] < n ? r[q] : n - 1) - 1); // rows past n read row n - 1, never stored
     acc[q] = 0.0;
   }
+  auto load = [&](Group& g, int c) {
+SPEX_RW_UNROLL
+    for (int u = 0; u < 4; ++u) {
+      loadPair(X, c + u, g.vc[u], g.pc[u]);
+      g.un[u] = Xn[2 * (c + u)];
+SPEX_RW_UNROLL
+      for (int q = Q0; q < Q1; ++q) g.x[u][q] = Mq[q][(c + u - 1) * L];
+    }
+  };
+  auto compute = [&](const Group& g, int c) {
+SPEX_RW_UNROLL
+    for (int u = 0; u < 4; ++u) {
+      const double wc = fma(-k, g.vc[u], g.pc[u]);
+SPEX_RW_UNROLL
+      for (int q = Q0; q < Q1; ++q) {
+        const double y = fma(-vr[q], wc, fma(-wr[q], g.vc[u], g.x[u][q]));
+        if (ok[q]) Mq[q][(c + u - 1) * L] = y;
+        acc[q] = fma(y, g.un[u], acc[q]);
+      }
+    }
+  };
+  int c = s0 + 1;
+  const int groups = (n - c) >> 2;
+  Group ga, gb;
+  if (groups > 0) load(ga, c);
   {
     double vc, pc;
     loadPair(X, s0, vc, pc);
-    const double un = Xn[2 * s0], wc = pc - k * vc;
+    const double un = Xn[2 * s0], wc = fma(-k, vc, pc);
 SPEX_RW_UNROLL
     for (int q = Q0; q < Q1; ++q) {
-      const double y = Mq[q][(s0 - 1) * L] - (vr[q] * wc + wr[q] * vc);
+      const double y = fma(-vr[q], wc, fma(-wr[q], vc, Mq[q][(s0 - 1) * L]));
       ncol[q] = y;
-      acc[q] += y * un;
+      acc[q] = fma(y, un, acc[q]);
     }
   }
-  int c = s0 + 1;
-  for (; c + 3 < n; c += 4) {
-    double x[4][kSlots], vc[4], pc[4], un[4];
-SPEX_RW_UNROLL
-    for (int u = 0; u < 4; ++u) {
-      loadPair(X, c + u, vc[u], pc[u]);
-      un[u] = Xn[2 * (c + u)];
-SPEX_RW_UNROLL
-      for (int q = Q0; q < Q1; ++q) x[u][q] = Mq[q][(c + u - 1) * L];
-    }
-SPEX_RW_UNROLL
-    for (int u = 0; u < 4; ++u) {
-      const double wc = pc[u] - k * vc[u];
-SPEX_RW_UNROLL
-      for (int q = Q0; q < Q1; ++q) {
-        const double y = x[u][q] - (vr[q] * wc + wr[q] * vc[u]);
-        if (ok[q]) Mq[q][(c + u - 1) * L] = y;
-        acc[q] += y * un[u];
-      }
-    }
+  int g = 0;
+  for (; g + 1 < groups; g += 2) {
+    load(gb, c + 4);
+    compute(ga, c);
+    if (g + 2 < groups) load(ga, c + 8);
+    compute(gb, c + 4);
+    c += 8;
+  }
+  if (g < groups) {
+    compute(ga, c);
+    c += 4;
   }
   for (; c < n; ++c) {
     double vc, pc;
     loadPair(X, c, vc, pc);
-    const double un = Xn[2 * c], wc = pc - k * vc;
+    const double un = Xn[2 * c], wc = fma(-k, vc, pc);
 SPEX_RW_UNROLL
     for (int q = Q0; q < Q1; ++q) {
-      const double y = Mq[q][(c - 1) * L] - (vr[q] * wc + wr[q] * vc);
+      const double y = fma(-vr[q], wc, fma(-wr[q], vc, Mq[q][(c - 1) * L]));
       if (ok[q]) Mq[q][(c - 1) * L] = y;
-      acc[q] += y * un;
+      acc[q] = fma(y, un, acc[q]);
     }
   }
 }
@@ -178,8 +202,25 @@ SPEX_RW_UNROLL
   const double a00 = A[0], alpha0 = A[1];
   w.copyWait();
   w.sync();
-  for (int c = 1; c < n; ++c) // the upper triangle mirrored
-    for (int rr = c + 1 + lane; rr < n; rr += 32) M[(rr - 1) * L + c - 1] = M[(c - 1) * L + rr - 1];
+  // The upper triangle mirrored: the lane's row r takes (r, c), c > r, from column r
+  // (a(c, r)), eight columns' loads before their stores.
+  for (int c0 = 2; c0 < n; c0 += 8) {
+    double t[kSlots][8];
+SPEX_RW_UNROLL
+    for (int q = 0; q < kSlots; ++q)
+SPEX_RW_UNROLL
+      for (int u = 0; u < 8; ++u) {
+        const int c = c0 + u;
+        t[q][u] = c < n && c > r[q] ? M[(r[q] - 1) * L + c - 1] : 0.0;
+      }
+SPEX_RW_UNROLL
+    for (int q = 0; q < kSlots; ++q)
+SPEX_RW_UNROLL
+      for (int u = 0; u < 8; ++u) {
+        const int c = c0 + u;
+        if (c < n && c > r[q]) M[(c - 1) * L + r[q] - 1] = t[q][u];
+      }
+  }
 
   // Reflector 0 from column 0.
   double v[kSlots], p[kSlots], col[kSlots];
