@@ -161,6 +161,108 @@ SPEX_RW_UNROLL
 // Slot q's value where q is known only at run time (uniform across the warp).
 SPEX_RW_HD double slot(const double (&x)[kSlots], int q) { return q == 0 ? x[0] : q == 1 ? x[1] : x[2]; }
 
+// The state the steps share (tridiagonalize's).
+struct Steps {
+  int n, lane, L;
+  double* M;
+  double* A;
+  int lda;
+  double *dO, *eO, *tauO;
+  double *X, *Xn;
+  double t;
+};
+
+// Steps i while the lowest trailing row, i + 2, lies in slot QLO or below ((i + 1) >> 5
+// <= QLO), the column loop over slots QLO .. QHI-1. State on entry to step i: v = v_i,
+// p = p_i (rows >= i + 1, zero above), col = column i + 1 of A before step i's update
+// (rows >= i + 1), st.t = tau_i; st.X holds (v_i, p_i).
+SPEX_RW_TEMPLATE_HD
+template <int QLO, int QHI, class W>
+SPEX_RW_HD void runSteps(W& w, Steps& st, int& i, const int (&r)[kSlots], double (&v)[kSlots], double (&p)[kSlots],
+                         double (&col)[kSlots]) {
+  const int n = st.n, lane = st.lane, L = st.L, lda = st.lda;
+  double* M = st.M;
+  double* A = st.A;
+  double* dO = st.dO;
+  double* eO = st.eO;
+  double* tauO = st.tauO;
+  for (; i + 2 < n && ((i + 1) >> 5) <= QLO; ++i) {
+    double* X = st.X;
+    double* Xn = st.Xn;
+    const double t = st.t;
+    double k = 0.0;
+SPEX_RW_UNROLL
+    for (int q = 0; q < kSlots; ++q) k += p[q] * v[q];
+    k = 0.5 * t * w.sum(k);
+    const int j = i + 1;
+    const double wj = X[2 * j + 1] - k; // v_i(j) = 1
+    double cl[kSlots]; // column j after step i's update
+SPEX_RW_UNROLL
+    for (int q = 0; q < kSlots; ++q) {
+      const double wr = p[q] - k * v[q];
+      cl[q] = col[q] - (v[q] * wj + wr * 1.0);
+    }
+    const int qj = (j - 1) >> 5, lj = (j - 1) & 31; // the slot and lane of row j
+    if (lane == lj) dO[j] = slot(cl, qj);
+    if (i + 3 == n) {
+      // The last step: rows and columns n - 2, n - 1 only.
+      const int q1 = (n - 2) >> 5, l1 = (n - 2) & 31; // row n - 1
+      if (lane == l1) {
+        const double vr = slot(v, q1), wr = slot(p, q1) - k * vr;
+        eO[j] = slot(cl, q1);
+        dO[n - 1] = M[(n - 2) * L + n - 2] - (vr * wr + wr * vr);
+        A[(long long)i * lda + n - 1] = vr;
+      }
+      if (lane == 0) {
+        eO[n - 1] = 0.0;
+        tauO[n - 2] = 0.0;
+        tauO[n - 1] = 0.0;
+      }
+      i = n; // done
+      return;
+    }
+    // Reflector j from column j (rows >= j + 1).
+    double ss = 0.0;
+SPEX_RW_UNROLL
+    for (int q = 0; q < kSlots; ++q)
+      if (r[q] >= j + 2 && r[q] < n) ss += cl[q] * cl[q];
+    const double alpha = w.bcast(slot(cl, j >> 5), j & 31); // row j + 1
+    ss = w.sum(ss);
+    double beta, tn, scal;
+    reflector(alpha, ss, beta, tn, scal);
+    if (lane == 0) {
+      eO[j] = beta;
+      tauO[j] = tn;
+    }
+    double vn[kSlots];
+SPEX_RW_UNROLL
+    for (int q = 0; q < kSlots; ++q) {
+      vn[q] = r[q] == j + 1 ? 1.0 : r[q] >= j + 2 && r[q] < n ? cl[q] * scal : 0.0;
+      if (r[q] >= j + 1 && r[q] < n) Xn[2 * r[q]] = vn[q];
+    }
+    w.sync();
+    // Rows and columns >= s0 = i + 2: step i's update and pn = tn (updated a) vn.
+    const int s0 = i + 2;
+    double acc[kSlots] = {0.0, 0.0, 0.0}, ncol[kSlots] = {0.0, 0.0, 0.0};
+    updateAndMultiply<QLO, QHI>(n, s0, M, L, X, Xn, k, r, v, p, acc, ncol);
+SPEX_RW_UNROLL
+    for (int q = 0; q < kSlots; ++q) {
+      const bool ok = r[q] >= s0 && r[q] < n;
+      if (ok) {
+        A[(long long)i * lda + r[q]] = v[q]; // reflector i
+        Xn[2 * r[q] + 1] = tn * acc[q];
+      }
+      p[q] = ok ? tn * acc[q] : 0.0;
+      col[q] = ok ? ncol[q] : 0.0;
+      v[q] = vn[q];
+    }
+    st.t = tn;
+    st.X = Xn;
+    st.Xn = X;
+    w.sync();
+  }
+}
+
 // The tridiagonalisation of one matrix by one warp (w.lane() in 0 .. 31). A: the matrix
 // (lower triangle read), its reflectors written below the subdiagonal; wk: the matrix's
 // workspace (d at wk[2], e at wk[2 + n], tau at wk[2 + 2n]); sh: sharedDoubles(n)
@@ -266,91 +368,21 @@ SPEX_RW_UNROLL
   }
   w.sync();
 
-  for (int i = 0; i + 2 < n; ++i) {
-    // State: v = v_i, p = p_i (rows >= i + 1, zero above), col = column i + 1 of A
-    // before step i's update (rows >= i + 1), t = tau_i; X holds (v_i, p_i).
-    double k = 0.0;
-SPEX_RW_UNROLL
-    for (int q = 0; q < kSlots; ++q) k += p[q] * v[q];
-    k = 0.5 * t * w.sum(k);
-    const int j = i + 1;
-    const double wj = X[2 * j + 1] - k; // v_i(j) = 1
-    double cl[kSlots]; // column j after step i's update
-SPEX_RW_UNROLL
-    for (int q = 0; q < kSlots; ++q) {
-      const double wr = p[q] - k * v[q];
-      cl[q] = col[q] - (v[q] * wj + wr * 1.0);
-    }
-    const int qj = (j - 1) >> 5, lj = (j - 1) & 31; // the slot and lane of row j
-    if (lane == lj) dO[j] = slot(cl, qj);
-    if (i + 3 == n) {
-      // The last step: rows and columns n - 2, n - 1 only.
-      const int q1 = (n - 2) >> 5, l1 = (n - 2) & 31; // row n - 1
-      if (lane == l1) {
-        const double vr = slot(v, q1), wr = slot(p, q1) - k * vr;
-        eO[j] = slot(cl, q1);
-        dO[n - 1] = M[(n - 2) * L + n - 2] - (vr * wr + wr * vr);
-        A[(long long)i * lda + n - 1] = vr;
-      }
-      if (lane == 0) {
-        eO[n - 1] = 0.0;
-        tauO[n - 2] = 0.0;
-        tauO[n - 1] = 0.0;
-      }
-      break;
-    }
-    // Reflector j from column j (rows >= j + 1).
-    double ss = 0.0;
-SPEX_RW_UNROLL
-    for (int q = 0; q < kSlots; ++q)
-      if (r[q] >= j + 2 && r[q] < n) ss += cl[q] * cl[q];
-    const double alpha = w.bcast(slot(cl, j >> 5), j & 31); // row j + 1
-    ss = w.sum(ss);
-    double beta, tn, scal;
-    reflector(alpha, ss, beta, tn, scal);
-    if (lane == 0) {
-      eO[j] = beta;
-      tauO[j] = tn;
-    }
-    double vn[kSlots];
-SPEX_RW_UNROLL
-    for (int q = 0; q < kSlots; ++q) {
-      vn[q] = r[q] == j + 1 ? 1.0 : r[q] >= j + 2 && r[q] < n ? cl[q] * scal : 0.0;
-      if (r[q] >= j + 1 && r[q] < n) Xn[2 * r[q]] = vn[q];
-    }
-    w.sync();
-    // Rows and columns >= s0 = i + 2: step i's update and pn = tn (updated a) vn.
-    const int s0 = i + 2;
-    const int qlo = (s0 - 1) >> 5, qhi = ((n - 2) >> 5) + 1;
-    double acc[kSlots] = {0.0, 0.0, 0.0}, ncol[kSlots] = {0.0, 0.0, 0.0};
-    if (qlo == 0 && qhi == 3)
-      updateAndMultiply<0, 3>(n, s0, M, L, X, Xn, k, r, v, p, acc, ncol);
-    else if (qlo == 0 && qhi == 2)
-      updateAndMultiply<0, 2>(n, s0, M, L, X, Xn, k, r, v, p, acc, ncol);
-    else if (qlo == 0)
-      updateAndMultiply<0, 1>(n, s0, M, L, X, Xn, k, r, v, p, acc, ncol);
-    else if (qlo == 1 && qhi == 3)
-      updateAndMultiply<1, 3>(n, s0, M, L, X, Xn, k, r, v, p, acc, ncol);
-    else if (qlo == 1)
-      updateAndMultiply<1, 2>(n, s0, M, L, X, Xn, k, r, v, p, acc, ncol);
-    else
-      updateAndMultiply<2, 3>(n, s0, M, L, X, Xn, k, r, v, p, acc, ncol);
-SPEX_RW_UNROLL
-    for (int q = 0; q < kSlots; ++q) {
-      const bool ok = r[q] >= s0 && r[q] < n;
-      if (ok) {
-        A[(long long)i * lda + r[q]] = v[q]; // reflector i
-        Xn[2 * r[q] + 1] = tn * acc[q];
-      }
-      p[q] = ok ? tn * acc[q] : 0.0;
-      col[q] = ok ? ncol[q] : 0.0;
-      v[q] = vn[q];
-    }
-    t = tn;
-    double* tmp = X;
-    X = Xn;
-    Xn = tmp;
-    w.sync();
+  // The steps, in three runs by the lowest slot that still holds a trailing row (each
+  // run its own instantiation of the column loop: one loop dispatching among six
+  // instantiations made ptxas spill).
+  int i = 0;
+  Steps st{n, lane, L, M, A, lda, dO, eO, tauO, X, Xn, t};
+  const int qhi = ((n - 2) >> 5) + 1;
+  if (qhi == 3) {
+    runSteps<0, 3>(w, st, i, r, v, p, col);
+    runSteps<1, 3>(w, st, i, r, v, p, col);
+    runSteps<2, 3>(w, st, i, r, v, p, col);
+  } else if (qhi == 2) {
+    runSteps<0, 2>(w, st, i, r, v, p, col);
+    runSteps<1, 2>(w, st, i, r, v, p, col);
+  } else {
+    runSteps<0, 1>(w, st, i, r, v, p, col);
   }
 }
 
