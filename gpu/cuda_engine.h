@@ -68,12 +68,13 @@ struct CudaEngineOptions {
   // SPEXLAB_CUDA_EIGH=tridiagonal|cusolver|jacobi|bisect.
   enum class Eigh { Tridiagonal, Cusolver, Jacobi, Bisect };
   Eigh eigh = Eigh::Bisect;
-  // syevBatched's pass 1 (Tridiagonal and Bisect; gpu/batched_eigh.h SyevReduce): Block,
-  // the fused 192-thread kernel a block; Warp, one warp a block (gpu/eigh_reduce_warp.cuh;
-  // docs/benchmarks.md, "Issue 12, ninth round: eigensolver reduce (eighred)"). The same
-  // reflectors to rounding. Factory switch: SPEXLAB_CUDA_EIGH_REDUCE=block|warp.
+  // syevBatched's pass 1 (Tridiagonal and Bisect; gpu/batched_eigh.h SyevReduce): Warp
+  // (default), one warp a fiber block (gpu/eigh_reduce_warp.cuh; docs/benchmarks.md,
+  // "Issue 12, ninth round: eigensolver reduce (eighred)": eigh one stream 40.1 -> 38.0 ms
+  // in its first form); Block, the fused 192-thread kernel a block. The same reflectors
+  // to rounding. Factory switch: SPEXLAB_CUDA_EIGH_REDUCE=block|warp.
   enum class EighReduce { Block, Warp };
-  EighReduce eighReduce = EighReduce::Block;
+  EighReduce eighReduce = EighReduce::Warp;
   // Cholesky: true (default), blocked by fiber with batched GEMMs (docs/benchmarks.md,
   // version 6); false, cusolverDnDpotrfBatched. Factory switch: SPEXLAB_CUDA_CHOLESKY.
   bool blockedCholesky = true;

@@ -161,10 +161,13 @@ Errors compareWithLapack(int n, int lda, long long stride, int batch, double dec
   check(cudaMemcpy(d.A, A.data(), A.size() * sizeof(double), cudaMemcpyHostToDevice), "H2D");
   check(cudaMemset(d.W, 0xff, std::size_t(n) * batch * sizeof(double)), "poison W"); // NaN
   check(cudaMemset(d.info, 0x7f, batch * sizeof(int)), "poison info");
+  // reduce 0: syevBatched as the engine calls it (its default pass 1); else
+  // syevBatchedProfile's reduce, 4 standing for its 0 (the block kernel).
   if (reduce == 0)
     gpu::syevBatched(n, d.A, lda, stride, d.W, d.info, batch, d.work, lwork, nullptr, method);
   else
-    gpu::syevBatchedProfile(n, d.A, lda, stride, d.W, d.info, batch, d.work, lwork, 0, 0, reduce, method);
+    gpu::syevBatchedProfile(n, d.A, lda, stride, d.W, d.info, batch, d.work, lwork, 0, 0, reduce == 4 ? 0 : reduce,
+                            method);
   check(cudaDeviceSynchronize(), "syevBatched");
   std::vector<double> V(A.size()), W(std::size_t(n) * batch);
   std::vector<int> info(batch);
@@ -220,7 +223,11 @@ Errors compareWithLapack(int n, int lda, long long stride, int batch, double dec
         "orthogonality %.2e, C^-1/2 %.2e", method == gpu::SyevMethod::Bisect ? "bisect: " : "", n, lda, batch,
         decades, clusterRel > 0 ? qPrintable(QString(", clusters within %1").arg(clusterRel)) : "",
         wk == Work::Full ? "full" : wk == Work::Least ? "least" : wk == Work::Bisect ? "bisect's least" : "short",
-        reduce == 1 ? "three-pass" : reduce == 2 ? "fused, Q in it" : reduce == 3 ? "one warp" : "default",
+        reduce == 1   ? "three-pass"
+        : reduce == 2 ? "fused, Q in it"
+        : reduce == 3 ? "one warp"
+        : reduce == 4 ? "block"
+                      : "default",
         err.eig, err.residual, err.orth, err.invSqrt);
   if (Vout) *Vout = std::move(V);
   if (Wout) *Wout = std::move(W);
@@ -270,15 +277,21 @@ private slots:
 
   void otherReduceKernelsMatchLapack() {
     // The fourth round's three-pass reduction, kept for A/B (syevBatchedProfile's
-    // reduce = 1), on the engine's size, around the warp width and the largest; and the
-    // fused one forming Q itself (2).
-    for (int reduce : {1, 2})
+    // reduce = 1), on the engine's size, around the warp width and the largest; the
+    // fused one forming Q itself (2); and the fused one with Q by its own kernel (4:
+    // syevBatchedProfile's 0, the default before the ninth round).
+    for (int reduce : {1, 2, 4})
       for (int n : {74, 3, 33, 80, 100, gpu::kSyevMaxN}) {
         const Errors e = compareWithLapack(n, n, (long long)n * n, n > 100 ? 6 : 40, 4.0, 30 + n, Work::Full,
                                            nullptr, nullptr, reduce);
         QVERIFY2(e.eig < 1e-12 && e.residual < 1e-12 && e.orth < 1e-12 && e.invSqrt < 1e-10,
                  qPrintable(QString("reduce %1, n %2").arg(reduce).arg(n)));
       }
+    // The block kernel (4: syevBatchedProfile's 0) under the bisection method.
+    const Errors e = compareWithLapack(74, 74, 74 * 74, 64, 4.0, 29, Work::Full, nullptr, nullptr, 4,
+                                       gpu::SyevMethod::Bisect);
+    QVERIFY2(e.eig < 1e-12 && e.residual < 1e-12 && e.orth < 1e-13 && e.invSqrt < 1e-10,
+             qPrintable(QString("bisect, block reduce: %1 %2 %3 %4").arg(e.eig).arg(e.residual).arg(e.orth).arg(e.invSqrt)));
   }
 
   void workspaceSizesAgree() {
@@ -344,14 +357,15 @@ private slots:
           for (std::size_t k = 0; k < std::size_t(n) * small; ++k) QCOMPARE(Wl[k], Wref[k]);
       }
     // The reduction: the fourth round's three-pass kernel, the fused one forming Q
-    // itself, and the default (the fused one, Q by its own kernel).
+    // itself, and the fused one with Q by its own kernel (the default before the ninth
+    // round; the one-warp kernel's timings: warpReduceFrameTimed).
     for (int small : {batch, 995})
       for (int reduce : {1, 2, 0, 1, 2, 0}) {
         check(cudaMemcpy(d.A, A.data(), std::size_t(n) * n * small * sizeof(double), cudaMemcpyHostToDevice), "H2D");
         const gpu::SyevProfile q = gpu::syevBatchedProfile(n, d.A, n, n * n, d.W, d.info, small, d.work,
                                                            gpu::syevBatchedWorkspace(n, small), 0, 0, reduce);
         qInfo("%d blocks of %d, reduce %s: %.3f ms (reduce %.3f, QL %.3f, apply %.3f); tridiagonal %.0f, form Q %.0f "
-              "cycles a block", small, n, reduce == 1 ? "three-pass" : reduce == 2 ? "fused, Q in it" : "default (fused, Q kernel)",
+              "cycles a block", small, n, reduce == 1 ? "three-pass" : reduce == 2 ? "fused, Q in it" : "fused, Q kernel",
               q.seconds * 1e3,
               q.reduceSeconds * 1e3, q.qlSeconds * 1e3, q.applySeconds * 1e3, q.tridiagonalCycles, q.formQCycles);
       }
@@ -492,7 +506,7 @@ private slots:
       }
       std::vector<double> V[2], W[2];
       for (int k = 0; k < 2; ++k)
-        compareWithLapack(74, 74, 74 * 74, 64, 4.0, 5, Work::Full, &V[k], &W[k], k ? 3 : 0, method);
+        compareWithLapack(74, 74, 74 * 74, 64, 4.0, 5, Work::Full, &V[k], &W[k], k ? 3 : 4, method);
       const auto [dw, ds] = decompositionsAgree(74, V[0], W[0], V[1], W[1]);
       qInfo("%s: one warp vs block reduce, 64 blocks of 74: max |dW| / max W %.2e, C^-1/2 %.2e",
             method == B ? "bisect" : "chain", dw, ds);
