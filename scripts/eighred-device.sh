@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Issue 12, ninth round (eighred): the one-warp reduce on the GPU machine, one call.
 # Usage (device tool): copy it beside the bundle (.device-eighred/) and run it from there
-# Needs .device from scripts/device-bundle.sh build build/tests/gpu/test_eigh_reduce_warp.
+# Needs the bundle of scripts/device-bundle.sh build build/tests/gpu/test_eigh_reduce_warp
+# [build/extra/test_batched_eigh_v1: the kernel of call 1, for A/B].
 set -u
 OUT=${OUT:-/tmp/out}
 mkdir -p $OUT
@@ -19,6 +20,9 @@ el "eigh tests"
 timeout 110 $B/test_batched_eigh 2>&1 | tee $OUT/eigh.log \
   | grep -E "PASS|FAIL|QINFO.*(one warp|block   |vs block|bisect: n 74, lda 74, batch 300|^QINFO.*n 74, lda 74, batch 300)|Totals|Loc"
 timeout 20 $B/test_eigh_reduce_warp 2>&1 | tee -a $OUT/eigh.log | grep -E "PASS|FAIL|QINFO|Totals|Loc"
+el "first form of the kernel (call 1's), same call"
+[ -x $B/test_batched_eigh_v1 ] && timeout 30 $B/test_batched_eigh_v1 warpReduceFrameTimed 2>&1 | tee $OUT/eigh_v1.log \
+  | grep -E "FAIL|QINFO.*(one warp|block   )|Totals"
 el "engine one stream, kernel profile"
 for r in block warp; do
   echo "reduce $r, 1 stream:"
