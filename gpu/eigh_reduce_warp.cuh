@@ -94,7 +94,11 @@ SPEX_RW_UNROLL
     vr[q] = v[q];
     wr[q] = fma(-k, v[q], p[q]);
     ok[q] = r[q] >= s0 && r[q] < n;
-    Mq[q] = M + ((r[q] < n ? r[q] : n - 1) - 1); // rows past n read row n - 1, never stored
+    // Rows past n read row 1 (their results are dropped, nothing is stored): no step
+    // writes row 1 after the mirror, so these reads race with no lane's stores (reading
+    // row n - 1, which its lane updates in the same pass, was a harmless hazard that
+    // compute-sanitizer's racecheck counted as 1 749 intra-warp warnings).
+    Mq[q] = M + (r[q] < n ? r[q] - 1 : 0);
     acc[q] = 0.0;
   }
   auto load = [&](Group& g, int c) {
@@ -353,7 +357,7 @@ SPEX_RW_UNROLL
     double acc[kSlots] = {0.0, 0.0, 0.0};
     const double* Mq[kSlots];
 SPEX_RW_UNROLL
-    for (int q = 0; q < kSlots; ++q) Mq[q] = M + ((r[q] < n ? r[q] : n - 1) - 1);
+    for (int q = 0; q < kSlots; ++q) Mq[q] = M + (r[q] < n ? r[q] - 1 : 0);
     for (int c = 1; c < n; ++c) {
       const double vc = X[2 * c];
 SPEX_RW_UNROLL
