@@ -119,6 +119,7 @@ CudaEngineOptions cudaOptions(const EngineOptions& eo) {
     o.eigh = std::array{O::Eigh::Tridiagonal, O::Eigh::Cusolver, O::Eigh::Jacobi, O::Eigh::Bisect}[k];
   if (const int k = pick("SPEXLAB_CUDA_EIGH_REDUCE", {"block", "warp"}); k >= 0)
     o.eighReduce = k == 1 ? O::EighReduce::Warp : O::EighReduce::Block;
+  if (const int k = pick("SPEXLAB_CUDA_EIGH_ORTHO", {"ns", "cholqr"}); k >= 0) o.newtonSchulzEigh = k == 0;
   if (const int k = pick("SPEXLAB_CUDA_CHOLESKY", {"tiled", "fused", "blocked", "potrf"}); k >= 0) {
     o.blockedCholesky = k != 3;
     o.choleskyColumns = std::array{O::CholeskyColumns::Tiled, O::CholeskyColumns::Fused,

@@ -38,6 +38,7 @@ struct EngineChoice {
 //   SPEXLAB_CUDA_EIGH=tridiagonal|cusolver|jacobi|bisect  fiber-block eigensolver
 //   SPEXLAB_CUDA_EIGH_REDUCE=block|warp   its tridiagonalisation by a 192-thread block or by
 //                                          one warp a fiber block (A/B timing; the same to rounding)
+//   SPEXLAB_CUDA_EIGH_ORTHO=ns|cholqr      bisect's pass 3: Newton-Schulz steps (default) or CholQR
 //   SPEXLAB_CUDA_CHOLESKY=tiled|fused|blocked|potrf  batched Cholesky: block columns by one
 //                                          kernel, diagonal block by tiles (default) or in one
 //                                          sweep, by four launches, or cuSOLVER

@@ -49,6 +49,7 @@ void enqueueDecorrelate(Workspace& w, BatchView v, const BatchShape& shape, Devi
             const bool bisect = w.bisectEigh && w.A.capacity() >= syevBatchedBisectWorkspace(nb, blocks);
             syevBatched(nb, v.K, nb, (long long)nb * nb, v.KW, w.info2.get(), blocks, w.A.get(), w.A.capacity(), s,
                         bisect ? SyevMethod::Bisect : SyevMethod::Chain,
+                        w.newtonSchulzEigh ? SyevOrtho::NewtonSchulz : SyevOrtho::CholQR,
                         w.warpReduce ? SyevReduce::Warp : SyevReduce::Block);
             return;
           }

@@ -776,6 +776,157 @@ __global__ void __launch_bounds__(bisect::kOrthoThreads, 2)
   if (prof && tid == 0) atomicAdd(prof + 3, (unsigned long long)(clock64() - clk0));
 }
 
+// One double from global to shared memory without a register (cp.async, sm_80+; a plain
+// copy below), and the wait for this thread's copies (a barrier must follow).
+__device__ __forceinline__ void copyAsync8(double* dst, const double* src) {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"((unsigned)__cvta_generic_to_shared(dst)), "l"(src)
+               : "memory");
+#else
+  *dst = *src;
+#endif
+}
+__device__ __forceinline__ void copyAsyncWait() {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;\ncp.async.wait_all;\n" ::: "memory");
+#endif
+}
+
+// The 4 lanes of a group's partial dot products summed (the order the host emulation
+// of nsApplyReflectors uses: (p0 + p1) + (p2 + p3) on every lane).
+struct GroupSum4 {
+  __device__ __forceinline__ void operator()(double (&p)[1][2]) const {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      p[0][r] += __shfl_xor_sync(0xffffffffu, p[0][r], 1);
+      p[0][r] += __shfl_xor_sync(0xffffffffu, p[0][r], 2);
+    }
+  }
+};
+
+// Pass 3 of the bisection method by Newton-Schulz (SyevOrtho::NewtonSchulz; the layout,
+// thresholds and why: eigh_bisect.cuh), 160 threads a matrix, 2 blocks an SM (104 KB of
+// shared memory each): X into shared memory, G = X^T X; while max |G - I| > kNsTol a
+// Newton-Schulz step in place (or a CholQR pass where it is larger than kNsMax, or
+// after kNsCholAfter steps), then the last step into registers (rows of Z^T), the
+// reflectors into X's place, Z^T = X^T H_{n-3} ... H_0 in registers, written to A.
+// prof + 5: matrices that took a CholQR pass; prof + 7: passes before the last step.
+template <int NC>
+__global__ void __launch_bounds__(bisect::kNsThreads, 2)
+    syevOrthoNsKernel(int n, double* Ag, int lda, long long strideA, const double* __restrict__ work, long long S,
+                      int* info, unsigned long long* prof) {
+  namespace bi = bisect;
+  extern __shared__ double2 sh2[];
+  double* Xs = reinterpret_cast<double*>(sh2);
+  double* G = Xs + 80 * bi::kNsLdx;
+  double* tauS = G + 80 * bi::kNsLdx;
+  __shared__ int fail;
+  __shared__ unsigned long long offBits[2]; // max |G - I| (as bits: >= 0), by pass parity
+  const int tid = threadIdx.x, nt = blockDim.x;
+  const int q = tid & 3, g = tid >> 2;
+  double* A = Ag + (long long)blockIdx.x * strideA;
+  const double* wk = work + (long long)blockIdx.x * S;
+  const double* X = wk + recordStart(n);
+  long long clk0 = 0;
+  if (prof && tid == 0) clk0 = clock64();
+  // The reflectors are read after the orthogonalisation: to L2 now.
+  for (int c = tid; c < n; c += nt)
+    for (int r = 0; r < n; r += 16) asm volatile("prefetch.global.L2 [%0];" ::"l"(A + (long long)c * lda + r));
+  if (tid == 0) {
+    fail = 0;
+    offBits[0] = 0;
+  }
+  // X into shared memory, its padding zero: copies in flight at once (cp.async), not one
+  // HBM latency a row (call 1 of docs/benchmarks.md, eighns: the branchy loop of loads
+  // and stores waited ~40 serialised loads a thread).
+  for (int t = tid; t < 80 * 80; t += nt) {
+    const int i = t / 80, c = t - i * 80;
+    if (i < n && c < n)
+      copyAsync8(Xs + c * bi::kNsLdx + i, X + i * n + c);
+    else
+      Xs[c * bi::kNsLdx + i] = 0.0;
+  }
+  copyAsyncWait();
+  for (int r = tid; r < n; r += nt) tauS[r] = wk[2 + 2 * n + r];
+  __syncthreads();
+  // Phase stamps of thread 0 (shared memory: registers are at the limit).
+  __shared__ long long clk[6];
+  if (prof && tid == 0) {
+    clk[0] = clk0;
+    clk[1] = clock64();
+  }
+  double off = bi::nsGram<NC>(n, Xs, G, g, q);
+  if (off > 0.0) atomicMax(&offBits[0], (unsigned long long)__double_as_longlong(off));
+  __syncthreads();
+  if (prof && tid == 0) clk[2] = clock64();
+  double z[1][2][NC];
+  bool chol = false;
+  for (int pass = 0;; ++pass) {
+    off = __longlong_as_double((long long)offBits[pass & 1]);
+    if (off <= bi::kNsTol || pass >= bi::kNsMaxPasses) {
+      if (prof && tid == 0) atomicAdd(prof + 7, (unsigned long long)pass);
+      break;
+    }
+    if (tid == 0) offBits[(pass + 1) & 1] = 0;
+    if (off > bi::kNsMax || pass >= bi::kNsCholAfter) {
+      chol = true;
+      for (int j = 0; j < n; ++j) {
+        bi::cholQrStepAny(n, G, Xs, j, tid, nt, &fail);
+        __syncthreads();
+      }
+      for (int c = tid >> 4; c < n; c += nt >> 4) {
+        const double p = G[c * bi::kNsLdx + c];
+        const double sc = p > 1e-20 ? 1.0 / sqrt(p) : 1.0;
+        for (int r = tid & 15; r < n; r += 16) Xs[c * bi::kNsLdx + r] *= sc;
+      }
+    } else {
+      bi::nsProduct<NC>(n, Xs, G, g, q, z[0]);
+      __syncthreads();
+      bi::nsStore<NC>(n, Xs, g, q, z[0]);
+    }
+    __syncthreads();
+    off = bi::nsGram<NC>(n, Xs, G, g, q);
+    if (off > 0.0) atomicMax(&offBits[(pass + 1) & 1], (unsigned long long)__double_as_longlong(off));
+    __syncthreads();
+  }
+  if (prof && tid == 0 && chol) atomicAdd(prof + 5, 1ull);
+  if (prof && tid == 0) clk[3] = clock64();
+  bi::nsProduct<NC>(n, Xs, G, g, q, z[0]);
+  __syncthreads();
+  if (prof && tid == 0) clk[4] = clock64();
+  // The reflectors into X's place: v_i(c), c < 80 (1 at i + 1, 0 elsewhere outside A's).
+  // The reflectors' entries from L2 (prefetched at the start), copies in flight at once.
+  double* V = Xs;
+  for (int t = tid; t < (n - 2) * bi::kNsLdv; t += nt) {
+    const int i = t / bi::kNsLdv, c = t - i * bi::kNsLdv;
+    if (c > i + 1 && c < n)
+      copyAsync8(V + t, A + (long long)i * lda + c);
+    else
+      V[t] = c == i + 1 ? 1.0 : 0.0;
+  }
+  copyAsyncWait();
+  __syncthreads();
+  if (prof && tid == 0) clk[5] = clock64();
+  bi::nsApplyReflectors<1>(n, V, tauS, q, z, GroupSum4{});
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int R = g + bi::kNsGroups * r;
+#pragma unroll
+    for (int j = 0; j < NC; ++j) {
+      const int c = q + 4 * j;
+      if (R < n && c < n) A[(long long)R * lda + c] = z[0][r][j];
+    }
+  }
+  if (tid == 0) info[blockIdx.x] = fail;
+  if (prof && tid == 0) {
+    const long long end = clock64();
+    atomicAdd(prof + 3, (unsigned long long)(end - clk0));
+    // Phases (thread 0): X in, Gram, passes, last step, reflectors in, apply and store.
+    for (int k = 0; k < 5; ++k) atomicAdd(prof + 8 + k, (unsigned long long)(clk[k + 1] - clk[k]));
+    atomicAdd(prof + 13, (unsigned long long)(end - clk[5]));
+  }
+}
+
 // Pass 2: implicit QL with shifts (dsteqr / tqli) on the tridiagonal, one thread per
 // matrix, d and e in shared memory ([i][lane]: conflict-free whatever i each lane is
 // at). Records every sweep's rotations; stops recording (and leaves the matrix to
@@ -1167,7 +1318,8 @@ void launchReduceWarp(int n, double* A, int lda, long long strideA, double* work
 // ev (optional): 4 events recorded around the three passes.
 void launchSyev(int n, double* A, int lda, long long strideA, double* W, int* info, int batch, double* work,
                 std::size_t lwork, cudaStream_t stream, unsigned long long* prof, cudaEvent_t* ev,
-                int qlLanes = 0, int applyGroup = 0, int reduce = 0, SyevMethod method = SyevMethod::Chain) {
+                int qlLanes = 0, int applyGroup = 0, int reduce = 0, SyevMethod method = SyevMethod::Chain,
+                SyevOrtho ortho = SyevOrtho::NewtonSchulz) {
   if (n < 1 || n > kSyevMaxN || lda < n || strideA < (long long)lda * n || batch < 0)
     throw GpuError("syevBatched: bad arguments (" + shape(n, lda, strideA, batch) + "; n must be 1.." +
                    std::to_string(kSyevMaxN) + ")");
@@ -1188,11 +1340,17 @@ void launchSyev(int n, double* A, int lda, long long strideA, double* W, int* in
                      std::to_string(syevBatchedBisectWorkspace(n, batch)));
     const std::size_t shm1 = sizeof(double) * (((std::size_t(n) * (n | 1) + 1) & ~std::size_t(1)) +
                                                7 * (std::size_t(n + 1) & ~std::size_t(1)));
-    const std::size_t shmO = sizeof(double) * (2 * std::size_t(n) * (n | 1) + n);
+    const bool ns = ortho == SyevOrtho::NewtonSchulz;
+    const std::size_t shmO = ns ? sizeof(double) * (2 * 80 * std::size_t(bisect::kNsLdx) + 80)
+                                : sizeof(double) * (2 * std::size_t(n) * (n | 1) + n);
     const bool warpReduce = reduce == 3; // n <= 80 here
     if (!warpReduce)
       SPEX_CUDA(cudaFuncSetAttribute(syevReduceFusedKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shm1)));
-    SPEX_CUDA(cudaFuncSetAttribute(syevOrthoFormKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shmO)));
+    // Newton-Schulz: 19 columns a lane where they cover n (74: 5 % fewer FMAs in the
+    // Gram and the step, 10 % fewer in the reflectors), else 20.
+    auto nsKernel = n <= 4 * 19 ? syevOrthoNsKernel<19> : syevOrthoNsKernel<20>;
+    SPEX_CUDA(cudaFuncSetAttribute(ns ? nsKernel : syevOrthoFormKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   int(shmO)));
     if (ev) SPEX_CUDA(cudaEventRecord(ev[0], stream));
     if (warpReduce)
       launchReduceWarp(n, A, lda, strideA, work, S, batch, stream, prof);
@@ -1204,8 +1362,13 @@ void launchSyev(int n, double* A, int lda, long long strideA, double* W, int* in
     syevBisectKernel<<<batch, (n + 31) / 32 * 32, 0, stream>>>(n, work, S, W, prof);
     SPEX_CUDA_LAUNCH("syevBisectKernel");
     if (ev) SPEX_CUDA(cudaEventRecord(ev[2], stream));
-    syevOrthoFormKernel<<<batch, bisect::kOrthoThreads, shmO, stream>>>(n, A, lda, strideA, work, S, info, prof);
-    SPEX_CUDA_LAUNCH("syevOrthoFormKernel");
+    if (ns) {
+      nsKernel<<<batch, bisect::kNsThreads, shmO, stream>>>(n, A, lda, strideA, work, S, info, prof);
+      SPEX_CUDA_LAUNCH("syevOrthoNsKernel");
+    } else {
+      syevOrthoFormKernel<<<batch, bisect::kOrthoThreads, shmO, stream>>>(n, A, lda, strideA, work, S, info, prof);
+      SPEX_CUDA_LAUNCH("syevOrthoFormKernel");
+    }
     if (ev) SPEX_CUDA(cudaEventRecord(ev[3], stream));
     return;
   }
@@ -1297,27 +1460,27 @@ std::size_t syevBatchedWorkspace(int n, int batch, long long sweepsPerMatrix) {
 }
 
 void syevBatched(int n, double* A, int lda, long long strideA, double* W, int* info, int batch, double* work,
-                 std::size_t lwork, cudaStream_t stream, SyevMethod method, SyevReduce reduce) {
+                 std::size_t lwork, cudaStream_t stream, SyevMethod method, SyevOrtho ortho, SyevReduce reduce) {
   launchSyev(n, A, lda, strideA, W, info, batch, work, lwork, stream, nullptr, nullptr, 0, 0,
-             reduce == SyevReduce::Warp ? 3 : 0, method);
+             reduce == SyevReduce::Warp ? 3 : 0, method, ortho);
 }
 
 SyevProfile syevBatchedProfile(int n, double* A, int lda, long long strideA, double* W, int* info, int batch,
                                double* work, std::size_t lwork, int qlLanes, int applyGroup, int reduce,
-                               SyevMethod method) {
+                               SyevMethod method, SyevOrtho ortho) {
   unsigned long long* prof = nullptr;
-  SPEX_CUDA(cudaMalloc(&prof, 8 * sizeof(unsigned long long)));
+  SPEX_CUDA(cudaMalloc(&prof, 16 * sizeof(unsigned long long)));
   cudaEvent_t ev[4] = {};
   SyevProfile out;
   try {
-    SPEX_CUDA(cudaMemset(prof, 0, 8 * sizeof(unsigned long long)));
+    SPEX_CUDA(cudaMemset(prof, 0, 16 * sizeof(unsigned long long)));
     for (cudaEvent_t& e : ev) SPEX_CUDA(cudaEventCreate(&e));
     launchSyev(n, A, lda, strideA, W, info, batch, work, lwork, nullptr, prof, ev, qlLanes, applyGroup, reduce,
-               method);
+               method, ortho);
     SPEX_CUDA(cudaEventSynchronize(ev[3]));
     float ms[3] = {};
     for (int k = 0; k < 3; ++k) SPEX_CUDA(cudaEventElapsedTime(&ms[k], ev[k], ev[k + 1]));
-    unsigned long long h[8];
+    unsigned long long h[16];
     SPEX_CUDA(cudaMemcpy(h, prof, sizeof h, cudaMemcpyDeviceToHost));
     const double nb = batch > 0 ? batch : 1;
     out.reduceSeconds = ms[0] * 1e-3;
@@ -1331,6 +1494,8 @@ SyevProfile syevBatchedProfile(int n, double* A, int lda, long long strideA, dou
     out.sweeps = h[4] / nb;
     out.rotations = h[5] / nb;
     out.fallbacks = (long long)h[6];
+    out.orthoPasses = h[7] / nb;
+    for (int k = 0; k < 6; ++k) out.orthoPhaseCycles[k] = h[8 + k] / nb;
   } catch (...) {
     for (cudaEvent_t e : ev)
       if (e) cudaEventDestroy(e);

@@ -32,8 +32,8 @@ namespace spex::gpu {
 // Issue 12, eighth round; gpu/eigh_bisect.cuh): pass 1 leaves the reflectors; pass 2
 // finds the eigenvalues of the tridiagonal by bisection on Sturm counts and its
 // eigenvectors by twisted factorizations (a thread per eigenvalue; clusters as dstein);
-// pass 3 orthonormalises them by CholQR (twice where needed) and multiplies by Q in registers
-// (syevFormQKernel's tile on Z^T = V^T Q^T). n <= 80 (larger n run the chain); needs
+// pass 3 orthonormalises them (SyevOrtho below: Newton-Schulz by default, or CholQR) and
+// multiplies by Q in registers (Z^T = V^T Q^T). n <= 80 (larger n run the chain); needs
 // syevBatchedBisectWorkspace doubles of workspace.
 enum class SyevMethod { Chain, Bisect };
 
@@ -43,6 +43,14 @@ enum class SyevMethod { Chain, Bisect };
 // a 192-thread block a matrix (two barriers a step), kept for A/B. Both leave the same
 // kind of reflectors and tridiagonal, equal to rounding.
 enum class SyevReduce { Block, Warp };
+
+// Pass 3 of the bisection method (docs/benchmarks.md, Issue 12, ninth round (eighns);
+// gpu/eigh_bisect.cuh): NewtonSchulz (the default), X <- X (3I - X^T X) / 2 while the
+// Gram matrix departs from I by more than 1e-9 (a CholQR pass first where by more than
+// 1e-2), the last step and the reflectors applied in registers, 160 threads a matrix;
+// CholQR, the eighth round's kernel (CholQR once, twice where needed, then Q by
+// syevFormQKernel's tile). The same decomposition to rounding.
+enum class SyevOrtho { NewtonSchulz, CholQR };
 
 // Largest n the shared-memory solver takes (n * n doubles must fit in a block's
 // shared memory beside a few vectors).
@@ -69,7 +77,7 @@ std::size_t syevBatchedMinWorkspace(int n, int batch);
 // GpuError for bad arguments or a failed launch.
 void syevBatched(int n, double* A, int lda, long long strideA, double* W, int* info, int batch,
                  double* work, std::size_t lwork, cudaStream_t stream, SyevMethod method = SyevMethod::Chain,
-                 SyevReduce reduce = SyevReduce::Warp);
+                 SyevOrtho ortho = SyevOrtho::NewtonSchulz, SyevReduce reduce = SyevReduce::Warp);
 
 // The same, synchronous on the default stream, each pass timed (CUDA events), with
 // clock-cycle counts per stage (thread 0 of a block, or the matrix's thread in the QL
@@ -88,15 +96,22 @@ void syevBatched(int n, double* A, int lda, long long strideA, double* W, int* i
 // method Bisect: qlSeconds / qlCycles are pass 2 (bisection and vectors), applySeconds /
 // applyCycles pass 3 (CholQR and Q); sweeps the quadsection steps a matrix (all its
 // eigenvalues), fallbacks the matrices with a cluster of close eigenvalues, rotations
-// the matrices that took a second CholQR pass.
+// the matrices that took a second CholQR pass (ortho CholQR) or any CholQR pass
+// (NewtonSchulz); orthoPasses the Newton-Schulz kernel's passes before its last step a
+// matrix (Gram-and-step or CholQR; 0 where the twisted vectors' Gram matrix was within
+// 1e-9 of I).
 struct SyevProfile {
   double seconds = 0, reduceSeconds = 0, qlSeconds = 0, applySeconds = 0;
   double tridiagonalCycles = 0, formQCycles = 0, qlCycles = 0, applyCycles = 0;
-  double sweeps = 0, rotations = 0;
+  double sweeps = 0, rotations = 0, orthoPasses = 0;
+  // Newton-Schulz pass 3, thread 0's cycles a block by phase: X in, Gram, the passes
+  // before the last step, the last step, the reflectors in, their application and Z out.
+  double orthoPhaseCycles[6] = {};
   long long fallbacks = 0;
 };
 SyevProfile syevBatchedProfile(int n, double* A, int lda, long long strideA, double* W, int* info,
                                int batch, double* work, std::size_t lwork, int qlLanes = 0,
-                               int applyGroup = 0, int reduce = 0, SyevMethod method = SyevMethod::Chain);
+                               int applyGroup = 0, int reduce = 0, SyevMethod method = SyevMethod::Chain,
+                               SyevOrtho ortho = SyevOrtho::NewtonSchulz);
 
 } // namespace spex::gpu

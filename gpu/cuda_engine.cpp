@@ -158,6 +158,7 @@ CudaEngine::CudaEngine(CudaEngineOptions options) : m_options(std::move(options)
       w->cusolverEigh = m_options.eigh == CudaEngineOptions::Eigh::Cusolver;
       w->bisectEigh = m_options.eigh == CudaEngineOptions::Eigh::Bisect;
       w->warpReduce = m_options.eighReduce == CudaEngineOptions::EighReduce::Warp;
+      w->newtonSchulzEigh = m_options.newtonSchulzEigh;
       w->selected = m_options.selectedInverse;
       w->fusedSelected = m_options.fusedSelectedInverse;
       w->choleskyColumns = m_options.choleskyColumns;

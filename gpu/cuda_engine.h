@@ -58,7 +58,7 @@ struct CudaEngineOptions {
   int maxBatch = 0;  // patches per batch; 0: kCudaTargetBatch (less where the budget binds)
   // Signal decorrelation's fiber-block eigensolver (the kept 74 x 74 blocks of a
   // patch): Bisect, syevBatched's bisection method (SyevMethod::Bisect: bisection,
-  // twisted factorizations, CholQR, no QL chain; Issue 12, eighth round: the default
+  // twisted factorizations, Newton-Schulz or CholQR (newtonSchulzEigh below), no QL chain; Issue 12, eighth round: the default
   // since its merge, warm frame 0.096-0.098 s against 0.101-0.102 s on an H100);
   // Tridiagonal, syevBatched's QL chain (gpu/batched_eigh.h; also what Bisect runs for
   // blocks over 80 or a workspace too small for it); Cusolver, cusolverDnXsyevBatched on
@@ -75,6 +75,11 @@ struct CudaEngineOptions {
   // to rounding. Factory switch: SPEXLAB_CUDA_EIGH_REDUCE=block|warp.
   enum class EighReduce { Block, Warp };
   EighReduce eighReduce = EighReduce::Warp;
+  // Bisect's pass 3 (gpu/batched_eigh.h SyevOrtho): true (default), Newton-Schulz steps
+  // and the reflectors applied in registers (Issue 12, ninth round, eighns); false, the
+  // eighth round's CholQR kernel. The same decomposition to rounding. Factory switch:
+  // SPEXLAB_CUDA_EIGH_ORTHO=ns|cholqr.
+  bool newtonSchulzEigh = true;
   // Cholesky: true (default), blocked by fiber with batched GEMMs (docs/benchmarks.md,
   // version 6); false, cusolverDnDpotrfBatched. Factory switch: SPEXLAB_CUDA_CHOLESKY.
   bool blockedCholesky = true;

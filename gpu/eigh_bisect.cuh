@@ -21,7 +21,9 @@
 //     solver) from its own pseudo-random start: independent vectors spanning the
 //     cluster's space.
 //   - eigenvalues ranked ascending (ties by index); vector j goes to column rank(j).
-// Pass 3 (syevOrthoFormKernel): CholQR on the vectors X (G = X^T X = R^T R,
+// Pass 3 by Newton-Schulz (syevOrthoNsKernel, the default): see "Pass 3 by Newton-Schulz"
+// below; the same argument holds for its symmetric mixing.
+// Pass 3 by CholQR (syevOrthoFormKernel, SyevOrtho::CholQR): CholQR on the vectors X (G = X^T X = R^T R,
 // X <- X R^-1), a second time where the first Gram matrix departs from I by more than
 // kSecondPass; then Z = Q X. Why this keeps C^-1/2 = V f(Lambda) V^T accurate without any cluster
 // threshold: for two computed pairs, (lambda_a - lambda_b) x_a^T x_b = x_a^T r_b - r_a^T x_b
@@ -424,6 +426,199 @@ SPEX_BI_HD void cholScale(int n, const double* G, int ldg, double* X, int ldx, i
     const double p = G[c * ldg + c];
     const double s = p > 1e-20 ? 1.0 / sqrt(p) : 1.0;
     for (int r = tid & 15; r < n; r += 16) X[c * ldx + r] *= s;
+  }
+}
+
+// Pass 3 by Newton-Schulz (SyevOrtho::NewtonSchulz; syevOrthoNsKernel, docs/benchmarks.md,
+// "Issue 12, ninth round (eighns)"). 160 threads a matrix: thread t is lane q = t & 3 of
+// group g = t >> 2 (< 40), holding rows R = g and g + 40 and columns c = q + 4 j (j < 20)
+// of an 80 x 80 tile. X (the unit vectors of T) sits in shared memory with leading
+// dimension kNsLdx = 81 (odd: a group's 8 rows and a lane's 4 columns fall in distinct
+// banks), 80 columns, its rows and columns n .. 79 zero, so no index is ever clamped.
+// With G = X^T X = I + E: while max |E| > kNsTol, X <- X (I - E / 2) (one Newton-Schulz
+// step: G' = I - 3/4 E^2 + 1/4 E^3), or a CholQR pass where max |E| > kNsMax (there
+// |E|_2 <= n max |E| may be near 1, where the iteration converges slowly or not at all)
+// or the steps did not get below kNsTol; then the last step straight into registers,
+// Z^T = (X (I - E / 2))^T, and the reflectors applied to those rows (Z^T = X^T
+// H_{n-3} ... H_0) with 4 lanes a row (two shuffles a reflector and row instead of
+// syevFormQKernel's four across 16 lanes). Accuracy: the step mixes x_b into x_a by
+// -E_ab / 2, symmetric in a and b, so the bound of pass 3's comment above holds as for
+// CholQR (the residual grows by |E_ab| |lambda_a - lambda_b| / 2 <= (|r_a| + |r_b|) / 2);
+// it is the Lowdin (closest orthonormal) direction rather than CholQR's ordered one.
+// E is formed as G - I (exact), so the correction X E / 2 is rounded relative to itself:
+// one rounding of X + X E / 2 per entry.
+constexpr int kNsThreads = 160;
+constexpr int kNsCols = 20;  // columns a lane at most (NC: 19 where n <= 76, so 74 wastes less)
+constexpr int kNsGroups = 40;
+constexpr int kNsLdx = 81;   // X and G in shared memory: 80 x 81 each
+constexpr int kNsLdv = 80;   // the reflectors (in X's place after the last step)
+// max |G - I| below which one more step gives orthogonality to rounding: the step leaves
+// (3/4) E^2, entries <= (3/4) n max|E|^2 = 5.6e-17 at n = 74.
+constexpr double kNsTol = 1e-9;
+// Above this a CholQR pass first: n max |E| <= 0.8 < 1 keeps the iteration contracting.
+constexpr double kNsMax = 1e-2;
+// Newton-Schulz steps before a CholQR pass is taken anyway, and passes at most.
+constexpr int kNsCholAfter = 3;
+constexpr int kNsMaxPasses = 6;
+
+// NC columns a lane (4 NC >= n; 19 or 20). G = X^T X (rows g, g + 40, columns q + 4 j
+// (all 4 NC of them: zero outside n), row-major
+// with leading dimension kNsLdx. Returns this thread's max |G - I| within n x n. G(R, c)
+// and G(c, R) are the same products in the same order: G is symmetric to the bit.
+template <int NC>
+SPEX_BI_HD double nsGram(int n, const double* Xs, double* G, int g, int q) {
+  double acc[2][NC];
+  for (int r = 0; r < 2; ++r)
+    for (int j = 0; j < NC; ++j) acc[r][j] = 0.0;
+  const double* x0 = Xs + g * kNsLdx;
+  const double* x1 = Xs + (g + kNsGroups) * kNsLdx;
+  const double* xc = Xs + q * kNsLdx;
+  for (int r = 0; r < n; ++r) {
+    const double a0 = x0[r], a1 = x1[r];
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+#endif
+    for (int j = 0; j < NC; ++j) {
+      const double b = xc[4 * j * kNsLdx + r];
+      acc[0][j] = fma(a0, b, acc[0][j]);
+      acc[1][j] = fma(a1, b, acc[1][j]);
+    }
+  }
+  double off = 0.0;
+  for (int r = 0; r < 2; ++r) {
+    const int R = g + kNsGroups * r;
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+#endif
+    for (int j = 0; j < NC; ++j) {
+      const int c = q + 4 * j;
+      G[R * kNsLdx + c] = acc[r][j];
+      if (R < n && c < n) off = fmax(off, fabs(acc[r][j] - (R == c ? 1.0 : 0.0)));
+    }
+  }
+  return off;
+}
+
+// One Newton-Schulz step into registers: z[r][j] = (X (I - E / 2))(c, R), R = g + 40 r,
+// c = q + 4 j: row R of the new X^T (zero where R or c >= n).
+template <int NC>
+SPEX_BI_HD void nsProduct(int n, const double* Xs, const double* G, int g, int q, double (&z)[2][NC]) {
+  double acc[2][NC];
+  for (int r = 0; r < 2; ++r)
+    for (int j = 0; j < NC; ++j) acc[r][j] = 0.0;
+  // Rows R >= n are discarded: R1 clamped so that only G's written columns are read.
+  const int R0 = g < n ? g : n - 1, R1 = g + kNsGroups < n ? g + kNsGroups : n - 1;
+  for (int m = 0; m < n; ++m) {
+    const double e0 = G[m * kNsLdx + R0] - (m == R0 ? 1.0 : 0.0);
+    const double e1 = G[m * kNsLdx + R1] - (m == R1 ? 1.0 : 0.0);
+    const double* xm = Xs + m * kNsLdx + q;
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+#endif
+    for (int j = 0; j < NC; ++j) {
+      const double x = xm[4 * j];
+      acc[0][j] = fma(x, e0, acc[0][j]);
+      acc[1][j] = fma(x, e1, acc[1][j]);
+    }
+  }
+  for (int r = 0; r < 2; ++r) {
+    const double* xr = Xs + (g + kNsGroups * r) * kNsLdx + q;
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+#endif
+    for (int j = 0; j < NC; ++j) z[r][j] = fma(-0.5, acc[r][j], xr[4 * j]);
+  }
+}
+
+// The step's result back into X (after a barrier: every thread's nsProduct has read X).
+template <int NC>
+SPEX_BI_HD void nsStore(int n, double* Xs, int g, int q, const double (&z)[2][NC]) {
+  for (int r = 0; r < 2; ++r) {
+    const int R = g + kNsGroups * r;
+    if (R >= n) continue;
+    for (int j = 0; j < NC; ++j) {
+      const int c = q + 4 * j;
+      if (c < n) Xs[R * kNsLdx + c] = z[r][j];
+    }
+  }
+}
+
+// cholQrStep for any thread count nt (the Newton-Schulz kernel's rare CholQR pass, on
+// its layout: G row-major and X column-major, leading dimension kNsLdx): the same
+// updates, a flat index over the trailing triangle and over X's trailing columns.
+SPEX_BI_HD void cholQrStepAny(int n, double* G, double* X, int j, int tid, int nt, int* fail) {
+  const double p = G[j * kNsLdx + j];
+  if (!(p > 1e-20)) {
+    if (tid == 0 && *fail == 0) *fail = j + 1;
+    return;
+  }
+  const double pi = 1.0 / p;
+  const double* u = G + j * kNsLdx;
+  const int w = n - j - 1;
+  for (int t = tid; t < w * w; t += nt) {
+    const int a = t / w, b = t - a * w;
+    if (b < a) continue;
+    const int i = j + 1 + a, l = j + 1 + b;
+    G[i * kNsLdx + l] -= (u[i] * pi) * u[l];
+  }
+  const double* xj = X + j * kNsLdx;
+  for (int t = tid; t < w * n; t += nt) {
+    const int a = t / n, r = t - a * n;
+    const int l = j + 1 + a;
+    X[l * kNsLdx + r] -= xj[r] * (u[l] * pi);
+  }
+}
+
+// The reflectors (pass 1's, as syevFormQKernel reads them) applied to the rows a lane
+// group holds, last first: z <- z H_{n-3} ... H_0 with H_i = I - tau_i v_i v_i^T,
+// v_i(c) = V[i kNsLdv + c] (1 at c = i + 1, 0 above it and from n on). L lanes of one
+// group at once (the device: L = 1, lane q, the 4 partial dot products summed by sum,
+// two shuffles; the host emulation: L = 4 from q = 0, sum adds them as the shuffles do).
+// A reflector touches columns >= i + 1 only: phase J takes the reflectors i with
+// (i + 1) / 4 = J and columns j >= J (unrolled on the device: half the FMAs).
+template <int L, int NC, class Sum>
+SPEX_BI_HD void nsApplyReflectors(int n, const double* V, const double* tau, int q, double (&z)[L][2][NC], Sum sum) {
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+#endif
+  for (int J = NC - 1; J >= 0; --J) {
+    const int iHi = n - 3 < 4 * J + 2 ? n - 3 : 4 * J + 2;
+    const int iLo = 4 * J - 1 > 0 ? 4 * J - 1 : 0;
+    for (int i = iHi; i >= iLo; --i) {
+      const double* v = V + i * kNsLdv + q;
+      double p[L][2];
+      for (int x = 0; x < L; ++x) {
+        double a0 = 0.0, a1 = 0.0, b0 = 0.0, b1 = 0.0;
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+#endif
+        for (int j = J; j < NC; ++j) {
+          const double vj = v[x + 4 * j];
+          if ((j - J) & 1) {
+            b0 = fma(z[x][0][j], vj, b0);
+            b1 = fma(z[x][1][j], vj, b1);
+          } else {
+            a0 = fma(z[x][0][j], vj, a0);
+            a1 = fma(z[x][1][j], vj, a1);
+          }
+        }
+        p[x][0] = a0 + b0;
+        p[x][1] = a1 + b1;
+      }
+      sum(p);
+      const double t = tau[i];
+      for (int x = 0; x < L; ++x) {
+        const double s0 = t * p[x][0], s1 = t * p[x][1];
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+#endif
+        for (int j = J; j < NC; ++j) {
+          const double vj = v[x + 4 * j];
+          z[x][0][j] = fma(-s0, vj, z[x][0][j]);
+          z[x][1][j] = fma(-s1, vj, z[x][1][j]);
+        }
+      }
+    }
   }
 }
 

@@ -44,6 +44,7 @@ struct Workspace {
   bool cusolverEigh = false; // kept fiber blocks by cusolverDnXsyevBatched, not syevBatched
   bool bisectEigh = false;   // syevBatched's bisection method (where A holds its workspace)
   bool warpReduce = false;   // syevBatched's pass 1 by one warp a block (SyevReduce::Warp)
+  bool newtonSchulzEigh = true; // its pass 3 (CudaEngineOptions::newtonSchulzEigh)
   // CudaEngineOptions::selectedInverse: no X; C holds L_kk^-1 after the Cholesky, then
   // the selected inversion's C_ss (batched_selected_inverse.h).
   bool selected = false;

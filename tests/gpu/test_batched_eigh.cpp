@@ -149,7 +149,8 @@ struct Errors {
 Errors compareWithLapack(int n, int lda, long long stride, int batch, double decades, unsigned seed,
                          Work wk = Work::Full, std::vector<double>* Vout = nullptr,
                          std::vector<double>* Wout = nullptr, int reduce = 0,
-                         gpu::SyevMethod method = gpu::SyevMethod::Chain, double clusterRel = 0) {
+                         gpu::SyevMethod method = gpu::SyevMethod::Chain, double clusterRel = 0,
+                         gpu::SyevOrtho ortho = gpu::SyevOrtho::NewtonSchulz) {
   const std::vector<double> A = randomSpd(n, lda, stride, batch, decades, seed, clusterRel);
   Device d;
   const std::size_t lwork = workDoubles(wk, n, batch);
@@ -164,10 +165,10 @@ Errors compareWithLapack(int n, int lda, long long stride, int batch, double dec
   // reduce 0: syevBatched as the engine calls it (its default pass 1); else
   // syevBatchedProfile's reduce, 4 standing for its 0 (the block kernel).
   if (reduce == 0)
-    gpu::syevBatched(n, d.A, lda, stride, d.W, d.info, batch, d.work, lwork, nullptr, method);
+    gpu::syevBatched(n, d.A, lda, stride, d.W, d.info, batch, d.work, lwork, nullptr, method, ortho);
   else
     gpu::syevBatchedProfile(n, d.A, lda, stride, d.W, d.info, batch, d.work, lwork, 0, 0, reduce == 4 ? 0 : reduce,
-                            method);
+                            method, ortho);
   check(cudaDeviceSynchronize(), "syevBatched");
   std::vector<double> V(A.size()), W(std::size_t(n) * batch);
   std::vector<int> info(batch);
@@ -220,7 +221,9 @@ Errors compareWithLapack(int n, int lda, long long stride, int batch, double dec
     err.invSqrt = std::max(err.invSqrt, std::sqrt(num / den));
   }
   qInfo("%sn %d, lda %d, batch %d, %.0f decades%s, workspace %s, reduce %s: eigenvalues %.2e, residual %.2e, "
-        "orthogonality %.2e, C^-1/2 %.2e", method == gpu::SyevMethod::Bisect ? "bisect: " : "", n, lda, batch,
+        "orthogonality %.2e, C^-1/2 %.2e",
+        method != gpu::SyevMethod::Bisect ? ""
+        : ortho == gpu::SyevOrtho::CholQR ? "bisect (CholQR): " : "bisect (Newton-Schulz): ", n, lda, batch,
         decades, clusterRel > 0 ? qPrintable(QString(", clusters within %1").arg(clusterRel)) : "",
         wk == Work::Full ? "full" : wk == Work::Least ? "least" : wk == Work::Bisect ? "bisect's least" : "short",
         reduce == 1   ? "three-pass"
@@ -423,13 +426,15 @@ private slots:
     }
     // Every order up to the method's largest (80), the next ones (the chain runs), odd
     // leading dimensions and strides; the least workspace the method takes.
-    for (int n : {1, 2, 3, 4, 5, 8, 17, 31, 32, 33, 47, 64, 73, 74, 75, 79, 80, 81, 100}) {
-      const int lda = n + 3;
-      e = compareWithLapack(n, lda, (long long)lda * n + 7, 24, 4.0, 50 + n, n <= 80 ? Work::Bisect : Work::Full,
-                            nullptr, nullptr, 0, B);
-      QVERIFY2(e.eig < 1e-12 && e.residual < 1e-12 && e.orth < 1e-13 && e.invSqrt < 1e-10,
-               qPrintable(QString("n %1").arg(n)));
-    }
+    // Both pass-3 methods.
+    for (auto ortho : {gpu::SyevOrtho::NewtonSchulz, gpu::SyevOrtho::CholQR})
+      for (int n : {1, 2, 3, 4, 5, 8, 17, 31, 32, 33, 47, 64, 73, 74, 75, 79, 80, 81, 100}) {
+        const int lda = n + 3;
+        e = compareWithLapack(n, lda, (long long)lda * n + 7, 24, 4.0, 50 + n, n <= 80 ? Work::Bisect : Work::Full,
+                              nullptr, nullptr, 0, B, 0, ortho);
+        QVERIFY2(e.eig < 1e-12 && e.residual < 1e-12 && e.orth < 1e-13 && e.invSqrt < 1e-10,
+                 qPrintable(QString("n %1").arg(n)));
+      }
     // Too little workspace for the method is an error naming what it needs.
     double* work = nullptr;
     check(cudaMalloc(&work, 4096 * sizeof(double)), "cudaMalloc work");
@@ -450,6 +455,28 @@ private slots:
     QVERIFY2(dw < 1e-13 && ds < 1e-10, qPrintable(QString("%1 %2").arg(dw).arg(ds)));
   }
 
+  void bisectOrthoMethodsAgree() {
+    // Pass 3 by Newton-Schulz (the default) and by CholQR on the same blocks: plain (4
+    // decades), clustered within 1e-9 and 1e-12 (the latter takes CholQR passes in the
+    // Newton-Schulz kernel too): each against LAPACK with bisectMatchesLapack's criteria,
+    // and against each other, eigenvalues to the bit (pass 3 does not touch them) and
+    // C^-1/2 to rounding (the bound of bisectAgreesWithChain).
+    for (double rel : {0.0, 1e-9, 1e-12}) {
+      std::vector<double> V[2], W[2];
+      Errors e[2];
+      for (int k = 0; k < 2; ++k) {
+        e[k] = compareWithLapack(74, 74, 74 * 74, 64, 4.0, 7, Work::Full, &V[k], &W[k], 0, gpu::SyevMethod::Bisect,
+                                 rel, k ? gpu::SyevOrtho::CholQR : gpu::SyevOrtho::NewtonSchulz);
+        QVERIFY2(e[k].eig < 1e-12 && e[k].residual < 1e-12 && e[k].orth < 1e-13 && e[k].invSqrt < 1e-10,
+                 qPrintable(QString("clusters %1, ortho %2").arg(rel).arg(k)));
+      }
+      const auto [dw, ds] = decompositionsAgree(74, V[0], W[0], V[1], W[1]);
+      qInfo("clusters within %.0e: Newton-Schulz vs CholQR: max |dW| / max W %.2e, C^-1/2 %.2e", rel, dw, ds);
+      QCOMPARE(dw, 0.0);
+      QVERIFY2(ds < 1e-10, qPrintable(QString::number(ds)));
+    }
+  }
+
   void bisectFrameTimed() {
     // 23 500 blocks (a frame) and the engine's batch sizes by both methods, alternating,
     // three times each: for docs/benchmarks.md (Issue 12, eighth round).
@@ -457,21 +484,29 @@ private slots:
     const std::vector<double> A = frameSizedBlocks(n, base, batch);
     Device d;
     allocateForFrame(d, n, batch);
+    // Three ways in turn: the chain, bisection with pass 3 by CholQR, by Newton-Schulz.
     for (int small : {batch, 1235, 995})
-      for (int rep = 0; rep < 6; ++rep) {
-        const bool bisect = rep % 2 == 1;
+      for (int rep = 0; rep < 9; ++rep) {
+        const bool bisect = rep % 3 != 0, ns = rep % 3 == 2;
         check(cudaMemcpy(d.A, A.data(), std::size_t(n) * n * small * sizeof(double), cudaMemcpyHostToDevice), "H2D");
         const gpu::SyevProfile q = gpu::syevBatchedProfile(
             n, d.A, n, n * n, d.W, d.info, small, d.work, gpu::syevBatchedWorkspace(n, small), 0, 0, 0,
-            bisect ? gpu::SyevMethod::Bisect : gpu::SyevMethod::Chain);
-        if (bisect)
-          qInfo("%d blocks of %d, bisect: %.3f ms (reduce %.3f, bisection+vectors %.3f, CholQR+Q %.3f); per block "
-                "%.0f / %.0f cycles, %.0f quadsection steps, %lld with clusters, %.0f with a second CholQR",
-                small, n, q.seconds * 1e3, q.reduceSeconds * 1e3, q.qlSeconds * 1e3, q.applySeconds * 1e3,
-                q.qlCycles, q.applyCycles, q.sweeps, q.fallbacks, q.rotations * small);
-        else
+            bisect ? gpu::SyevMethod::Bisect : gpu::SyevMethod::Chain,
+            ns ? gpu::SyevOrtho::NewtonSchulz : gpu::SyevOrtho::CholQR);
+        if (bisect) {
+          qInfo("%d blocks of %d, bisect, %s: %.3f ms (reduce %.3f, bisection+vectors %.3f, pass 3 %.3f); per "
+                "block %.0f / %.0f cycles, %.0f quadsection steps, %lld with clusters, %.0f with %s CholQR, %.3f "
+                "Newton-Schulz passes before the last", small, n, ns ? "Newton-Schulz" : "CholQR", q.seconds * 1e3,
+                q.reduceSeconds * 1e3, q.qlSeconds * 1e3, q.applySeconds * 1e3, q.qlCycles, q.applyCycles, q.sweeps,
+                q.fallbacks, q.rotations * small, ns ? "a" : "a second", q.orthoPasses);
+          if (ns)
+            qInfo("  pass 3 by phase (thread 0, cycles a block): X in %.0f, Gram %.0f, passes %.0f, last step %.0f, "
+                  "reflectors in %.0f, apply and Z out %.0f", q.orthoPhaseCycles[0], q.orthoPhaseCycles[1],
+                  q.orthoPhaseCycles[2], q.orthoPhaseCycles[3], q.orthoPhaseCycles[4], q.orthoPhaseCycles[5]);
+        } else {
           qInfo("%d blocks of %d, chain:  %.3f ms (reduce %.3f, QL %.3f, apply %.3f)", small, n, q.seconds * 1e3,
                 q.reduceSeconds * 1e3, q.qlSeconds * 1e3, q.applySeconds * 1e3);
+        }
         std::vector<int> info(small);
         check(cudaMemcpy(info.data(), d.info, small * sizeof(int), cudaMemcpyDeviceToHost), "D2H info");
         for (int b = 0; b < small; ++b) QCOMPARE(info[b], 0);

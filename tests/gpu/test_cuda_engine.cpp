@@ -260,6 +260,11 @@ private slots:
       CudaEngine other(o);
       requireAgreement(compare(c, runCuda(req, &other)));
     }
+    // The bisection method with its eighth-round pass 3 (CholQR; SPEXLAB_CUDA_EIGH_ORTHO=cholqr).
+    CudaEngineOptions o;
+    o.newtonSchulzEigh = false;
+    CudaEngine cholqr(o);
+    requireAgreement(compare(c, runCuda(req, &cholqr)));
   }
 
   void eighReducesMatchCpu() {

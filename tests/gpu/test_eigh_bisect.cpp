@@ -27,16 +27,103 @@ namespace bi = spex::gpu::bisect;
 
 namespace {
 
+// Pass 3 by Newton-Schulz (true, the default) or by CholQR (the eighth round's kernel);
+// n > 80 always CholQR (the device runs the chain there).
+bool g_ns = true;
+
 struct Result {
   std::vector<double> w; // ascending
   std::vector<double> V; // n x n column-major, eigenvectors of T
   int fail = 0, clustered = 0;
-  bool secondPass = false;
+  bool secondPass = false; // CholQR: a second pass; Newton-Schulz: any CholQR pass
   double steps = 0;
+  int nsPasses = 0;       // Newton-Schulz passes before the last step
+  std::vector<double> zt; // Newton-Schulz: the lanes' registers z (group, lane, row, column)
+  int nc = 0;             // their columns a lane (the kernel's NC)
 };
 
-// The two kernels of the method, emulated: pass 2 (a thread per eigenvalue) and pass 2b
-// (256 threads, CholQR twice).
+// syevOrthoNsKernel's phases on X (element i of vector c at X[i n + c]), every thread of
+// a phase in turn: Gram, Newton-Schulz steps or CholQR passes, the last step into z.
+template <int NC>
+void emulateNs(int n, const std::vector<double>& X, Result& out) {
+  constexpr int kZPerLane = 2 * NC;
+  out.nc = NC;
+  const int nt = bi::kNsThreads;
+  std::vector<double> Xs(80 * bi::kNsLdx, 0.0), G(80 * bi::kNsLdx, 0.0);
+  for (int c = 0; c < n; ++c)
+    for (int i = 0; i < n; ++i) Xs[c * bi::kNsLdx + i] = X[std::size_t(i) * n + c];
+  auto gram = [&] {
+    double off = 0;
+    for (int tid = 0; tid < nt; ++tid) off = std::max(off, bi::nsGram<NC>(n, Xs.data(), G.data(), tid >> 2, tid & 3));
+    return off;
+  };
+  out.zt.assign(std::size_t(nt) * kZPerLane, 0.0);
+  auto zOf = [&](int tid) -> double(&)[2][NC] {
+    return *reinterpret_cast<double(*)[2][NC]>(out.zt.data() + std::size_t(tid) * kZPerLane);
+  };
+  double off = gram();
+  int pass = 0;
+  for (; off > bi::kNsTol && pass < bi::kNsMaxPasses; ++pass) {
+    if (off > bi::kNsMax || pass >= bi::kNsCholAfter) {
+      out.secondPass = true;
+      for (int j = 0; j < n; ++j)
+        for (int tid = 0; tid < nt; ++tid) bi::cholQrStepAny(n, G.data(), Xs.data(), j, tid, nt, &out.fail);
+      for (int c = 0; c < n; ++c) {
+        const double p = G[c * bi::kNsLdx + c];
+        const double sc = p > 1e-20 ? 1.0 / std::sqrt(p) : 1.0;
+        for (int r = 0; r < n; ++r) Xs[c * bi::kNsLdx + r] *= sc;
+      }
+    } else {
+      for (int tid = 0; tid < nt; ++tid) bi::nsProduct<NC>(n, Xs.data(), G.data(), tid >> 2, tid & 3, zOf(tid));
+      for (int tid = 0; tid < nt; ++tid) bi::nsStore<NC>(n, Xs.data(), tid >> 2, tid & 3, zOf(tid));
+    }
+    off = gram();
+  }
+  out.nsPasses = pass;
+  for (int tid = 0; tid < nt; ++tid) bi::nsProduct<NC>(n, Xs.data(), G.data(), tid >> 2, tid & 3, zOf(tid));
+  out.V.assign(std::size_t(n) * n, 0.0);
+  for (int tid = 0; tid < nt; ++tid)
+    for (int r = 0; r < 2; ++r)
+      for (int j = 0; j < NC; ++j) {
+        const int R = (tid >> 2) + bi::kNsGroups * r, c = (tid & 3) + 4 * j;
+        if (R < n && c < n) out.V[std::size_t(R) * n + c] = zOf(tid)[r][j];
+      }
+}
+
+// The kernel's last phase on the host: the reflectors of dsytrd ('L', as pass 1 leaves
+// them: v_i(i + 1) = 1, v_i(c) = a(c, i) below) applied to the lanes' rows z, a group's
+// 4 lanes at once with their partial sums added as the two shuffles add them. Returns
+// Z = Q V (n x n column-major).
+template <int NC>
+std::vector<double> applyReflectorsEmulated(int n, const std::vector<double>& a, const std::vector<double>& tau,
+                                            std::vector<double> zt) {
+  constexpr int kZPerLane = 2 * NC;
+  std::vector<double> V(std::size_t(std::max(n - 2, 1)) * bi::kNsLdv, 0.0);
+  for (int i = 0; i + 2 < n; ++i)
+    for (int c = 0; c < bi::kNsLdv; ++c)
+      V[std::size_t(i) * bi::kNsLdv + c] = c == i + 1 ? 1.0 : (c > i + 1 && c < n ? a[c + std::size_t(i) * n] : 0.0);
+  auto sum4 = [](double (&p)[4][2]) {
+    for (int r = 0; r < 2; ++r) {
+      const double s = (p[0][r] + p[1][r]) + (p[2][r] + p[3][r]);
+      for (int x = 0; x < 4; ++x) p[x][r] = s;
+    }
+  };
+  for (int g = 0; g < bi::kNsGroups; ++g) {
+    auto& z = *reinterpret_cast<double(*)[4][2][NC]>(zt.data() + std::size_t(4 * g) * kZPerLane);
+    bi::nsApplyReflectors<4>(n, V.data(), tau.data(), 0, z, sum4);
+  }
+  std::vector<double> Z(std::size_t(n) * n);
+  for (int tid = 0; tid < bi::kNsThreads; ++tid)
+    for (int r = 0; r < 2; ++r)
+      for (int j = 0; j < NC; ++j) {
+        const int R = (tid >> 2) + bi::kNsGroups * r, c = (tid & 3) + 4 * j;
+        if (R < n && c < n) Z[c + std::size_t(R) * n] = zt[std::size_t(tid) * kZPerLane + r * NC + j];
+      }
+  return Z;
+}
+
+// The two kernels of the method, emulated: pass 2 (a thread per eigenvalue) and pass 3
+// (Newton-Schulz, or 256 threads by CholQR twice).
 Result emulate(int n, std::vector<double> d, std::vector<double> e) {
   Result out;
   e.resize(n, 0.0);
@@ -73,7 +160,15 @@ Result emulate(int n, std::vector<double> d, std::vector<double> e) {
                         bi::Col{X.data(), n, rank[j]}, bi::Col{P.data(), n, j}, bi::Col{M.data(), n, j}, rank.data(),
                         std::max(m, 0));
     }
-  // Pass 2b: X column-major in "shared memory" (ldx = n | 1), CholQR twice.
+  if (g_ns && n <= bi::kOrthoMaxN) {
+    // The kernel's choice: 19 columns a lane where they cover n.
+    if (n <= 4 * 19)
+      emulateNs<19>(n, X, out);
+    else
+      emulateNs<20>(n, X, out);
+    return out;
+  }
+  // Pass 3 by CholQR: X column-major in "shared memory" (ldx = n | 1), CholQR twice.
   const int ldx = n | 1, ldg = n | 1, nt = bi::kOrthoThreads;
   std::vector<double> Xs(std::size_t(n) * ldx), G(std::size_t(n) * ldg);
   for (int c = 0; c < n; ++c)
@@ -201,13 +296,15 @@ std::vector<double> randomSpd(int n, double decades, int kind, double rel, std::
   return A;
 }
 
-// dsytrd + the emulated method + Q from dorgtr.
+// dsytrd + the emulated method + Q from dorgtr (Newton-Schulz: the reflectors applied by
+// the kernel's code, checked against Q V by dgemm).
 Errors spdCase(int n, const std::vector<double>& A, Result* res = nullptr) {
   std::vector<double> Q = A, d(n), e(std::max(n - 1, 1)), tau(std::max(n - 1, 1)), work(64 * n + 64);
   const int lwork = int(work.size());
   int info = 0;
   dsytrd_("L", &n, Q.data(), &n, d.data(), e.data(), tau.data(), work.data(), &lwork, &info, 1);
   if (info) qFatal("dsytrd %d", info);
+  const std::vector<double> reflectors = Q;
   dorgtr_("L", &n, Q.data(), &n, tau.data(), work.data(), &lwork, &info, 1);
   if (info) qFatal("dorgtr %d", info);
   e.resize(n, 0.0);
@@ -216,13 +313,23 @@ Errors spdCase(int n, const std::vector<double>& A, Result* res = nullptr) {
   std::vector<double> Z(std::size_t(n) * n);
   const double one = 1, zero = 0;
   dgemm_("N", "N", &n, &n, &n, &one, Q.data(), &n, r.V.data(), &n, &zero, Z.data(), &n, 1, 1);
+  if (!r.zt.empty()) {
+    // Both are Q V to rounding: ~n eps with unit columns (bound 1e-13, 20x that).
+    std::vector<double> Zr = r.nc == 19 ? applyReflectorsEmulated<19>(n, reflectors, tau, r.zt)
+                                        : applyReflectorsEmulated<20>(n, reflectors, tau, r.zt);
+    double diff = 0;
+    for (std::size_t k = 0; k < Z.size(); ++k) diff = std::max(diff, std::abs(Zr[k] - Z[k]));
+    if (!(diff < 1e-13)) qFatal("n %d: reflectors applied in registers differ from Q V by %.2e", n, diff);
+    Z = std::move(Zr);
+  }
   const Errors err = compare(n, A, r.w, Z, true);
   if (res) *res = std::move(r);
   return err;
 }
 
 void report(const char* what, const Errors& e) {
-  qInfo("%-40s eigenvalues %.2e, residual %.2e, orthogonality %.2e, C^-1/2 %.2e", what, e.eig, e.residual,
+  qInfo("%s%-40s eigenvalues %.2e, residual %.2e, orthogonality %.2e, C^-1/2 %.2e", g_ns ? "NS: " : "CholQR: ",
+        what, e.eig, e.residual,
         e.orth, e.invSqrt);
 }
 
@@ -236,12 +343,22 @@ void verify(const Errors& e, double orth = 1e-14) {
 
 } // namespace
 
+// Every slot runs both pass-3 methods.
+void orthoData() {
+  QTest::addColumn<bool>("ns");
+  QTest::newRow("newton-schulz") << true;
+  QTest::newRow("cholqr") << false;
+}
+
 class TestEighBisect : public QObject {
   Q_OBJECT
 private slots:
   void initTestCase() { lapack::singleThreadedBlas(); }
 
+  void randomTridiagonals_data() { orthoData(); }
   void randomTridiagonals() {
+    QFETCH(bool, ns);
+    g_ns = ns;
     std::mt19937_64 rng(11);
     std::normal_distribution<double> g;
     Errors all;
@@ -255,7 +372,10 @@ private slots:
     verify(all);
   }
 
+  void specialTridiagonals_data() { orthoData(); }
   void specialTridiagonals() {
+    QFETCH(bool, ns);
+    g_ns = ns;
     Errors all;
     std::mt19937_64 rng(12);
     std::uniform_real_distribution<double> u(0.0, 1.0);
@@ -291,22 +411,27 @@ private slots:
     verify(all);
   }
 
+  void spdBlocks_data() { orthoData(); }
   void spdBlocks() {
+    QFETCH(bool, ns);
+    g_ns = ns;
     // The engine's blocks: 74 x 74 SPD, condition 1e1 ... 1e12.
     std::mt19937_64 rng(13);
     for (double decades : {1.0, 4.0, 8.0, 12.0}) {
       Errors all;
       double steps = 0;
-      int clustered = 0, second = 0;
+      int clustered = 0, second = 0, nsPasses = 0;
       for (int b = 0; b < 24; ++b) {
         Result r;
         all.max(spdCase(74, randomSpd(74, decades, b % 2, 0, rng), &r));
         steps += r.steps / 24;
         clustered += r.clustered;
         second += r.secondPass;
+        nsPasses += r.nsPasses;
       }
       qInfo("%2.0f decades: %.1f quadsection steps an eigenvalue, %d vectors by the cluster path, %d of 24 "
-            "matrices with a second CholQR pass", decades, steps, clustered, second);
+            "matrices with %s CholQR pass, %d Newton-Schulz passes before the last", decades, steps, clustered,
+            second, g_ns ? "a" : "a second", nsPasses);
       report(qPrintable(QString("SPD 74, %1 decades").arg(decades)), all);
       verify(all);
       // C^-1/2 carries ~eps cond / 2 relative error in either solver (test_batched_eigh
@@ -315,26 +440,33 @@ private slots:
     }
   }
 
+  void clusteredBlocks_data() { orthoData(); }
   void clusteredBlocks() {
+    QFETCH(bool, ns);
+    g_ns = ns;
     std::mt19937_64 rng(14);
     for (double rel : {1e-9, 1e-12, 1e-15}) {
       Errors all;
-      int clustered = 0, second = 0;
+      int clustered = 0, second = 0, nsPasses = 0;
       for (int b = 0; b < 16; ++b) {
         Result r;
         all.max(spdCase(74, randomSpd(74, 4.0, 2 + b % 2, rel, rng), &r));
         clustered += r.clustered;
         second += r.secondPass;
+        nsPasses += r.nsPasses;
       }
-      report(qPrintable(QString("SPD 74, clusters within %1 (%2 cluster vectors, %3 of 16 second passes)")
-                            .arg(rel).arg(clustered).arg(second)), all);
+      report(qPrintable(QString("SPD 74, clusters within %1 (%2 cluster vectors, %3 of 16 %4 CholQR, %5 NS passes)")
+                            .arg(rel).arg(clustered).arg(second).arg(g_ns ? "with" : "second").arg(nsPasses)), all);
       verify(all);
       QVERIFY2(all.invSqrt < 1e-10, qPrintable(QString::number(all.invSqrt)));
     }
   }
 
 
+  void deviceTestClusters_data() { orthoData(); }
   void deviceTestClusters() {
+    QFETCH(bool, ns);
+    g_ns = ns;
     // test_batched_eigh's construction (bisectMatchesLapack, seed 3, clusters within 1e-9
     // relative on odd matrices, a 3- and a 2-fold eigenvalue on every fourth), here on
     // the host: the same matrices the device test decomposes.
@@ -382,7 +514,10 @@ private slots:
     QVERIFY2(all.invSqrt < 1e-10, qPrintable(QString::number(all.invSqrt)));
   }
 
+  void everyOrder_data() { orthoData(); }
   void everyOrder() {
+    QFETCH(bool, ns);
+    g_ns = ns;
     std::mt19937_64 rng(15);
     Errors all;
     for (int n = 1; n <= 160; ++n) all.max(spdCase(n, randomSpd(n, 4.0, n % 2, 0, rng)));
