@@ -117,6 +117,8 @@ CudaEngineOptions cudaOptions(const EngineOptions& eo) {
   using O = CudaEngineOptions;
   if (const int k = pick("SPEXLAB_CUDA_EIGH", {"tridiagonal", "cusolver", "jacobi", "bisect"}); k >= 0)
     o.eigh = std::array{O::Eigh::Tridiagonal, O::Eigh::Cusolver, O::Eigh::Jacobi, O::Eigh::Bisect}[k];
+  if (const int k = pick("SPEXLAB_CUDA_EIGH_REDUCE", {"block", "warp"}); k >= 0)
+    o.eighReduce = k == 1 ? O::EighReduce::Warp : O::EighReduce::Block;
   if (const int k = pick("SPEXLAB_CUDA_EIGH_ORTHO", {"ns", "cholqr"}); k >= 0) o.newtonSchulzEigh = k == 0;
   if (const int k = pick("SPEXLAB_CUDA_EIGH_VALUES", {"divfree", "newton", "ratio"}); k >= 0)
     o.eighValues = std::array{O::EighValues::DivisionFree, O::EighValues::Newton, O::EighValues::Ratio}[k];

@@ -36,6 +36,8 @@ struct EngineChoice {
 //   SPEXLAB_CUDA_STREAMS=N      workspaces (streams) per GPU
 //   SPEXLAB_CUDA_BATCH=P        patches per batch (within the budget)
 //   SPEXLAB_CUDA_EIGH=tridiagonal|cusolver|jacobi|bisect  fiber-block eigensolver
+//   SPEXLAB_CUDA_EIGH_REDUCE=block|warp   its tridiagonalisation by a 192-thread block or by
+//                                          one warp a fiber block (A/B timing; the same to rounding)
 //   SPEXLAB_CUDA_EIGH_ORTHO=ns|cholqr      bisect's pass 3: Newton-Schulz steps (default) or CholQR
 //   SPEXLAB_CUDA_EIGH_VALUES=divfree|newton|ratio  bisect's eigenvalues in a kernel of their
 //                                          own on the division-free Sturm count, bisecting to the

@@ -52,7 +52,8 @@ void enqueueDecorrelate(Workspace& w, BatchView v, const BatchShape& shape, Devi
                         w.newtonSchulzEigh ? SyevOrtho::NewtonSchulz : SyevOrtho::CholQR,
                         w.eighValues == CudaEngineOptions::EighValues::Ratio    ? SyevValues::Ratio
                         : w.eighValues == CudaEngineOptions::EighValues::Newton ? SyevValues::Newton
-                                                                                : SyevValues::DivisionFree);
+                                                                                : SyevValues::DivisionFree,
+                        w.warpReduce ? SyevReduce::Warp : SyevReduce::Block);
             return;
           }
           checkCusolver(cusolverDnXsyevBatched(

@@ -6,9 +6,12 @@
 // the rotations; applying them is independent per row of Q.
 #include "batched_eigh.h"
 #include "eigh_bisect.cuh"
+#include "eigh_reduce_warp.cuh"
 
 #include "core/errors.h"
 #include "kernels.h"
+
+#include <cuda_pipeline.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -544,6 +547,38 @@ __global__ void __launch_bounds__(kReduceThreads, 4)
     wk[2 + r] = d[r];
     wk[2 + n + r] = e[r];
   }
+}
+
+
+// Pass 1 by one warp a matrix (SyevReduce::Warp, n <= reducewarp::kMaxN; issue 12,
+// ninth round; the code and why: eigh_reduce_warp.cuh). Leaves what
+// syevReduceFusedKernel leaves with separateQ (reflectors in A, d, e and tau in the
+// workspace), so pass 2 and 3 of either method follow unchanged. 32 threads and
+// (n - 1)^2 + 4n doubles of shared memory a block: five blocks an SM at n = 74.
+struct DeviceWarp {
+  int l;
+  __device__ __forceinline__ int lane() const { return l; }
+  __device__ __forceinline__ double sum(double x) const { return warpSum(x); }
+  __device__ __forceinline__ double bcast(double x, int src) const { return __shfl_sync(0xffffffffu, x, src); }
+  __device__ __forceinline__ void sync() const { __syncwarp(); }
+  __device__ __forceinline__ void copy8(double* dst, const double* src) const {
+    __pipeline_memcpy_async(dst, src, sizeof(double));
+  }
+  __device__ __forceinline__ void copyWait() const {
+    __pipeline_commit();
+    __pipeline_wait_prior(0);
+  }
+};
+
+__global__ void __launch_bounds__(32) syevReduceWarpKernel(int n, double* Ag, int lda, long long strideA, double* work,
+                                                           long long S, unsigned long long* prof) {
+  extern __shared__ double2 sh2[];
+  long long clk0 = 0;
+  if (prof && threadIdx.x == 0) clk0 = clock64();
+  DeviceWarp w{int(threadIdx.x)};
+  reducewarp::tridiagonalize(w, n, Ag + (long long)blockIdx.x * strideA, lda, work + (long long)blockIdx.x * S,
+                             reinterpret_cast<double*>(sh2));
+  if (prof && threadIdx.x == 0) atomicAdd(prof + 0, (unsigned long long)(clock64() - clk0));
 }
 
 
@@ -1333,6 +1368,17 @@ std::string shape(int n, int lda, long long strideA, int batch) {
          ", batch " + std::to_string(batch);
 }
 
+// Pass 1 by syevReduceWarpKernel (n <= reducewarp::kMaxN).
+void launchReduceWarp(int n, double* A, int lda, long long strideA, double* work, long long S, int batch,
+                      cudaStream_t stream, unsigned long long* prof) {
+  const std::size_t shm = sizeof(double) * std::size_t(reducewarp::sharedDoubles(n));
+  SPEX_CUDA(cudaFuncSetAttribute(syevReduceWarpKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shm)));
+  SPEX_CUDA(cudaFuncSetAttribute(syevReduceWarpKernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                 int(cudaSharedmemCarveoutMaxShared)));
+  syevReduceWarpKernel<<<batch, 32, shm, stream>>>(n, A, lda, strideA, work, S, prof);
+  SPEX_CUDA_LAUNCH("syevReduceWarpKernel");
+}
+
 // ev (optional): 5 events, 4 recorded around the three passes, the fifth between the
 // bisection method's values kernel and pass 2 (where it runs).
 void launchSyev(int n, double* A, int lda, long long strideA, double* W, int* info, int batch, double* work,
@@ -1349,6 +1395,8 @@ void launchSyev(int n, double* A, int lda, long long strideA, double* W, int* in
                    (work ? "" : " (null)") + " is too small or not 16-byte aligned; " + shape(n, lda, strideA, batch) +
                    " needs at least " + std::to_string(need));
   const long long S = (long long)(lwork / std::size_t(batch)) & ~1LL;
+  if (reduce < 0 || reduce > 3)
+    throw GpuError("syevBatched: reduce kernel " + std::to_string(reduce) + " (0, 1, 2 or 3)");
   if (method == SyevMethod::Bisect && n <= bisect::kOrthoMaxN) {
     // The bisection method (n <= 80; larger n run the chain below).
     if (S < bisectWorkspace(n))
@@ -1360,15 +1408,21 @@ void launchSyev(int n, double* A, int lda, long long strideA, double* W, int* in
     const bool ns = ortho == SyevOrtho::NewtonSchulz;
     const std::size_t shmO = ns ? sizeof(double) * (2 * 80 * std::size_t(bisect::kNsLdx) + 80)
                                 : sizeof(double) * (2 * std::size_t(n) * (n | 1) + n);
-    SPEX_CUDA(cudaFuncSetAttribute(syevReduceFusedKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shm1)));
+    const bool warpReduce = reduce == 3; // n <= 80 here
+    if (!warpReduce)
+      SPEX_CUDA(cudaFuncSetAttribute(syevReduceFusedKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shm1)));
     // Newton-Schulz: 19 columns a lane where they cover n (74: 5 % fewer FMAs in the
     // Gram and the step, 10 % fewer in the reflectors), else 20.
     auto nsKernel = n <= 4 * 19 ? syevOrthoNsKernel<19> : syevOrthoNsKernel<20>;
     SPEX_CUDA(cudaFuncSetAttribute(ns ? nsKernel : syevOrthoFormKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                    int(shmO)));
     if (ev) SPEX_CUDA(cudaEventRecord(ev[0], stream));
-    syevReduceFusedKernel<<<batch, kReduceThreads, shm1, stream>>>(n, A, lda, strideA, work, S, prof, 1);
-    SPEX_CUDA_LAUNCH("syevReduceFusedKernel");
+    if (warpReduce)
+      launchReduceWarp(n, A, lda, strideA, work, S, batch, stream, prof);
+    else {
+      syevReduceFusedKernel<<<batch, kReduceThreads, shm1, stream>>>(n, A, lda, strideA, work, S, prof, 1);
+      SPEX_CUDA_LAUNCH("syevReduceFusedKernel");
+    }
     if (ev) SPEX_CUDA(cudaEventRecord(ev[1], stream));
     if (values != SyevValues::Ratio) {
       const int mats = valuesMatsPerBlock(n);
@@ -1396,13 +1450,14 @@ void launchSyev(int n, double* A, int lda, long long strideA, double* W, int* in
     if (ev) SPEX_CUDA(cudaEventRecord(ev[3], stream));
     return;
   }
-  // Pass 1 (docs/benchmarks.md, Issue 12, fifth round): 0 (the default) the fused
-  // kernel, then Q by syevFormQKernel where n <= 80; 2 the fused kernel forming Q itself
-  // (in registers where n <= 80); 1 the three-pass kernel of the fourth round.
-  if (reduce < 0 || reduce > 2)
-    throw GpuError("syevBatched: reduce kernel " + std::to_string(reduce) + " (0, 1 or 2)");
+  // Pass 1 (docs/benchmarks.md, Issue 12, fifth round): 0 the fused kernel, then Q by
+  // syevFormQKernel where n <= 80; 2 the fused kernel forming Q itself (in registers
+  // where n <= 80); 1 the three-pass kernel of the fourth round; 3 (ninth round) the
+  // one-warp kernel, then Q by syevFormQKernel, where n <= 80 (else as 0).
+  if (reduce == 3 && n > reducewarp::kMaxN) reduce = 0;
+  const bool warpReduce = reduce == 3;
   const bool fused = reduce != 1;
-  const bool separateQ = reduce == 0 && n <= kTileMaxN;
+  const bool separateQ = (reduce == 0 || warpReduce) && n <= kTileMaxN;
   const std::size_t shmQ = sizeof(double) * (std::size_t(n) * (n | 1) + n);
   const std::size_t n2 = std::size_t(n + 1) & ~std::size_t(1);
   const std::size_t shm1 = fused ? sizeof(double) * (((std::size_t(n) * (n | 1) + 1) & ~std::size_t(1)) + 7 * n2)
@@ -1423,7 +1478,8 @@ void launchSyev(int n, double* A, int lda, long long strideA, double* W, int* in
                                              2 * std::size_t(n - 1 + 2 * group) * group);
   const int threads3 = std::max(64, (n + 31) / 32 * 32);
   auto applyKernel = group == 1 ? syevApplyKernel<1> : syevApplyKernel<4>;
-  if (fused)
+  if (warpReduce) {
+  } else if (fused)
     SPEX_CUDA(cudaFuncSetAttribute(syevReduceFusedKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shm1)));
   else
     SPEX_CUDA(cudaFuncSetAttribute(syevReduceKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shm1)));
@@ -1431,7 +1487,9 @@ void launchSyev(int n, double* A, int lda, long long strideA, double* W, int* in
     SPEX_CUDA(cudaFuncSetAttribute(syevFormQKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shmQ)));
   SPEX_CUDA(cudaFuncSetAttribute(applyKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shm3)));
   if (ev) SPEX_CUDA(cudaEventRecord(ev[0], stream));
-  if (fused) {
+  if (warpReduce) {
+    launchReduceWarp(n, A, lda, strideA, work, S, batch, stream, prof);
+  } else if (fused) {
     syevReduceFusedKernel<<<batch, kReduceThreads, shm1, stream>>>(n, A, lda, strideA, work, S, prof,
                                                                    separateQ ? 1 : 0);
     SPEX_CUDA_LAUNCH("syevReduceFusedKernel");
@@ -1481,9 +1539,9 @@ std::size_t syevBatchedWorkspace(int n, int batch, long long sweepsPerMatrix) {
 
 void syevBatched(int n, double* A, int lda, long long strideA, double* W, int* info, int batch, double* work,
                  std::size_t lwork, cudaStream_t stream, SyevMethod method, SyevOrtho ortho,
-                 SyevValues values) {
-  launchSyev(n, A, lda, strideA, W, info, batch, work, lwork, stream, nullptr, nullptr, 0, 0, 0, method, ortho,
-             values);
+                 SyevValues values, SyevReduce reduce) {
+  launchSyev(n, A, lda, strideA, W, info, batch, work, lwork, stream, nullptr, nullptr, 0, 0,
+             reduce == SyevReduce::Warp ? 3 : 0, method, ortho, values);
 }
 
 SyevProfile syevBatchedProfile(int n, double* A, int lda, long long strideA, double* W, int* info, int batch,

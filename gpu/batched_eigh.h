@@ -37,6 +37,13 @@ namespace spex::gpu {
 // syevBatchedBisectWorkspace doubles of workspace.
 enum class SyevMethod { Chain, Bisect };
 
+// Pass 1's tridiagonalisation (docs/benchmarks.md, Issue 12, ninth round). Warp (the
+// default since): one warp a matrix (gpu/eigh_reduce_warp.cuh: a lane's rows whole, no
+// barrier, five matrices an SM), n <= 80 (larger n run Block). Block: the fused kernel,
+// a 192-thread block a matrix (two barriers a step), kept for A/B. Both leave the same
+// kind of reflectors and tridiagonal, equal to rounding.
+enum class SyevReduce { Block, Warp };
+
 // Pass 3 of the bisection method (docs/benchmarks.md, Issue 12, ninth round (eighns);
 // gpu/eigh_bisect.cuh): NewtonSchulz (the default), X <- X (3I - X^T X) / 2 while the
 // Gram matrix departs from I by more than 1e-9 (a CholQR pass first where by more than
@@ -83,7 +90,8 @@ std::size_t syevBatchedMinWorkspace(int n, int batch);
 // GpuError for bad arguments or a failed launch.
 void syevBatched(int n, double* A, int lda, long long strideA, double* W, int* info, int batch,
                  double* work, std::size_t lwork, cudaStream_t stream, SyevMethod method = SyevMethod::Chain,
-                 SyevOrtho ortho = SyevOrtho::NewtonSchulz, SyevValues values = SyevValues::DivisionFree);
+                 SyevOrtho ortho = SyevOrtho::NewtonSchulz, SyevValues values = SyevValues::DivisionFree,
+                 SyevReduce reduce = SyevReduce::Warp);
 
 // The same, synchronous on the default stream, each pass timed (CUDA events), with
 // clock-cycle counts per stage (thread 0 of a block, or the matrix's thread in the QL
@@ -94,9 +102,11 @@ void syevBatched(int n, double* A, int lda, long long strideA, double* W, int* i
 // Issue 12, fourth round).
 // applyGroup: recorded sweeps applied together in pass 3 (1 or 4; 0: 4); every
 // grouping gives the same eigenvectors to the bit.
-// reduce: the pass-1 kernels (0: as syevBatched, the fused tridiagonalisation and,
+// reduce: the pass-1 kernels (0: the fused tridiagonalisation (SyevReduce::Block) and,
 // where n <= 80, Q by its own register-tile kernel; 1: the three-pass reduction of the
-// fourth round, kept for A/B; 2: the fused kernel forming Q itself).
+// fourth round, kept for A/B; 2: the fused kernel forming Q itself; 3: the one-warp
+// kernel (SyevReduce::Warp, syevBatched's default), then Q as 0 (n <= 80, else as 0)).
+// Method Bisect: 3 the one-warp kernel, anything else the fused kernel.
 // method Bisect: qlSeconds / qlCycles are pass 2 (bisection and vectors), applySeconds /
 // applyCycles pass 3 (CholQR and Q); sweeps the quadsection steps a matrix (all its
 // eigenvalues), fallbacks the matrices with a cluster of close eigenvalues, rotations

@@ -157,6 +157,7 @@ CudaEngine::CudaEngine(CudaEngineOptions options) : m_options(std::move(options)
       w->potrf = !m_options.blockedCholesky;
       w->cusolverEigh = m_options.eigh == CudaEngineOptions::Eigh::Cusolver;
       w->bisectEigh = m_options.eigh == CudaEngineOptions::Eigh::Bisect;
+      w->warpReduce = m_options.eighReduce == CudaEngineOptions::EighReduce::Warp;
       w->newtonSchulzEigh = m_options.newtonSchulzEigh;
       w->eighValues = m_options.eighValues;
       w->selected = m_options.selectedInverse;

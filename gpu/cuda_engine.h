@@ -68,6 +68,13 @@ struct CudaEngineOptions {
   // SPEXLAB_CUDA_EIGH=tridiagonal|cusolver|jacobi|bisect.
   enum class Eigh { Tridiagonal, Cusolver, Jacobi, Bisect };
   Eigh eigh = Eigh::Bisect;
+  // syevBatched's pass 1 (Tridiagonal and Bisect; gpu/batched_eigh.h SyevReduce): Warp
+  // (default), one warp a fiber block (gpu/eigh_reduce_warp.cuh; docs/benchmarks.md,
+  // "Issue 12, ninth round: eigensolver reduce (eighred)": eigh one stream 40.1 -> 38.0 ms
+  // in its first form); Block, the fused 192-thread kernel a block. The same reflectors
+  // to rounding. Factory switch: SPEXLAB_CUDA_EIGH_REDUCE=block|warp.
+  enum class EighReduce { Block, Warp };
+  EighReduce eighReduce = EighReduce::Warp;
   // Bisect's pass 3 (gpu/batched_eigh.h SyevOrtho): true (default), Newton-Schulz steps
   // and the reflectors applied in registers (Issue 12, ninth round, eighns); false, the
   // eighth round's CholQR kernel. The same decomposition to rounding. Factory switch:

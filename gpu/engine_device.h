@@ -43,6 +43,7 @@ struct Workspace {
   bool potrf = false;    // Cholesky by cusolverDnDpotrfBatched instead of the blocked one
   bool cusolverEigh = false; // kept fiber blocks by cusolverDnXsyevBatched, not syevBatched
   bool bisectEigh = false;   // syevBatched's bisection method (where A holds its workspace)
+  bool warpReduce = false;   // syevBatched's pass 1 by one warp a block (SyevReduce::Warp)
   bool newtonSchulzEigh = true; // its pass 3 (CudaEngineOptions::newtonSchulzEigh)
   CudaEngineOptions::EighValues eighValues = CudaEngineOptions::EighValues::DivisionFree; // its SyevValues
   // CudaEngineOptions::selectedInverse: no X; C holds L_kk^-1 after the Cholesky, then

@@ -163,11 +163,13 @@ Errors compareWithLapack(int n, int lda, long long stride, int batch, double dec
   check(cudaMemcpy(d.A, A.data(), A.size() * sizeof(double), cudaMemcpyHostToDevice), "H2D");
   check(cudaMemset(d.W, 0xff, std::size_t(n) * batch * sizeof(double)), "poison W"); // NaN
   check(cudaMemset(d.info, 0x7f, batch * sizeof(int)), "poison info");
+  // reduce 0: syevBatched as the engine calls it (its default pass 1); else
+  // syevBatchedProfile's reduce, 4 standing for its 0 (the block kernel).
   if (reduce == 0)
     gpu::syevBatched(n, d.A, lda, stride, d.W, d.info, batch, d.work, lwork, nullptr, method, ortho, values);
   else
-    gpu::syevBatchedProfile(n, d.A, lda, stride, d.W, d.info, batch, d.work, lwork, 0, 0, reduce, method, ortho,
-                            values);
+    gpu::syevBatchedProfile(n, d.A, lda, stride, d.W, d.info, batch, d.work, lwork, 0, 0, reduce == 4 ? 0 : reduce,
+                            method, ortho, values);
   check(cudaDeviceSynchronize(), "syevBatched");
   std::vector<double> V(A.size()), W(std::size_t(n) * batch);
   std::vector<int> info(batch);
@@ -230,7 +232,11 @@ Errors compareWithLapack(int n, int lda, long long stride, int batch, double dec
         n, lda, batch,
         decades, clusterRel > 0 ? qPrintable(QString(", clusters within %1").arg(clusterRel)) : "",
         wk == Work::Full ? "full" : wk == Work::Least ? "least" : wk == Work::Bisect ? "bisect's least" : "short",
-        reduce == 1 ? "three-pass" : reduce == 2 ? "fused, Q in it" : "default",
+        reduce == 1   ? "three-pass"
+        : reduce == 2 ? "fused, Q in it"
+        : reduce == 3 ? "one warp"
+        : reduce == 4 ? "block"
+                      : "default",
         err.eig, err.residual, err.orth, err.invSqrt);
   if (Vout) *Vout = std::move(V);
   if (Wout) *Wout = std::move(W);
@@ -280,15 +286,21 @@ private slots:
 
   void otherReduceKernelsMatchLapack() {
     // The fourth round's three-pass reduction, kept for A/B (syevBatchedProfile's
-    // reduce = 1), on the engine's size, around the warp width and the largest; and the
-    // fused one forming Q itself (2).
-    for (int reduce : {1, 2})
+    // reduce = 1), on the engine's size, around the warp width and the largest; the
+    // fused one forming Q itself (2); and the fused one with Q by its own kernel (4:
+    // syevBatchedProfile's 0, the default before the ninth round).
+    for (int reduce : {1, 2, 4})
       for (int n : {74, 3, 33, 80, 100, gpu::kSyevMaxN}) {
         const Errors e = compareWithLapack(n, n, (long long)n * n, n > 100 ? 6 : 40, 4.0, 30 + n, Work::Full,
                                            nullptr, nullptr, reduce);
         QVERIFY2(e.eig < 1e-12 && e.residual < 1e-12 && e.orth < 1e-12 && e.invSqrt < 1e-10,
                  qPrintable(QString("reduce %1, n %2").arg(reduce).arg(n)));
       }
+    // The block kernel (4: syevBatchedProfile's 0) under the bisection method.
+    const Errors e = compareWithLapack(74, 74, 74 * 74, 64, 4.0, 29, Work::Full, nullptr, nullptr, 4,
+                                       gpu::SyevMethod::Bisect);
+    QVERIFY2(e.eig < 1e-12 && e.residual < 1e-12 && e.orth < 1e-13 && e.invSqrt < 1e-10,
+             qPrintable(QString("bisect, block reduce: %1 %2 %3 %4").arg(e.eig).arg(e.residual).arg(e.orth).arg(e.invSqrt)));
   }
 
   void workspaceSizesAgree() {
@@ -354,14 +366,15 @@ private slots:
           for (std::size_t k = 0; k < std::size_t(n) * small; ++k) QCOMPARE(Wl[k], Wref[k]);
       }
     // The reduction: the fourth round's three-pass kernel, the fused one forming Q
-    // itself, and the default (the fused one, Q by its own kernel).
+    // itself, and the fused one with Q by its own kernel (the default before the ninth
+    // round; the one-warp kernel's timings: warpReduceFrameTimed).
     for (int small : {batch, 995})
       for (int reduce : {1, 2, 0, 1, 2, 0}) {
         check(cudaMemcpy(d.A, A.data(), std::size_t(n) * n * small * sizeof(double), cudaMemcpyHostToDevice), "H2D");
         const gpu::SyevProfile q = gpu::syevBatchedProfile(n, d.A, n, n * n, d.W, d.info, small, d.work,
                                                            gpu::syevBatchedWorkspace(n, small), 0, 0, reduce);
         qInfo("%d blocks of %d, reduce %s: %.3f ms (reduce %.3f, QL %.3f, apply %.3f); tridiagonal %.0f, form Q %.0f "
-              "cycles a block", small, n, reduce == 1 ? "three-pass" : reduce == 2 ? "fused, Q in it" : "default (fused, Q kernel)",
+              "cycles a block", small, n, reduce == 1 ? "three-pass" : reduce == 2 ? "fused, Q in it" : "fused, Q kernel",
               q.seconds * 1e3,
               q.reduceSeconds * 1e3, q.qlSeconds * 1e3, q.applySeconds * 1e3, q.tridiagonalCycles, q.formQCycles);
       }
@@ -556,6 +569,91 @@ private slots:
       qInfo("frame, %s vs ratio eigenvalues: max |dW| / max W %.2e", names[v], dw);
       QVERIFY2(dw < 1e-14, qPrintable(QString::number(dw)));
     }
+  }
+
+  // Pass 1 by one warp a matrix (SyevReduce::Warp, syevBatchedProfile's reduce = 3;
+  // Issue 12, ninth round) under both methods, against LAPACK with the criteria above:
+  // the engine's size over 4 and 10 decades and with clusters, every slot boundary of a
+  // lane's rows (n - 1 = 32, 64: rows 1 + lane + 32 q) and the largest order it takes
+  // (80; 81 and 100 run the block kernel); then against the block kernel on the same
+  // blocks: the same Householder steps, so eigenvalues and C^-1/2 agree to rounding.
+  void warpReduceMatchesLapack() {
+    const auto B = gpu::SyevMethod::Bisect, C = gpu::SyevMethod::Chain;
+    for (const auto method : {B, C}) {
+      const double orthTol = method == B ? 1e-13 : 1e-12;
+      Errors e = compareWithLapack(74, 74, 74 * 74, 300, 4.0, 1, Work::Full, nullptr, nullptr, 3, method);
+      QVERIFY2(e.eig < 1e-12 && e.residual < 1e-12 && e.orth < orthTol && e.invSqrt < 1e-10,
+               qPrintable(QString("%1 %2 %3 %4").arg(e.eig).arg(e.residual).arg(e.orth).arg(e.invSqrt)));
+      e = compareWithLapack(74, 74, 74 * 74, 100, 10.0, 2, Work::Full, nullptr, nullptr, 3, method);
+      QVERIFY2(e.eig < 1e-12 && e.residual < 1e-12 && e.orth < orthTol,
+               qPrintable(QString("%1 %2 %3").arg(e.eig).arg(e.residual).arg(e.orth)));
+      e = compareWithLapack(74, 74, 74 * 74, 64, 4.0, 3, Work::Full, nullptr, nullptr, 3, method, 1e-12);
+      QVERIFY2(e.eig < 1e-12 && e.residual < 1e-12 && e.orth < orthTol && e.invSqrt < 1e-10,
+               qPrintable(QString("clusters: %1 %2 %3 %4").arg(e.eig).arg(e.residual).arg(e.orth).arg(e.invSqrt)));
+      for (int n : {1, 2, 3, 4, 5, 32, 33, 34, 35, 64, 65, 66, 67, 73, 75, 79, 80, 81, 100}) {
+        const int lda = n + 3;
+        e = compareWithLapack(n, lda, (long long)lda * n + 7, 24, 4.0, 70 + n,
+                              method == B && n <= 80 ? Work::Bisect : Work::Full, nullptr, nullptr, 3, method);
+        QVERIFY2(e.eig < 1e-12 && e.residual < 1e-12 && e.orth < orthTol && e.invSqrt < 1e-10,
+                 qPrintable(QString("n %1").arg(n)));
+      }
+      std::vector<double> V[2], W[2];
+      for (int k = 0; k < 2; ++k)
+        compareWithLapack(74, 74, 74 * 74, 64, 4.0, 5, Work::Full, &V[k], &W[k], k ? 3 : 4, method);
+      const auto [dw, ds] = decompositionsAgree(74, V[0], W[0], V[1], W[1]);
+      qInfo("%s: one warp vs block reduce, 64 blocks of 74: max |dW| / max W %.2e, C^-1/2 %.2e",
+            method == B ? "bisect" : "chain", dw, ds);
+      QVERIFY2(dw < 1e-13 && ds < 1e-10, qPrintable(QString("%1 %2").arg(dw).arg(ds)));
+    }
+  }
+
+  void warpReduceEveryOrder() {
+    // Every order the one-warp kernel takes (each split of a lane's three row slots),
+    // a few blocks each, the bisection method's least workspace: small enough for
+    // compute-sanitizer's memcheck and racecheck.
+    for (int n = 1; n <= 80; ++n) {
+      const Errors e = compareWithLapack(n, n + 1, (long long)(n + 1) * n + 3, 3, 4.0, 200 + n, Work::Bisect,
+                                         nullptr, nullptr, 3, gpu::SyevMethod::Bisect);
+      QVERIFY2(e.eig < 1e-12 && e.residual < 1e-12 && e.orth < 1e-13 && e.invSqrt < 1e-10,
+               qPrintable(QString("n %1").arg(n)));
+    }
+  }
+
+  void warpReduceFrameTimed() {
+    // 23 500 blocks (a frame) and the engine's batch sizes, the bisection method with
+    // the block reduce (0) and the one-warp reduce (3) alternating, three times each:
+    // for docs/benchmarks.md (Issue 12, ninth round). The frame's eigenvalues by both
+    // agree to rounding.
+    const int n = 74, base = 300, batch = 23500;
+    const std::vector<double> A = frameSizedBlocks(n, base, batch);
+    Device d;
+    allocateForFrame(d, n, batch);
+    std::vector<double> Wr[2];
+    for (int small : {batch, 1235, 995})
+      for (int rep = 0; rep < 6; ++rep) {
+        const int reduce = rep % 2 ? 3 : 0;
+        check(cudaMemcpy(d.A, A.data(), std::size_t(n) * n * small * sizeof(double), cudaMemcpyHostToDevice), "H2D");
+        const gpu::SyevProfile q = gpu::syevBatchedProfile(n, d.A, n, n * n, d.W, d.info, small, d.work,
+                                                           gpu::syevBatchedWorkspace(n, small), 0, 0, reduce,
+                                                           gpu::SyevMethod::Bisect);
+        qInfo("%d blocks of %d, bisect, reduce %s: %.3f ms (reduce %.3f, bisection+vectors %.3f, CholQR+Q %.3f); "
+              "tridiagonal %.0f cycles a block", small, n, reduce ? "one warp" : "block   ", q.seconds * 1e3,
+              q.reduceSeconds * 1e3, q.qlSeconds * 1e3, q.applySeconds * 1e3, q.tridiagonalCycles);
+        std::vector<int> info(small);
+        check(cudaMemcpy(info.data(), d.info, small * sizeof(int), cudaMemcpyDeviceToHost), "D2H info");
+        for (int b = 0; b < small; ++b) QCOMPARE(info[b], 0);
+        if (small == batch && rep < 2) {
+          Wr[rep].resize(std::size_t(n) * batch);
+          check(cudaMemcpy(Wr[rep].data(), d.W, Wr[rep].size() * sizeof(double), cudaMemcpyDeviceToHost), "D2H W");
+        }
+      }
+    double dw = 0, wmax = 0;
+    for (std::size_t k = 0; k < Wr[0].size(); ++k) {
+      dw = std::max(dw, std::abs(Wr[0][k] - Wr[1][k]));
+      wmax = std::max(wmax, std::abs(Wr[0][k]));
+    }
+    qInfo("frame eigenvalues, one warp vs block reduce: max |dW| / max W %.2e", dw / wmax);
+    QVERIFY2(dw < 1e-13 * wmax, qPrintable(QString::number(dw / wmax)));
   }
 
   void badArgumentsAreErrors() {

@@ -276,6 +276,28 @@ private slots:
     }
   }
 
+  void eighReducesMatchCpu() {
+    // syevBatched's pass 1 by the other kernel than the default (SPEXLAB_CUDA_EIGH_REDUCE;
+    // CudaEngineOptions::eighReduce), under the bisection method and the QL chain.
+    SimulationOptions so;
+    so.wave = WaveGrid::fromRange(6000, 6800, 0.8);
+    so.fiberMin = 25;
+    so.nFiber = 50;
+    const Simulation sim = simulate(realPsf, so);
+    const ExtractionRequest req = request(realPsf, sim.image, so.wave, 25, 50);
+    const ExtractionResult c = runCpu(req);
+    const auto other = CudaEngineOptions().eighReduce == CudaEngineOptions::EighReduce::Warp
+                           ? CudaEngineOptions::EighReduce::Block
+                           : CudaEngineOptions::EighReduce::Warp;
+    for (auto eigh : {CudaEngineOptions::Eigh::Bisect, CudaEngineOptions::Eigh::Tridiagonal}) {
+      CudaEngineOptions o;
+      o.eigh = eigh;
+      o.eighReduce = other;
+      CudaEngine e(o);
+      requireAgreement(compare(c, runCuda(req, &e)));
+    }
+  }
+
   void libraryCholeskyMatchesCpu() {
     // The cuSOLVER potrfBatched path (SPEXLAB_CUDA_CHOLESKY=potrf), kept for A/B runs;
     // the default blocked Cholesky runs in every other test here.
