@@ -636,7 +636,7 @@ private slots:
         const gpu::SyevProfile q = gpu::syevBatchedProfile(n, d.A, n, n * n, d.W, d.info, small, d.work,
                                                            gpu::syevBatchedWorkspace(n, small), 0, 0, reduce,
                                                            gpu::SyevMethod::Bisect);
-        qInfo("%d blocks of %d, bisect, reduce %s: %.3f ms (reduce %.3f, bisection+vectors %.3f, CholQR+Q %.3f); "
+        qInfo("%d blocks of %d, bisect, reduce %s: %.3f ms (reduce %.3f, values + vectors %.3f, pass 3 %.3f); "
               "tridiagonal %.0f cycles a block", small, n, reduce ? "one warp" : "block   ", q.seconds * 1e3,
               q.reduceSeconds * 1e3, q.qlSeconds * 1e3, q.applySeconds * 1e3, q.tridiagonalCycles);
         std::vector<int> info(small);
