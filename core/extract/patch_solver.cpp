@@ -111,29 +111,32 @@ SPEX_CLONES void PatchSolver::normalEquations(const Patch& p, const Image& image
     const int in0 = std::clamp(box.x0 - sp.xc, 0, nx), in1 = std::clamp(box.x1 - sp.xc, in0, nx);
     Lanes4 yv = zero4, fwv = zero4, pmv = zero4;
     double y = 0, fw = 0, pm = 0;
-    // Pixels off the box: W*S = 0, S counts as lost.
-    auto lost = [&](const double* srow, double* wrow, int x0, int x1) {
-      int ix = x0;
-      for (; ix + 4 <= x1; ix += 4) {
-        pmv += load4(srow + ix);
-        *reinterpret_cast<Lanes4*>(wrow + ix) = zero4;
-      }
-      for (; ix < x1; ++ix) {
-        pm += srow[ix];
-        wrow[ix] = 0.0;
-      }
-    };
+    // Pixels off the box: W*S = 0, S counts as lost. (Written out at each use, not as a
+    // lambda: a lambda capturing the sums by reference took their addresses, and every
+    // may_alias store of W*S then forced them through memory, ~4 stalls per vector.)
+#define SPEX_LOST(srow, wrow, x0, x1)                                                     \
+  do {                                                                                    \
+    int ix_ = (x0);                                                                       \
+    for (; ix_ + 4 <= (x1); ix_ += 4) {                                                   \
+      pmv += load4((srow) + ix_);                                                         \
+      *reinterpret_cast<Lanes4*>((wrow) + ix_) = zero4;                                   \
+    }                                                                                     \
+    for (; ix_ < (x1); ++ix_) {                                                           \
+      pm += (srow)[ix_];                                                                  \
+      (wrow)[ix_] = 0.0;                                                                  \
+    }                                                                                     \
+  } while (0)
     for (int iy = 0; iy < ny; ++iy) {
       const int Y = sp.yc + iy;
       const double* srow = sp.v + iy * nx;
       double* wrow = ws + iy * nx;
       if (Y < box.y0 || Y >= box.y1) {
-        lost(srow, wrow, 0, nx);
+        SPEX_LOST(srow, wrow, 0, nx);
         continue;
       }
       const double* ivarRow = image.ivar.row(Y) + sp.xc;
       const double* pixRow = image.pix.row(Y) + sp.xc;
-      lost(srow, wrow, 0, in0);
+      SPEX_LOST(srow, wrow, 0, in0);
       int ix = in0;
       for (; ix + 4 <= in1; ix += 4) {
         const Lanes4 w = load4(ivarRow + ix), sv = load4(srow + ix);
@@ -155,8 +158,9 @@ SPEX_CLONES void PatchSolver::normalEquations(const Patch& p, const Image& image
         y += w != 0.0 ? v * pixRow[ix] : 0.0;
         pm += w == 0.0 ? sv : 0.0;
       }
-      lost(srow, wrow, in1, nx);
+      SPEX_LOST(srow, wrow, in1, nx);
     }
+#undef SPEX_LOST
     m_y[a] = hsum(yv) + y;
     m_fw[a] = hsum(fwv) + fw;
     out.pixmask[a] = hsum(pmv) + pm;
@@ -508,7 +512,10 @@ SPEX_CLONES void PatchSolver::chi2pix(const Patch& p, const Image& image, const 
   const PixelBox& box = p.box;
   const int bw = box.width(), bh = box.height();
   // Model m = A f over the box from every padded spot (EXTRACTION.md §4.8).
-  std::vector<double> m(std::size_t(bw) * bh, 0.0);
+  // Scratch kept across patches (no allocation and no clearing of chi2 and used, which
+  // are written everywhere below).
+  std::vector<double>& m = m_chiModel;
+  m.assign(std::size_t(bw) * bh, 0.0);
   // Rows and columns of a stamp inside the box, found once per spot.
   struct Span {
     int y0, y1, x0, x1;
@@ -535,7 +542,11 @@ SPEX_CLONES void PatchSolver::chi2pix(const Patch& p, const Image& image, const 
   // In four lanes with masks instead of a branch per pixel (the branch and the serial
   // sums made these loops latency-bound); used holds 1.0 or 0.0 per pixel so the
   // per-spot sums below are plain multiply-adds.
-  std::vector<double> chi2(std::size_t(bw) * bh), used(std::size_t(bw) * bh);
+  std::vector<double>&chi2 = m_chi2, &used = m_chiUsed;
+  if (chi2.size() < std::size_t(bw) * bh) {
+    chi2.resize(std::size_t(bw) * bh);
+    used.resize(std::size_t(bw) * bh);
+  }
   const Lanes4 zero4 = {0, 0, 0, 0}, one4 = {1, 1, 1, 1};
   const Lanes4 psf4 = {opt.psferr, opt.psferr, opt.psferr, opt.psferr};
   Lanes4 total4 = zero4, count4 = zero4;

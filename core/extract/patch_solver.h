@@ -91,6 +91,7 @@ private:
   std::vector<double> m_z;        // eigenvectors of one fiber block
   std::vector<int> m_iwork;
   std::vector<double> m_modelBox; // model over the box from all padded spots
+  std::vector<double> m_chiModel, m_chi2, m_chiUsed; // chi2pix scratch over the box
   BandedCholesky m_band;
   SymEigen m_symEigen;             // the fiber blocks' eigen-decompositions
   BlockBand m_bb;                 // this patch's block band (w = fiber coupling)
