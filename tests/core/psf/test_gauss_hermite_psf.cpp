@@ -6,6 +6,7 @@
 #include "test_data.h"
 
 #include <QTest>
+#include <algorithm>
 #include <cmath>
 
 using namespace spex;
@@ -109,6 +110,60 @@ private slots:
         ++checked;
       }
     QVERIFY(checked > 100);
+  }
+
+  void spotMatchesSerialFormula() {
+    // spotValues forms each row once in registers and sums in four lanes (docs/
+    // benchmarks.md, "CPU engine, ninth pass"); here the textbook order: the GH sum
+    // pass per j into a zeroed stamp, clipping, one serial sum, a division per pixel.
+    // Both differ only by rounding: the 49-term GH sum by ~49 eps of the stamp's largest
+    // term, the normalisation by ~187 eps relative (sum order, a reciprocal), so 1e-14 of
+    // the peak bounds it with room; values clipped to 0 in one may be a rounding above 0
+    // in the other, also within that bound. The corner must agree exactly.
+    const int nx = psf.spotNx(), ny = psf.spotNy();
+    std::vector<double> bx((psf.ghdegX + 1) * nx), by((psf.ghdegY + 1) * ny), ref(nx * ny);
+    double worst = 0;
+    int checked = 0;
+    for (int fiber = 3; fiber < psf.nfiber; fiber += 41)
+      for (double w = psf.waveMin() + 1.7; w <= psf.waveMax(); w += 93.1) {
+        const double xx = psf.x(fiber, w), yy = psf.y(fiber, w);
+        const double dx = (xx + 0.5) - std::floor(xx + 0.5) - 0.5;
+        const double dy = (yy + 0.5) - std::floor(yy + 0.5) - 0.5;
+        gaussHermiteBasis(psf.ghdegX, psf.hsizeX, dx, psf.ghSigX.eval(fiber, w), bx.data());
+        gaussHermiteBasis(psf.ghdegY, psf.hsizeY, dy, psf.ghSigY.eval(fiber, w), by.data());
+        std::fill(ref.begin(), ref.end(), 0.0);
+        for (int i = 0; i <= psf.ghdegX; ++i)
+          for (int j = 0; j <= psf.ghdegY; ++j) {
+            const double a = psf.ghCoeff(i, j).eval(fiber, w);
+            for (int iy = 0; iy < ny; ++iy)
+              for (int ix = 0; ix < nx; ++ix) ref[iy * nx + ix] += a * bx[i * nx + ix] * by[j * ny + iy];
+          }
+        double sum = 0;
+        for (double& v : ref) {
+          v = std::max(v, 0.0);
+          sum += v;
+        }
+        for (double& v : ref) v /= sum;
+        Spot s;
+        psf.spotInto(fiber, w, s);
+        std::vector<double> raw(nx * ny + 1, -7.0); // one past the stamp: must stay untouched
+        int xc = 0, yc = 0;
+        psf.spotValues(fiber, w, xc, yc, raw.data());
+        QCOMPARE(xc, s.xc);
+        QCOMPARE(yc, s.yc);
+        QCOMPARE(raw[nx * ny], -7.0);
+        QCOMPARE(int(s.v.size()), nx * ny);
+        const double peak = *std::max_element(ref.begin(), ref.end());
+        for (int i = 0; i < nx * ny; ++i) {
+          QCOMPARE(raw[i], s.v[i]); // the same function: the same bits
+          worst = std::max(worst, std::abs(s.v[i] - ref[i]) / peak);
+        }
+        QVERIFY(std::abs(s.xc - std::floor(xx - psf.hsizeX + 0.5)) == 0);
+        ++checked;
+      }
+    QVERIFY(checked > 100);
+    QVERIFY2(worst < 1e-14, qPrintable(QString("largest difference %1 of the peak").arg(worst)));
+    qInfo("spot vs serial formula: %d spots, largest difference %.2g of the peak", checked, worst);
   }
 
   void cornerMatchesSpot() {
