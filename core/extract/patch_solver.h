@@ -83,7 +83,7 @@ private:
   std::vector<SpotView> m_sv;
   std::vector<Spot> m_spots;
   int m_nx = 0, m_ny = 0;
-  std::vector<double> m_ws;      // W * S per spot over its stamp (0 outside the box)
+  std::vector<double> m_ws;      // W * S of one spot over its stamp (0 outside the box)
   std::vector<double> m_icov;    // n x n, column-major, lower triangle used: C^-1 from
                                  // normalEquations, then its factor
   std::vector<double> m_y, m_fw;
