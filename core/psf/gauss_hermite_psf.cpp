@@ -67,14 +67,6 @@ void GaussHermitePsf::corner(int fiber, double w, int& xc, int& yc) const {
   yc = floorToInt(yy - hsizeY + 0.5);
 }
 
-void GaussHermitePsf::spotInto(int fiber, double w, Spot& out) const {
-  const std::size_t ns = std::size_t(spotNx()) * spotNy();
-  out.nx = spotNx();
-  out.ny = spotNy();
-  if (out.v.size() != ns) out.v.resize(ns); // every value is written by spotValues
-  spotValues(fiber, w, out.xc, out.yc, out.v.data());
-}
-
 namespace {
 // 4 doubles as one value (two SSE2 or one AVX2 register), loaded from any address.
 typedef double Lanes4 __attribute__((vector_size(32), aligned(8), may_alias));
@@ -153,6 +145,15 @@ SPEX_CLONES void GaussHermitePsf::spotValues(int fiber, double w, int& xcOut, in
     const std::size_t ns = std::size_t(nx) * ny;
     for (std::size_t i = 0; i < ns; ++i) v[i] *= inv;
   }
+}
+
+// After spotValues: clang refuses a target_clones function used before its definition.
+void GaussHermitePsf::spotInto(int fiber, double w, Spot& out) const {
+  const std::size_t ns = std::size_t(spotNx()) * spotNy();
+  out.nx = spotNx();
+  out.ny = spotNy();
+  if (out.v.size() != ns) out.v.resize(ns); // every value is written by spotValues
+  spotValues(fiber, w, out.xc, out.yc, out.v.data());
 }
 
 Spot GaussHermitePsf::spot(int fiber, double w) const {
