@@ -543,7 +543,8 @@ SPEX_CLONES void PatchSolver::chi2pix(const Patch& p, const Image& image, const 
   // In four lanes with masks instead of a branch per pixel (the branch and the serial
   // sums made these loops latency-bound); used holds 1.0 or 0.0 per pixel so the
   // per-spot sums below are plain multiply-adds.
-  std::vector<double>&chi2 = m_chi2, &used = m_chiUsed;
+  std::vector<double>& chi2 = m_chi2;
+  std::vector<double>& used = m_chiUsed;
   if (chi2.size() < std::size_t(bw) * bh) {
     chi2.resize(std::size_t(bw) * bh);
     used.resize(std::size_t(bw) * bh);
