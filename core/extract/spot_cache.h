@@ -5,7 +5,8 @@
 // with the same function (GaussHermitePsf::spotValues at PatchPlan::waveAt, written
 // straight into the cache's slot; spotInto without the cache), so the results are the
 // same bit for bit. Storage is per fiber in chunks of bins and is released when the
-// last pending patch that uses the fiber is done, so a full frame holds only the fibers of the sub-bundles in flight (a few tens of MB).
+// last pending patch that uses the fiber is done, so a full frame holds only the fibers
+// of the sub-bundles in flight (a few tens of MB).
 #pragma once
 
 #include "../plan/patch_plan.h"
