@@ -85,6 +85,44 @@ private slots:
       }
   }
 
+  void basisMatchesLibmFormula() {
+    // gaussHermiteBasis evaluates erf and the Gaussian four pixel edges at a time with its
+    // own polynomials (docs/benchmarks.md, "CPU engine, ninth pass"); here the same
+    // formula with glibc's std::erf and std::exp per edge. Both erfs are within ~1e-16 of
+    // the truth in absolute terms (erf's values are O(1) and the basis takes differences),
+    // the Gaussians within a few ulp relative: 1e-15 absolute bounds every value with room
+    // (the values are <= 0.5). Widths from 0.05 pixel (edges far in the tails, where erf
+    // is +-1 and the Gaussian underflows) to 20 pixels, offsets across [-0.5, 0.5).
+    const int hsize = 8, deg = 6, n = 2 * hsize + 1;
+    std::vector<double> b((deg + 1) * n);
+    double worst = 0;
+    // (sigma 1 and 0.75 with fine offsets: erf's argument passes densely through [0, 6.2],
+    // every interval of its approximation and the joins at 1, 2, 3.5 and 6.)
+    for (double sigma : {0.05, 0.3, 0.7, 0.75, 0.93, 1.0, 1.1, 1.37, 2.0, 3.3, 7.0, 20.0})
+      for (double d = -0.5; d < 0.5; d += (sigma == 1.0 || sigma == 0.75) ? 0.0007 : 0.0371) {
+        gaussHermiteBasis(deg, hsize, d, sigma, b.data());
+        for (int c = 0; c < n; ++c) {
+          const double t0 = ((c - hsize) - 0.5 - d) / sigma, t1 = ((c - hsize) + 0.5 - d) / sigma;
+          const double ref0 = 0.5 * (std::erf(t1 * M_SQRT1_2) - std::erf(t0 * M_SQRT1_2));
+          worst = std::max(worst, std::abs(b[c] - ref0));
+          double h0 = 1, h0m = 0, h1 = 1, h1m = 0; // He_{k-1} at both edges
+          const double g0 = std::exp(-0.5 * t0 * t0) / std::sqrt(2 * M_PI);
+          const double g1 = std::exp(-0.5 * t1 * t1) / std::sqrt(2 * M_PI);
+          for (int k = 1; k <= deg; ++k) {
+            const double ref = h0 * g0 - h1 * g1;
+            worst = std::max(worst, std::abs(b[k * n + c] - ref) / std::max(1.0, std::abs(h0) + std::abs(h1)));
+            const double n0 = t0 * h0 - (k - 1) * h0m, n1 = t1 * h1 - (k - 1) * h1m;
+            h0m = h0;
+            h0 = n0;
+            h1m = h1;
+            h1 = n1;
+          }
+        }
+      }
+    QVERIFY2(worst < 1e-15, qPrintable(QString("largest difference %1").arg(worst)));
+    qInfo("basis vs glibc erf/exp: largest difference %.2g", worst);
+  }
+
   void spotsAreNonNegativeAndSumToOne() {
     int checked = 0;
     for (int fiber = 0; fiber < psf.nfiber; fiber += 37)
