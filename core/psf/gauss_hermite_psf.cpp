@@ -32,75 +32,90 @@ typedef long long LanesI4 __attribute__((vector_size(32), aligned(8), may_alias)
 // erf and the Gaussian in four lanes for gaussHermiteBasis (docs/benchmarks.md, "CPU
 // engine, ninth pass"): glibc's erf and exp, one edge at a time, were half of a spot's
 // cost. Coefficients generated with mpmath at 40 digits:
-// generated: Chebyshev interpolants (degree 16, monomials in s = (a - c) / h) of
-// erfc(a) exp(a^2) on [1, 2], [2, 3.5], [3.5, 6]; Taylor coefficients of erf(a) / a in a^2.
-constexpr double kErfcC0 = 1.5, kErfcH0 = 0.5;
-constexpr double kErfcP0[17] = {0.3215854164543175, -0.08181145886628002, 0.01903775996386935, -0.004116363162445659, 0.0008360838095667121, -0.0001608111733699307, 2.947085745299996e-05, -5.171328672722121e-06, 8.72304473829848e-07, -1.4191186135917107e-07, 2.2328417586062252e-08, -3.405938587821499e-09, 5.04654734183512e-10, -7.257032617086992e-11, 1.0201594788774491e-11, -1.512018061489917e-12, 2.0206514750441873e-13};
-constexpr double kErfcC1 = 2.75, kErfcH1 = 0.75;
-constexpr double kErfcP1[17] = {0.1936620962790687, -0.047428228170476094, 0.011114208555369105, -0.0025035488002977907, 0.0005440864558925703, -0.00011442715393072321, 2.3347542131509886e-05, -4.631705425368645e-06, 8.950251073955012e-07, -1.6874281363675855e-07, 3.108361702991619e-08, -5.602422802198463e-09, 9.887504078758795e-10, -1.7001807646468688e-10, 2.8878131329194236e-11, -5.421228567545658e-12, 8.851916068237646e-13};
-constexpr double kErfcC2 = 4.75, kErfcH2 = 1.25;
-constexpr double kErfcP2[17] = {0.11630270721024731, -0.02937931074770363, 0.00728332245151922, -0.0017736306582759893, 0.00042462964853971855, -0.00010002374593056676, 2.319761100590134e-05, -5.300369229868283e-06, 1.193833431655602e-06, -2.652046680494449e-07, 5.813633818412111e-08, -1.2589801133531088e-08, 2.6908532556174525e-09, -5.593570754440116e-10, 1.168400694051709e-10, -2.921164106630926e-11, 5.941010240226964e-12};
-constexpr double kErfTaylor[20] = {1.1283791670955126, -0.37612638903183754, 0.11283791670955126, -0.026866170645131252, 0.005223977625442188, -0.0008548327023450853, 0.00012055332981789664, -1.492565035840625e-05, 1.6462114365889248e-06, -1.6365844691234924e-07, 1.4807192815879218e-08, -1.2290555301717928e-09, 9.422759064650411e-11, -6.7113668551641105e-12, 4.4632242632864775e-13, -2.7835162072109215e-14, 1.6342614095367152e-15, -9.063970842808673e-17, 4.763348040515068e-18, -2.3784598852774293e-19};
+// erfc(a) exp(a^2) on [0, 6]: its Chebyshev interpolant of degree 36 as monomials in s = (a - 3) / 3
+// (relative error 1.7e-16 at 3001 points, mpmath at 40 digits).
+constexpr double kErfcP[37] = {0.17900115118138996, -0.16311678002151858, 0.142959340438842, -0.12094463749606493, 0.09906616324252379, -0.07876250731237058, 0.06091096778917804, -0.04590395878613259, 0.03376577028907917, -0.024276376768126898, 0.017080907843158553, -0.011774406364613469, 0.007959757260148748, -0.005281800311798947, 0.0034430514248856795, -0.002206622573382757, 0.001391170461384414, -0.0008628951857883638, 0.0005275437155441694, -0.0003193687802325848, 0.00018951887293468283, -0.00010727476911184216, 6.239392903502488e-05, -4.254644433369358e-05, 2.3423877821408776e-05, -3.3242023255238985e-06, 2.4830353515266154e-06, -1.168229307674573e-05, 5.730786484146185e-06, 5.110737140544727e-06, -2.3524847691420445e-06, -3.4181880911001145e-06, 1.624160024546943e-06, 9.685244672507572e-07, -4.552429101242442e-07, -1.9586436999021826e-07, 9.332016256988621e-08};
 constexpr double kLn2Hi = 0.6931471804855391, kLn2Lo = 7.440617110012397e-11;
 constexpr double kLog2e = 1.4426950408889634;
 constexpr double kExpTaylor[14] = {1.0, 1.0, 0.5, 0.16666666666666666, 0.041666666666666664, 0.008333333333333333, 0.001388888888888889, 0.0001984126984126984, 2.48015873015873e-05, 2.7557319223985893e-06, 2.755731922398589e-07, 2.505210838544172e-08, 2.08767569878681e-09, 1.6059043836821613e-10};
 
+// Both below work on G groups of four lanes at once (G a constant, so the groups stay in
+// registers), each step of a polynomial applied to every group before the next step: the
+// groups' chains of multiply-adds are independent and overlap instead of each waiting out
+// its own 14 or 37 dependent steps. (Arrays, not vectors by value: clang 14 rejects
+// 32-byte vectors passed or returned by value in plain x86-64 code.)
+constexpr int kMaxGroups = 16;
+
 // exp(y) for y <= 0: y = k ln2 + r, |r| <= ln2 / 2, e^r by its Taylor polynomial of degree
 // 13 (truncation < 5e-18), times 2^k from the exponent bits; 0 below -700 (glibc's
 // subnormals there are < 1e-304). Within ~2 ulp of exp.
-// (In and out by reference: clang 14 rejects 32-byte vectors passed or returned by value
-// in plain x86-64 code.)
-inline __attribute__((always_inline)) void expNeg4(const Lanes4& yIn, Lanes4& out) {
-  Lanes4 y = yIn;
+template <int ng>
+inline __attribute__((always_inline)) void expNegN(const Lanes4* y, Lanes4* out) {
   const Lanes4 lim = {-700.0, -700.0, -700.0, -700.0};
-  const LanesI4 under = (LanesI4)(y < lim);
-  y = y < lim ? lim : y;
   const double magic = 6755399441055744.0; // 1.5 * 2^52: adding it rounds to an integer
   const Lanes4 m4 = {magic, magic, magic, magic};
-  const Lanes4 kb = y * kLog2e + m4;
-  const Lanes4 k = kb - m4;
-  const Lanes4 r = (y - k * kLn2Hi) - k * kLn2Lo;
-  Lanes4 p = r * kExpTaylor[13] + kExpTaylor[12];
-  for (int i = 11; i >= 0; --i) p = p * r + kExpTaylor[i];
-  const LanesI4 ki = (LanesI4)kb - (LanesI4)m4;
-  const Lanes4 scale = (Lanes4)((ki + 1023) << 52);
-  out = (Lanes4)(~under & (LanesI4)(p * scale));
+  Lanes4 kb[ng], r[ng], p[ng];
+#pragma GCC unroll 4
+  for (int g = 0; g < ng; ++g) {
+    const Lanes4 yc = y[g] < lim ? lim : y[g];
+    kb[g] = yc * kLog2e + m4;
+    const Lanes4 k = kb[g] - m4;
+    r[g] = (yc - k * kLn2Hi) - k * kLn2Lo;
+    p[g] = r[g] * kExpTaylor[13] + kExpTaylor[12];
+  }
+  for (int i = 11; i >= 0; --i)
+  #pragma GCC unroll 4
+  for (int g = 0; g < ng; ++g) p[g] = p[g] * r[g] + kExpTaylor[i];
+#pragma GCC unroll 4
+  for (int g = 0; g < ng; ++g) {
+    const LanesI4 ki = (LanesI4)kb[g] - (LanesI4)m4;
+    const Lanes4 scale = (Lanes4)((ki + 1023) << 52);
+    out[g] = (Lanes4)(~(LanesI4)(y[g] < lim) & (LanesI4)(p[g] * scale));
+  }
 }
 
-// erf(x): for |x| < 1 x times the Taylor series of erf(x) / x in x^2 (20 terms, the last
-// < 1e-19); above, 1 - exp(-x^2) G(|x|) with G = erfc e^(x^2) interpolated on [1, 2],
-// [2, 3.5], [3.5, 6] (relative error < 3e-16); 1 beyond 6 (erfc(6) = 2e-17). Absolute
-// error ~2e-16 against glibc's erf, which is what the basis's differences of erf see.
-inline __attribute__((always_inline)) void erf4(const Lanes4& x, Lanes4& out) {
+// erf(x) = 1 - exp(-x^2) G(|x|) with G = erfc e^(x^2) by one polynomial on [0, 6]
+// (relative error < 2e-16); 1 beyond 6 (erfc(6) = 2e-17); the sign of x. The absolute
+// error, ~2e-16 against glibc's erf, is what the basis's differences of erf see (near 0
+// erf's relative error is larger than glibc's; its absolute error is not).
+template <int ng>
+inline __attribute__((always_inline)) void erfN(const Lanes4* x, Lanes4* out) {
   const LanesI4 signBit = {(long long)0x8000000000000000ull, (long long)0x8000000000000000ull,
                            (long long)0x8000000000000000ull, (long long)0x8000000000000000ull};
-  const LanesI4 sign = (LanesI4)x & signBit;
-  const Lanes4 a = (Lanes4)((LanesI4)x & ~signBit);
-  const Lanes4 one = {1, 1, 1, 1}, six = {6, 6, 6, 6};
-  // |x| < 1
-  const Lanes4 a2 = a * a;
-  Lanes4 t = a2 * kErfTaylor[19] + kErfTaylor[18];
-  for (int i = 17; i >= 0; --i) t = t * a2 + kErfTaylor[i];
-  const Lanes4 small = a * t;
-  // |x| >= 1: the interval's centre, inverse half-width and coefficients chosen per lane
-  const Lanes4 ac = a < six ? a : six;
-  const Lanes4 two = {2, 2, 2, 2}, three5 = {3.5, 3.5, 3.5, 3.5};
-  const LanesI4 in0 = (LanesI4)(ac < two), in1 = (LanesI4)(ac < three5) & ~in0, in2 = ~(in0 | in1);
-#define SPEX_PICK(v0, v1, v2)                                                                          \
-  ((Lanes4)((in0 & (LanesI4)(Lanes4{v0, v0, v0, v0})) | (in1 & (LanesI4)(Lanes4{v1, v1, v1, v1})) |         \
-            (in2 & (LanesI4)(Lanes4{v2, v2, v2, v2}))))
-  const Lanes4 sv = (ac - SPEX_PICK(kErfcC0, kErfcC1, kErfcC2)) * SPEX_PICK(1 / kErfcH0, 1 / kErfcH1, 1 / kErfcH2);
-  Lanes4 g = SPEX_PICK(kErfcP0[16], kErfcP1[16], kErfcP2[16]);
-  for (int i = 15; i >= 0; --i) g = g * sv + SPEX_PICK(kErfcP0[i], kErfcP1[i], kErfcP2[i]);
-#undef SPEX_PICK
-  const Lanes4 na2 = -(ac * ac);
-  Lanes4 ex;
-  expNeg4(na2, ex);
-  const Lanes4 erfc = ex * g;
-  const Lanes4 zero = {0, 0, 0, 0};
-  const Lanes4 large = one - (a < six ? erfc : zero);
-  const Lanes4 r = a < one ? small : large;
-  out = (Lanes4)((LanesI4)r | sign);
+  const Lanes4 one = {1, 1, 1, 1}, six = {6, 6, 6, 6}, zero = {0, 0, 0, 0};
+  Lanes4 sv[ng], gp[ng], na2[ng], ex[ng];
+#pragma GCC unroll 4
+  for (int g = 0; g < ng; ++g) {
+    const Lanes4 a = (Lanes4)((LanesI4)x[g] & ~signBit);
+    const Lanes4 ac = a < six ? a : six;
+    sv[g] = (ac - 3.0) * (1.0 / 3.0);
+    na2[g] = -(ac * ac);
+    gp[g] = sv[g] * kErfcP[36] + kErfcP[35];
+  }
+  for (int i = 34; i >= 0; --i)
+  #pragma GCC unroll 4
+  for (int g = 0; g < ng; ++g) gp[g] = gp[g] * sv[g] + kErfcP[i];
+  expNegN<ng>(na2, ex);
+#pragma GCC unroll 4
+  for (int g = 0; g < ng; ++g) {
+    const Lanes4 a = (Lanes4)((LanesI4)x[g] & ~signBit);
+    const Lanes4 r = one - (a < six ? ex[g] * gp[g] : zero);
+    out[g] = (Lanes4)((LanesI4)r | ((LanesI4)x[g] & signBit));
+  }
+}
+
+// erfN and expNegN over any number of groups, three at a time.
+inline __attribute__((always_inline)) void erfAny(const Lanes4* x, Lanes4* out, int ng) {
+  int g = 0;
+  for (; g + 3 <= ng; g += 3) erfN<3>(x + g, out + g);
+  if (ng - g == 2) erfN<2>(x + g, out + g);
+  if (ng - g == 1) erfN<1>(x + g, out + g);
+}
+inline __attribute__((always_inline)) void expNegAny(const Lanes4* y, Lanes4* out, int ng) {
+  int g = 0;
+  for (; g + 3 <= ng; g += 3) expNegN<3>(y + g, out + g);
+  if (ng - g == 2) expNegN<2>(y + g, out + g);
+  if (ng - g == 1) expNegN<1>(y + g, out + g);
 }
 
 } // namespace
@@ -113,22 +128,24 @@ SPEX_CLONES void gaussHermiteBasis(int deg, int hsize, double d, double sigma, d
   constexpr double kInvSqrt2 = 0.70710678118654752440;
   constexpr double kInvSqrt2Pi = 0.39894228040143267794;
   // Edge values shared by neighbouring pixels: n + 1 edges.
-  // erf and the Gaussian four edges at a time (erf4, expNeg4: ~2e-16 absolute from
-  // glibc's, which took one call per edge and half of a spot's time).
-  double erfEdge[64 + 4], gEdge[64 + 4], heEdge[64][16];
-  for (int e = 0; e <= n; e += 4) {
+  // erf and the Gaussian of every edge, four edges a group (erfN, expNegN: ~2e-16
+  // absolute from glibc's, which took one call per edge and half of a spot's time).
+  const int ng = (n + 1 + 3) / 4; // n <= 61 (validate: hsize <= 30), so ng <= 16
+  Lanes4 tx[kMaxGroups], ty[kMaxGroups], ef[kMaxGroups], ge[kMaxGroups];
+  for (int g = 0; g < ng; ++g) {
     Lanes4 t;
-    for (int l = 0; l < 4; ++l) t[l] = ((e + l - hsize) - 0.5 - d) / sigma;
-    const Lanes4 tx = t * kInvSqrt2, y = -0.5 * t * t;
-    Lanes4 ef, g;
-    erf4(tx, ef);
-    expNeg4(y, g);
-    g *= kInvSqrt2Pi;
-    for (int l = 0; l < 4; ++l) {
-      erfEdge[e + l] = ef[l];
-      gEdge[e + l] = g[l];
-    }
+    for (int l = 0; l < 4; ++l) t[l] = ((4 * g + l - hsize) - 0.5 - d) / sigma;
+    tx[g] = t * kInvSqrt2;
+    ty[g] = -0.5 * t * t;
   }
+  erfAny(tx, ef, ng);
+  expNegAny(ty, ge, ng);
+  double erfEdge[64 + 4], gEdge[64 + 4], heEdge[64][16];
+  for (int g = 0; g < ng; ++g)
+    for (int l = 0; l < 4; ++l) {
+      erfEdge[4 * g + l] = ef[g][l];
+      gEdge[4 * g + l] = ge[g][l] * kInvSqrt2Pi;
+    }
   for (int e = 0; e <= n; ++e) {
     const double t = ((e - hsize) - 0.5 - d) / sigma;
     // He_0 .. He_{deg-1}, probabilists' recurrence He_{k+1} = t He_k - k He_{k-1}.
