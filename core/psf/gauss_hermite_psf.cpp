@@ -31,13 +31,33 @@ typedef long long LanesI4 __attribute__((vector_size(32), aligned(8), may_alias)
 
 // erf and the Gaussian in four lanes for gaussHermiteBasis (docs/benchmarks.md, "CPU
 // engine, ninth pass"): glibc's erf and exp, one edge at a time, were half of a spot's
-// cost. Coefficients generated with mpmath at 40 digits:
-// erfc(a) exp(a^2) on [0, 6]: its Chebyshev interpolant of degree 36 as monomials in s = (a - 3) / 3
-// (relative error 1.7e-16 at 3001 points, mpmath at 40 digits).
-constexpr double kErfcP[37] = {0.17900115118138996, -0.16311678002151858, 0.142959340438842, -0.12094463749606493, 0.09906616324252379, -0.07876250731237058, 0.06091096778917804, -0.04590395878613259, 0.03376577028907917, -0.024276376768126898, 0.017080907843158553, -0.011774406364613469, 0.007959757260148748, -0.005281800311798947, 0.0034430514248856795, -0.002206622573382757, 0.001391170461384414, -0.0008628951857883638, 0.0005275437155441694, -0.0003193687802325848, 0.00018951887293468283, -0.00010727476911184216, 6.239392903502488e-05, -4.254644433369358e-05, 2.3423877821408776e-05, -3.3242023255238985e-06, 2.4830353515266154e-06, -1.168229307674573e-05, 5.730786484146185e-06, 5.110737140544727e-06, -2.3524847691420445e-06, -3.4181880911001145e-06, 1.624160024546943e-06, 9.685244672507572e-07, -4.552429101242442e-07, -1.9586436999021826e-07, 9.332016256988621e-08};
+// cost. Coefficients from scripts/erf-coefficients.py (mpmath, 40 digits):
+// erfc(a) exp(a^2) on [0, 6]: its Chebyshev interpolant of degree 36 as monomials in
+// s = (a - 3) / 3 (relative error 5.9e-16 at 3001 points).
+constexpr double kErfcP[37] = {
+    0.17900115118138996, -0.16311678002151858, 0.142959340438842,
+    -0.12094463749606493, 0.09906616324252379, -0.07876250731237058,
+    0.06091096778917804, -0.04590395878613259, 0.03376577028907917,
+    -0.024276376768126898, 0.017080907843158553, -0.011774406364613469,
+    0.007959757260148748, -0.005281800311798947, 0.0034430514248856795,
+    -0.002206622573382757, 0.001391170461384414, -0.0008628951857883638,
+    0.0005275437155441694, -0.0003193687802325848, 0.00018951887293468283,
+    -0.00010727476911184216, 6.239392903502488e-05, -4.254644433369358e-05,
+    2.3423877821408776e-05, -3.3242023255238985e-06, 2.4830353515266154e-06,
+    -1.168229307674573e-05, 5.730786484146185e-06, 5.110737140544727e-06,
+    -2.3524847691420445e-06, -3.4181880911001145e-06, 1.624160024546943e-06,
+    9.685244672507572e-07, -4.552429101242442e-07, -1.9586436999021826e-07,
+    9.332016256988621e-08};
+// ln 2 as a head with its low 20 bits zero (k ln2Hi exact for |k| < 2^20) and a tail.
 constexpr double kLn2Hi = 0.6931471804855391, kLn2Lo = 7.440617110012397e-11;
 constexpr double kLog2e = 1.4426950408889634;
-constexpr double kExpTaylor[14] = {1.0, 1.0, 0.5, 0.16666666666666666, 0.041666666666666664, 0.008333333333333333, 0.001388888888888889, 0.0001984126984126984, 2.48015873015873e-05, 2.7557319223985893e-06, 2.755731922398589e-07, 2.505210838544172e-08, 2.08767569878681e-09, 1.6059043836821613e-10};
+// 1 / k!, k = 0..13.
+constexpr double kExpTaylor[14] = {
+    1.0, 1.0, 0.5,
+    0.16666666666666666, 0.041666666666666664, 0.008333333333333333,
+    0.001388888888888889, 0.0001984126984126984, 2.48015873015873e-05,
+    2.7557319223985893e-06, 2.755731922398589e-07, 2.505210838544172e-08,
+    2.08767569878681e-09, 1.6059043836821613e-10};
 
 // Both below work on G groups of four lanes at once (G a constant, so the groups stay in
 // registers), each step of a polynomial applied to every group before the next step: the
@@ -75,9 +95,10 @@ inline __attribute__((always_inline)) void expNegN(const Lanes4* y, Lanes4* out)
 }
 
 // erf(x) = 1 - exp(-x^2) G(|x|) with G = erfc e^(x^2) by one polynomial on [0, 6]
-// (relative error < 2e-16); 1 beyond 6 (erfc(6) = 2e-17); the sign of x. The absolute
-// error, ~2e-16 against glibc's erf, is what the basis's differences of erf see (near 0
-// erf's relative error is larger than glibc's; its absolute error is not).
+// (relative error < 6e-16 evaluated in doubles); 1 beyond 6 (erfc(6) = 2e-17); the sign
+// of x. The absolute error, < 6e-16 against glibc's erf, is what the basis's differences
+// of erf see (near 0 erf's relative error is larger than glibc's; its absolute error is
+// a few ulp of 1).
 template <int ng>
 inline __attribute__((always_inline)) void erfN(const Lanes4* x, Lanes4* out) {
   const LanesI4 signBit = {(long long)0x8000000000000000ull, (long long)0x8000000000000000ull,
