@@ -152,36 +152,37 @@ SPEX_CLONES void gaussHermiteBasis(int deg, int hsize, double d, double sigma, d
   // erf and the Gaussian of every edge, four edges a group (erfN, expNegN: ~2e-16
   // absolute from glibc's, which took one call per edge and half of a spot's time).
   const int ng = (n + 1 + 3) / 4; // n <= 61 (validate: hsize <= 30), so ng <= 16
-  Lanes4 tx[kMaxGroups], ty[kMaxGroups], ef[kMaxGroups], ge[kMaxGroups];
+  Lanes4 tt[kMaxGroups], tx[kMaxGroups], ty[kMaxGroups], ef[kMaxGroups], ge[kMaxGroups];
   for (int g = 0; g < ng; ++g) {
     Lanes4 t;
     for (int l = 0; l < 4; ++l) t[l] = ((4 * g + l - hsize) - 0.5 - d) / sigma;
+    tt[g] = t;
     tx[g] = t * kInvSqrt2;
     ty[g] = -0.5 * t * t;
   }
   erfAny(tx, ef, ng);
   expNegAny(ty, ge, ng);
-  double erfEdge[64 + 4], gEdge[64 + 4], heEdge[64][16];
-  for (int g = 0; g < ng; ++g)
-    for (int l = 0; l < 4; ++l) {
-      erfEdge[4 * g + l] = ef[g][l];
-      gEdge[4 * g + l] = ge[g][l] * kInvSqrt2Pi;
-    }
-  for (int e = 0; e <= n; ++e) {
-    const double t = ((e - hsize) - 0.5 - d) / sigma;
-    // He_0 .. He_{deg-1}, probabilists' recurrence He_{k+1} = t He_k - k He_{k-1}.
-    double hm1 = 0.0, h = 1.0;
+  // He_{k-1} g at every edge, k = 1..deg, in the groups' lanes (probabilists' recurrence
+  // He_{k+1} = t He_k - k He_{k-1}); each product formed once, shared by the two pixels
+  // beside its edge (as the scalar form computed it twice).
+  double erfEdge[64 + 4], q[16][64 + 4];
+  for (int g = 0; g < ng; ++g) {
+    const Lanes4 t = tt[g], gg = ge[g] * kInvSqrt2Pi;
+    Lanes4 hm1 = {0, 0, 0, 0}, h = {1, 1, 1, 1};
     for (int k = 0; k < deg; ++k) {
-      heEdge[e][k] = h;
-      const double hn = t * h - k * hm1;
+      *reinterpret_cast<Lanes4*>(q[k] + 4 * g) = h * gg;
+      const Lanes4 hn = t * h - double(k) * hm1;
       hm1 = h;
       h = hn;
     }
+    *reinterpret_cast<Lanes4*>(erfEdge + 4 * g) = ef[g];
   }
   for (int c = 0; c < n; ++c) out[c] = 0.5 * (erfEdge[c + 1] - erfEdge[c]);
-  for (int k = 1; k <= deg; ++k)
-    for (int c = 0; c < n; ++c)
-      out[k * n + c] = heEdge[c][k - 1] * gEdge[c] - heEdge[c + 1][k - 1] * gEdge[c + 1];
+  for (int k = 1; k <= deg; ++k) {
+    const double* qk = q[k - 1];
+    double* o = out + k * n;
+    for (int c = 0; c < n; ++c) o[c] = qk[c] - qk[c + 1];
+  }
 }
 
 namespace {
