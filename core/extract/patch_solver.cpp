@@ -94,73 +94,10 @@ SPEX_CLONES void PatchSolver::normalEquations(const Patch& p, const Image& image
   const int n = p.nunknown();
   const int nx = m_nx, ny = m_ny, ns = nx * ny;
   const PixelBox& box = p.box;
-  m_ws.resize(std::size_t(n) * ns); // every entry is written below
+  m_ws.resize(ns); // one spot's W*S, written whole before its column is formed
   m_y.assign(n, 0.0);
   m_fw.assign(n, 0.0);
   out.pixmask.assign(n, 0.0);
-
-  // Per spot: W*S over its stamp (zero off the box), y = A^T W p, fluxweight =
-  // column sums of W A, and pixmask_fraction = sum of S over masked or lost pixels.
-  // The stamp's columns inside the box are found once per spot, not tested per pixel;
-  // the three sums run in four lanes each (three serial chains of additions made this
-  // loop latency-bound), lanes added at the end in a fixed order.
-  const Lanes4 zero4 = {0, 0, 0, 0};
-  for (int a = 0; a < n; ++a) {
-    const SpotView& sp = m_sv[a];
-    double* ws = m_ws.data() + std::size_t(a) * ns;
-    const int in0 = std::clamp(box.x0 - sp.xc, 0, nx), in1 = std::clamp(box.x1 - sp.xc, in0, nx);
-    Lanes4 yv = zero4, fwv = zero4, pmv = zero4;
-    double y = 0, fw = 0, pm = 0;
-    // Pixels off the box: W*S = 0, S counts as lost.
-    auto lost = [&](const double* srow, double* wrow, int x0, int x1) {
-      int ix = x0;
-      for (; ix + 4 <= x1; ix += 4) {
-        pmv += load4(srow + ix);
-        *reinterpret_cast<Lanes4*>(wrow + ix) = zero4;
-      }
-      for (; ix < x1; ++ix) {
-        pm += srow[ix];
-        wrow[ix] = 0.0;
-      }
-    };
-    for (int iy = 0; iy < ny; ++iy) {
-      const int Y = sp.yc + iy;
-      const double* srow = sp.v + iy * nx;
-      double* wrow = ws + iy * nx;
-      if (Y < box.y0 || Y >= box.y1) {
-        lost(srow, wrow, 0, nx);
-        continue;
-      }
-      const double* ivarRow = image.ivar.row(Y) + sp.xc;
-      const double* pixRow = image.pix.row(Y) + sp.xc;
-      lost(srow, wrow, 0, in0);
-      int ix = in0;
-      for (; ix + 4 <= in1; ix += 4) {
-        const Lanes4 w = load4(ivarRow + ix), sv = load4(srow + ix);
-        const Lanes4 v = w * sv;
-        *reinterpret_cast<Lanes4*>(wrow + ix) = v;
-        fwv += v;
-        // A pixel of weight 0 adds +0 to fw and y (its value, maybe not finite, is
-        // masked out of the sum) and its S to pm.
-        const LanesI4 used = (LanesI4)(w != zero4); // all ones where w != 0
-        const Lanes4 vp = v * load4(pixRow + ix);
-        yv += (Lanes4)(used & (LanesI4)vp);
-        pmv += (Lanes4)(~used & (LanesI4)sv);
-      }
-      for (; ix < in1; ++ix) {
-        const double w = ivarRow[ix], sv = srow[ix];
-        const double v = w * sv;
-        wrow[ix] = v;
-        fw += v;
-        y += w != 0.0 ? v * pixRow[ix] : 0.0;
-        pm += w == 0.0 ? sv : 0.0;
-      }
-      lost(srow, wrow, in1, nx);
-    }
-    m_y[a] = hsum(yv) + y;
-    m_fw[a] = hsum(fwv) + fw;
-    out.pixmask[a] = hsum(pmv) + pm;
-  }
 
   // Fiber x-extents: a fiber whose stamps all lie left or right of a stamp shares no
   // pixel with it, so both loops below skip it whole.
@@ -211,10 +148,78 @@ SPEX_CLONES void PatchSolver::normalEquations(const Patch& p, const Image& image
   // cleared and written (a fifth of the matrix's memory traffic for DESI patches).
   // Written where it is factored (m_icov): no copy per patch; a retry recomputes it.
   m_icov.resize(std::size_t(n) * n);
+  const Lanes4 zero4 = {0, 0, 0, 0};
   for (int a = 0; a < n; ++a) {
+    // Per spot: W*S over its stamp (zero off the box), y = A^T W p, fluxweight =
+    // column sums of W A, and pixmask_fraction = sum of S over masked or lost pixels.
+    // The stamp's columns inside the box are found once per spot, not tested per pixel;
+    // the three sums run in four lanes each (three serial chains of additions made this
+    // loop latency-bound), lanes added at the end in a fixed order.
+    // Formed just before spot a's column (the only place it is read), so it stays in
+    // L1 instead of a whole patch's W*S (~0.8 MB) going out to L2/L3 and back.
+    {
+      const SpotView& sp = m_sv[a];
+      double* ws = m_ws.data();
+      const int in0 = std::clamp(box.x0 - sp.xc, 0, nx), in1 = std::clamp(box.x1 - sp.xc, in0, nx);
+      Lanes4 yv = zero4, fwv = zero4, pmv = zero4;
+      double y = 0, fw = 0, pm = 0;
+      // Pixels off the box: W*S = 0, S counts as lost. (Written out at each use, not as a
+      // lambda: a lambda capturing the sums by reference took their addresses, and every
+      // may_alias store of W*S then forced them through memory, ~4 stalls per vector.)
+#define SPEX_LOST(srow, wrow, x0, x1)                                                     \
+  do {                                                                                    \
+    int ix_ = (x0);                                                                       \
+    for (; ix_ + 4 <= (x1); ix_ += 4) {                                                   \
+      pmv += load4((srow) + ix_);                                                         \
+      *reinterpret_cast<Lanes4*>((wrow) + ix_) = zero4;                                   \
+    }                                                                                     \
+    for (; ix_ < (x1); ++ix_) {                                                           \
+      pm += (srow)[ix_];                                                                  \
+      (wrow)[ix_] = 0.0;                                                                  \
+    }                                                                                     \
+  } while (0)
+      for (int iy = 0; iy < ny; ++iy) {
+        const int Y = sp.yc + iy;
+        const double* srow = sp.v + iy * nx;
+        double* wrow = ws + iy * nx;
+        if (Y < box.y0 || Y >= box.y1) {
+          SPEX_LOST(srow, wrow, 0, nx);
+          continue;
+        }
+        const double* ivarRow = image.ivar.row(Y) + sp.xc;
+        const double* pixRow = image.pix.row(Y) + sp.xc;
+        SPEX_LOST(srow, wrow, 0, in0);
+        int ix = in0;
+        for (; ix + 4 <= in1; ix += 4) {
+          const Lanes4 w = load4(ivarRow + ix), sv = load4(srow + ix);
+          const Lanes4 v = w * sv;
+          *reinterpret_cast<Lanes4*>(wrow + ix) = v;
+          fwv += v;
+          // A pixel of weight 0 adds +0 to fw and y (its value, maybe not finite, is
+          // masked out of the sum) and its S to pm.
+          const LanesI4 used = (LanesI4)(w != zero4); // all ones where w != 0
+          const Lanes4 vp = v * load4(pixRow + ix);
+          yv += (Lanes4)(used & (LanesI4)vp);
+          pmv += (Lanes4)(~used & (LanesI4)sv);
+        }
+        for (; ix < in1; ++ix) {
+          const double w = ivarRow[ix], sv = srow[ix];
+          const double v = w * sv;
+          wrow[ix] = v;
+          fw += v;
+          y += w != 0.0 ? v * pixRow[ix] : 0.0;
+          pm += w == 0.0 ? sv : 0.0;
+        }
+        SPEX_LOST(srow, wrow, in1, nx);
+      }
+#undef SPEX_LOST
+      m_y[a] = hsum(yv) + y;
+      m_fw[a] = hsum(fwv) + fw;
+      out.pixmask[a] = hsum(pmv) + pm;
+    }
     const SpotView& sa = m_sv[a];
     const int fa = a / nw, end = bandEnd(a);
-    const double* wsa = m_ws.data() + std::size_t(a) * ns;
+    const double* wsa = m_ws.data();
     double* col = m_icov.data() + std::size_t(a) * n;
     // The dense path keeps whole zeroed columns: its fiber-block SYRK reads the upper
     // triangles of L^-1's diagonal blocks, which must be zero, not a previous patch's.
@@ -508,7 +513,10 @@ SPEX_CLONES void PatchSolver::chi2pix(const Patch& p, const Image& image, const 
   const PixelBox& box = p.box;
   const int bw = box.width(), bh = box.height();
   // Model m = A f over the box from every padded spot (EXTRACTION.md §4.8).
-  std::vector<double> m(std::size_t(bw) * bh, 0.0);
+  // Scratch kept across patches (no allocation and no clearing of chi2 and used, which
+  // are written everywhere below).
+  std::vector<double>& m = m_chiModel;
+  m.assign(std::size_t(bw) * bh, 0.0);
   // Rows and columns of a stamp inside the box, found once per spot.
   struct Span {
     int y0, y1, x0, x1;
@@ -535,7 +543,12 @@ SPEX_CLONES void PatchSolver::chi2pix(const Patch& p, const Image& image, const 
   // In four lanes with masks instead of a branch per pixel (the branch and the serial
   // sums made these loops latency-bound); used holds 1.0 or 0.0 per pixel so the
   // per-spot sums below are plain multiply-adds.
-  std::vector<double> chi2(std::size_t(bw) * bh), used(std::size_t(bw) * bh);
+  std::vector<double>& chi2 = m_chi2;
+  std::vector<double>& used = m_chiUsed;
+  if (chi2.size() < std::size_t(bw) * bh) {
+    chi2.resize(std::size_t(bw) * bh);
+    used.resize(std::size_t(bw) * bh);
+  }
   const Lanes4 zero4 = {0, 0, 0, 0}, one4 = {1, 1, 1, 1};
   const Lanes4 psf4 = {opt.psferr, opt.psferr, opt.psferr, opt.psferr};
   Lanes4 total4 = zero4, count4 = zero4;

@@ -84,7 +84,7 @@ private:
   std::vector<SpotView> m_sv;
   std::vector<Spot> m_spots;
   int m_nx = 0, m_ny = 0;
-  std::vector<double> m_ws;      // W * S per spot over its stamp (0 outside the box)
+  std::vector<double> m_ws;      // W * S of one spot over its stamp (0 outside the box)
   std::vector<double> m_icov;    // n x n, column-major, lower triangle used: C^-1 from
                                  // normalEquations, then its factor
   std::vector<double> m_y, m_fw;
@@ -92,6 +92,7 @@ private:
   std::vector<double> m_z;        // eigenvectors of one fiber block
   std::vector<int> m_iwork;
   std::vector<double> m_modelBox; // model over the box from all padded spots
+  std::vector<double> m_chiModel, m_chi2, m_chiUsed; // chi2pix scratch over the box
   BandedCholesky m_band;
   SymEigen m_symEigen;             // the fiber blocks' eigen-decompositions
   BlockBand m_bb;                 // this patch's block band (w = fiber coupling)

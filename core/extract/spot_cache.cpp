@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <climits>
-#include <cstring>
 
 namespace spex {
 
@@ -57,12 +56,14 @@ SpotView SpotCache::get(int fiber, int bin, Spot& scratch) {
     return SpotView{c->xc[k], c->yc[k], v};
   }
   if (s == 0 && c->state[k].compare_exchange_strong(s, 1, std::memory_order_acq_rel)) {
-    const SpotView sv = compute();
-    std::memcpy(v, sv.v, sizeof(double) * m_ns);
-    c->xc[k] = sv.xc;
-    c->yc[k] = sv.yc;
+    // Straight into the slot (no scratch and copy): the same values as spotInto.
+    int xc, yc;
+    m_psf.spotValues(fiber, m_plan.waveAt(bin), xc, yc, v);
+    m_computed.fetch_add(1, std::memory_order_relaxed);
+    c->xc[k] = xc;
+    c->yc[k] = yc;
     c->state[k].store(2, std::memory_order_release);
-    return SpotView{sv.xc, sv.yc, v};
+    return SpotView{xc, yc, v};
   }
   return compute(); // another worker is filling this slot right now
 }

@@ -2,10 +2,11 @@
 // overlap (one padding fiber on each side, wavepad bins at each end), so without it
 // every spot of a full frame is evaluated about twice (7/5 x 74/50 = 2.07 times for
 // DESI's default patches). Spots are computed on first use by whichever worker asks,
-// with the same call (GaussHermitePsf::spotInto at PatchPlan::waveAt) as without the
-// cache, so the results are the same bit for bit. Storage is per fiber in chunks of
-// bins and is released when the last pending patch that uses the fiber is done, so a
-// full frame holds only the fibers of the sub-bundles in flight (a few tens of MB).
+// with the same function (GaussHermitePsf::spotValues at PatchPlan::waveAt, written
+// straight into the cache's slot; spotInto without the cache), so the results are the
+// same bit for bit. Storage is per fiber in chunks of bins and is released when the
+// last pending patch that uses the fiber is done, so a full frame holds only the fibers
+// of the sub-bundles in flight (a few tens of MB).
 #pragma once
 
 #include "../plan/patch_plan.h"

@@ -23,6 +23,126 @@ double GaussHermitePsf::waveMax() const {
   return std::min(xTrace.wavemax, std::min(yTrace.wavemax, ghSigX.wavemax));
 }
 
+namespace {
+
+// 4 doubles as one value (two SSE2 or one AVX2 register), loaded from any address.
+typedef double Lanes4 __attribute__((vector_size(32), aligned(8), may_alias));
+typedef long long LanesI4 __attribute__((vector_size(32), aligned(8), may_alias));
+
+// erf and the Gaussian in four lanes for gaussHermiteBasis (docs/benchmarks.md, "CPU
+// engine, ninth pass"): glibc's erf and exp, one edge at a time, were half of a spot's
+// cost. Coefficients from scripts/erf-coefficients.py (mpmath, 40 digits):
+// erfc(a) exp(a^2) on [0, 6]: its Chebyshev interpolant of degree 36 as monomials in
+// s = (a - 3) / 3 (relative error 5.9e-16 at 3001 points).
+constexpr double kErfcP[37] = {
+    0.17900115118138996, -0.16311678002151858, 0.142959340438842,
+    -0.12094463749606493, 0.09906616324252379, -0.07876250731237058,
+    0.06091096778917804, -0.04590395878613259, 0.03376577028907917,
+    -0.024276376768126898, 0.017080907843158553, -0.011774406364613469,
+    0.007959757260148748, -0.005281800311798947, 0.0034430514248856795,
+    -0.002206622573382757, 0.001391170461384414, -0.0008628951857883638,
+    0.0005275437155441694, -0.0003193687802325848, 0.00018951887293468283,
+    -0.00010727476911184216, 6.239392903502488e-05, -4.254644433369358e-05,
+    2.3423877821408776e-05, -3.3242023255238985e-06, 2.4830353515266154e-06,
+    -1.168229307674573e-05, 5.730786484146185e-06, 5.110737140544727e-06,
+    -2.3524847691420445e-06, -3.4181880911001145e-06, 1.624160024546943e-06,
+    9.685244672507572e-07, -4.552429101242442e-07, -1.9586436999021826e-07,
+    9.332016256988621e-08};
+// ln 2 as a head with its low 20 bits zero (k ln2Hi exact for |k| < 2^20) and a tail.
+constexpr double kLn2Hi = 0.6931471804855391, kLn2Lo = 7.440617110012397e-11;
+constexpr double kLog2e = 1.4426950408889634;
+// 1 / k!, k = 0..13.
+constexpr double kExpTaylor[14] = {
+    1.0, 1.0, 0.5,
+    0.16666666666666666, 0.041666666666666664, 0.008333333333333333,
+    0.001388888888888889, 0.0001984126984126984, 2.48015873015873e-05,
+    2.7557319223985893e-06, 2.755731922398589e-07, 2.505210838544172e-08,
+    2.08767569878681e-09, 1.6059043836821613e-10};
+
+// Both below work on G groups of four lanes at once (G a constant, so the groups stay in
+// registers), each step of a polynomial applied to every group before the next step: the
+// groups' chains of multiply-adds are independent and overlap instead of each waiting out
+// its own 14 or 37 dependent steps. (Arrays, not vectors by value: clang 14 rejects
+// 32-byte vectors passed or returned by value in plain x86-64 code.)
+constexpr int kMaxGroups = 16;
+
+// exp(y) for y <= 0: y = k ln2 + r, |r| <= ln2 / 2, e^r by its Taylor polynomial of degree
+// 13 (truncation < 5e-18), times 2^k from the exponent bits; 0 below -700 (glibc's
+// subnormals there are < 1e-304). Within ~2 ulp of exp.
+template <int ng>
+inline __attribute__((always_inline)) void expNegN(const Lanes4* y, Lanes4* out) {
+  const Lanes4 lim = {-700.0, -700.0, -700.0, -700.0};
+  const double magic = 6755399441055744.0; // 1.5 * 2^52: adding it rounds to an integer
+  const Lanes4 m4 = {magic, magic, magic, magic};
+  Lanes4 kb[ng], r[ng], p[ng];
+#pragma GCC unroll 4
+  for (int g = 0; g < ng; ++g) {
+    const Lanes4 yc = y[g] < lim ? lim : y[g];
+    kb[g] = yc * kLog2e + m4;
+    const Lanes4 k = kb[g] - m4;
+    r[g] = (yc - k * kLn2Hi) - k * kLn2Lo;
+    p[g] = r[g] * kExpTaylor[13] + kExpTaylor[12];
+  }
+  for (int i = 11; i >= 0; --i) {
+#pragma GCC unroll 4
+    for (int g = 0; g < ng; ++g) p[g] = p[g] * r[g] + kExpTaylor[i];
+  }
+#pragma GCC unroll 4
+  for (int g = 0; g < ng; ++g) {
+    const LanesI4 ki = (LanesI4)kb[g] - (LanesI4)m4;
+    const Lanes4 scale = (Lanes4)((ki + 1023) << 52);
+    out[g] = (Lanes4)(~(LanesI4)(y[g] < lim) & (LanesI4)(p[g] * scale));
+  }
+}
+
+// erf(x) = 1 - exp(-x^2) G(|x|) with G = erfc e^(x^2) by one polynomial on [0, 6]
+// (relative error < 6e-16 evaluated in doubles); 1 beyond 6 (erfc(6) = 2e-17); the sign
+// of x. The absolute error, < 6e-16 against glibc's erf, is what the basis's differences
+// of erf see (near 0 erf's relative error is larger than glibc's; its absolute error is
+// a few ulp of 1).
+template <int ng>
+inline __attribute__((always_inline)) void erfN(const Lanes4* x, Lanes4* out) {
+  const LanesI4 signBit = {(long long)0x8000000000000000ull, (long long)0x8000000000000000ull,
+                           (long long)0x8000000000000000ull, (long long)0x8000000000000000ull};
+  const Lanes4 one = {1, 1, 1, 1}, six = {6, 6, 6, 6}, zero = {0, 0, 0, 0};
+  Lanes4 sv[ng], gp[ng], na2[ng], ex[ng];
+#pragma GCC unroll 4
+  for (int g = 0; g < ng; ++g) {
+    const Lanes4 a = (Lanes4)((LanesI4)x[g] & ~signBit);
+    const Lanes4 ac = a < six ? a : six;
+    sv[g] = (ac - 3.0) * (1.0 / 3.0);
+    na2[g] = -(ac * ac);
+    gp[g] = sv[g] * kErfcP[36] + kErfcP[35];
+  }
+  for (int i = 34; i >= 0; --i) {
+#pragma GCC unroll 4
+    for (int g = 0; g < ng; ++g) gp[g] = gp[g] * sv[g] + kErfcP[i];
+  }
+  expNegN<ng>(na2, ex);
+#pragma GCC unroll 4
+  for (int g = 0; g < ng; ++g) {
+    const Lanes4 a = (Lanes4)((LanesI4)x[g] & ~signBit);
+    const Lanes4 r = one - (a < six ? ex[g] * gp[g] : zero);
+    out[g] = (Lanes4)((LanesI4)r | ((LanesI4)x[g] & signBit));
+  }
+}
+
+// erfN and expNegN over any number of groups, three at a time.
+inline __attribute__((always_inline)) void erfAny(const Lanes4* x, Lanes4* out, int ng) {
+  int g = 0;
+  for (; g + 3 <= ng; g += 3) erfN<3>(x + g, out + g);
+  if (ng - g == 2) erfN<2>(x + g, out + g);
+  if (ng - g == 1) erfN<1>(x + g, out + g);
+}
+inline __attribute__((always_inline)) void expNegAny(const Lanes4* y, Lanes4* out, int ng) {
+  int g = 0;
+  for (; g + 3 <= ng; g += 3) expNegN<3>(y + g, out + g);
+  if (ng - g == 2) expNegN<2>(y + g, out + g);
+  if (ng - g == 1) expNegN<1>(y + g, out + g);
+}
+
+} // namespace
+
 SPEX_CLONES void gaussHermiteBasis(int deg, int hsize, double d, double sigma, double* out) {
   // EXTRACTION.md §2: pixel edges c - 0.5, c + 0.5 for c = -hsize..hsize, normalised
   // t = (edge - d) / sigma. Degree 0 is the Gaussian integral over the pixel; degree
@@ -30,25 +150,41 @@ SPEX_CLONES void gaussHermiteBasis(int deg, int hsize, double d, double sigma, d
   const int n = 2 * hsize + 1;
   constexpr double kInvSqrt2 = 0.70710678118654752440;
   constexpr double kInvSqrt2Pi = 0.39894228040143267794;
-  // Edge values shared by neighbouring pixels: n + 1 edges.
-  double erfEdge[64], gEdge[64], heEdge[64][16];
-  for (int e = 0; e <= n; ++e) {
-    const double t = ((e - hsize) - 0.5 - d) / sigma;
-    erfEdge[e] = std::erf(t * kInvSqrt2);
-    gEdge[e] = std::exp(-0.5 * t * t) * kInvSqrt2Pi;
-    // He_0 .. He_{deg-1}, probabilists' recurrence He_{k+1} = t He_k - k He_{k-1}.
-    double hm1 = 0.0, h = 1.0;
+  // Edge values shared by neighbouring pixels: n + 1 edges. erf and the Gaussian of every
+  // edge, four edges a group (erfN, expNegN: < 6e-16 absolute from glibc's, which took one
+  // call per edge and half of a spot's time).
+  const int ng = (n + 1 + 3) / 4; // n <= 61 (validate: hsize <= 30), so ng <= 16
+  Lanes4 tt[kMaxGroups], tx[kMaxGroups], ty[kMaxGroups], ef[kMaxGroups], ge[kMaxGroups];
+  for (int g = 0; g < ng; ++g) {
+    Lanes4 t;
+    for (int l = 0; l < 4; ++l) t[l] = ((4 * g + l - hsize) - 0.5 - d) / sigma;
+    tt[g] = t;
+    tx[g] = t * kInvSqrt2;
+    ty[g] = -0.5 * t * t;
+  }
+  erfAny(tx, ef, ng);
+  expNegAny(ty, ge, ng);
+  // He_{k-1} g at every edge, k = 1..deg, in the groups' lanes (probabilists' recurrence
+  // He_{k+1} = t He_k - k He_{k-1}); each product formed once, shared by the two pixels
+  // beside its edge (as the scalar form computed it twice).
+  double erfEdge[64 + 4], q[16][64 + 4];
+  for (int g = 0; g < ng; ++g) {
+    const Lanes4 t = tt[g], gg = ge[g] * kInvSqrt2Pi;
+    Lanes4 hm1 = {0, 0, 0, 0}, h = {1, 1, 1, 1};
     for (int k = 0; k < deg; ++k) {
-      heEdge[e][k] = h;
-      const double hn = t * h - k * hm1;
+      *reinterpret_cast<Lanes4*>(q[k] + 4 * g) = h * gg;
+      const Lanes4 hn = t * h - double(k) * hm1;
       hm1 = h;
       h = hn;
     }
+    *reinterpret_cast<Lanes4*>(erfEdge + 4 * g) = ef[g];
   }
   for (int c = 0; c < n; ++c) out[c] = 0.5 * (erfEdge[c + 1] - erfEdge[c]);
-  for (int k = 1; k <= deg; ++k)
-    for (int c = 0; c < n; ++c)
-      out[k * n + c] = heEdge[c][k - 1] * gEdge[c] - heEdge[c + 1][k - 1] * gEdge[c + 1];
+  for (int k = 1; k <= deg; ++k) {
+    const double* qk = q[k - 1];
+    double* o = out + k * n;
+    for (int c = 0; c < n; ++c) o[c] = qk[c] - qk[c + 1];
+  }
 }
 
 namespace {
@@ -67,14 +203,11 @@ void GaussHermitePsf::corner(int fiber, double w, int& xc, int& yc) const {
   yc = floorToInt(yy - hsizeY + 0.5);
 }
 
-SPEX_CLONES void GaussHermitePsf::spotInto(int fiber, double w, Spot& out) const {
+SPEX_CLONES void GaussHermitePsf::spotValues(int fiber, double w, int& xcOut, int& ycOut, double* v) const {
   const int nx = spotNx(), ny = spotNy();
   const double xx = x(fiber, w), yy = y(fiber, w);
-  out.nx = nx;
-  out.ny = ny;
-  out.xc = floorToInt(xx - hsizeX + 0.5);
-  out.yc = floorToInt(yy - hsizeY + 0.5);
-  out.v.assign(std::size_t(nx) * ny, 0.0);
+  xcOut = floorToInt(xx - hsizeX + 0.5);
+  ycOut = floorToInt(yy - hsizeY + 0.5);
 
   // Sub-pixel offsets of the centre from the centre pixel, in [-0.5, 0.5).
   // ((x + 0.5) mod 1) - 0.5 with a floor-based modulo, right for negative x too.
@@ -86,11 +219,16 @@ SPEX_CLONES void GaussHermitePsf::spotInto(int fiber, double w, Spot& out) const
   gaussHermiteBasis(ghdegX, hsizeX, dx, sx, bx);
   gaussHermiteBasis(ghdegY, hsizeY, dy, sy, by);
 
-  // spot[iy, ix] = sum_j By_j[iy] * (sum_i GH_ij Bx_i[ix]).
+  // spot[iy, ix] = sum_j By_j[iy] * (sum_i GH_ij Bx_i[ix]): the column sums of every j
+  // first (zero-padded to a multiple of four columns), then each row once, its j terms
+  // added in registers in the order j = 0, 1, ... (as the pass-per-j form did), clipped
+  // and summed in four lanes on the way (docs/benchmarks.md, "CPU engine, ninth pass").
+  const int nx4 = (nx + 3) & ~3;
   const double u = legendreU(w, ghSigX.wavemin, ghSigX.wavemax);
-  double colSum[64];
+  alignas(32) double colSum[16 * 64];
   for (int j = 0; j <= ghdegY; ++j) {
-    std::fill(colSum, colSum + nx, 0.0);
+    double* cs = colSum + j * nx4;
+    std::fill(cs, cs + nx4, 0.0);
     for (int i = 0; i <= ghdegX; ++i) {
       const LegendreSet& c = ghCoeff(i, j);
       const double a = legendreSum(c.coeff.row(fiber), c.coeff.cols,
@@ -99,23 +237,54 @@ SPEX_CLONES void GaussHermitePsf::spotInto(int fiber, double w, Spot& out) const
                                        : legendreU(w, c.wavemin, c.wavemax));
       if (a == 0.0) continue;
       const double* b = bx + i * nx;
-      for (int ix = 0; ix < nx; ++ix) colSum[ix] += a * b[ix];
-    }
-    const double* b = by + j * ny;
-    for (int iy = 0; iy < ny; ++iy) {
-      double* row = out.v.data() + std::size_t(iy) * nx;
-      const double f = b[iy];
-      for (int ix = 0; ix < nx; ++ix) row[ix] += f * colSum[ix];
+      for (int ix = 0; ix < nx; ++ix) cs[ix] += a * b[ix];
     }
   }
-  // Clip negatives and normalise to unit sum (EXTRACTION.md §2).
-  double sum = 0.0;
-  for (double& v : out.v) {
-    if (v < 0.0) v = 0.0;
-    sum += v;
+  // Clip negatives and normalise to unit sum (EXTRACTION.md §2). The sum runs in four
+  // lanes (lane = column mod 4; columns past nx are zero) and the lanes are added at the
+  // end, instead of one serial chain of nx ny additions (latency-bound); the last bits of
+  // the sum, hence of every value, differ from the serial order's (a relative 1e-16 scale
+  // of the whole spot, far inside the normalisation's own n eps).
+  const Lanes4 zero4 = {0, 0, 0, 0};
+  Lanes4 sum4 = zero4;
+  double sumTail = 0.0;
+  const int nxv = nx & ~3;
+  for (int iy = 0; iy < ny; ++iy) {
+    double* row = v + std::size_t(iy) * nx;
+    int ix = 0;
+    for (; ix < nxv; ix += 4) {
+      Lanes4 acc = zero4;
+      for (int j = 0; j <= ghdegY; ++j) {
+        const double f = by[j * ny + iy];
+        acc += f * *reinterpret_cast<const Lanes4*>(colSum + j * nx4 + ix);
+      }
+      acc = acc < zero4 ? zero4 : acc;
+      sum4 += acc;
+      *reinterpret_cast<Lanes4*>(row + ix) = acc;
+    }
+    for (; ix < nx; ++ix) {
+      double acc = 0.0;
+      for (int j = 0; j <= ghdegY; ++j) acc += by[j * ny + iy] * colSum[j * nx4 + ix];
+      if (acc < 0.0) acc = 0.0;
+      sumTail += acc;
+      row[ix] = acc;
+    }
   }
-  if (sum > 0.0)
-    for (double& v : out.v) v /= sum;
+  const double sum = ((sum4[0] + sum4[1]) + (sum4[2] + sum4[3])) + sumTail;
+  if (sum > 0.0) {
+    const double inv = 1.0 / sum;
+    const std::size_t ns = std::size_t(nx) * ny;
+    for (std::size_t i = 0; i < ns; ++i) v[i] *= inv;
+  }
+}
+
+// After spotValues: clang refuses a target_clones function used before its definition.
+void GaussHermitePsf::spotInto(int fiber, double w, Spot& out) const {
+  const std::size_t ns = std::size_t(spotNx()) * spotNy();
+  out.nx = spotNx();
+  out.ny = spotNy();
+  if (out.v.size() != ns) out.v.resize(ns); // every value is written by spotValues
+  spotValues(fiber, w, out.xc, out.yc, out.v.data());
 }
 
 Spot GaussHermitePsf::spot(int fiber, double w) const {

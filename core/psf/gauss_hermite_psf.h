@@ -70,6 +70,9 @@ struct GaussHermitePsf {
   Spot spot(int fiber, double w) const;
   // Same into caller-provided storage (no allocation when v has capacity).
   void spotInto(int fiber, double w, Spot& out) const;
+  // The same values written to v (spotNy() x spotNx(), row-major) and the corner to
+  // (xc, yc): for storage the caller owns (SpotCache).
+  void spotValues(int fiber, double w, int& xc, int& yc, double* v) const;
 
   // Stamp corner of (fiber, w) without computing the stamp.
   void corner(int fiber, double w, int& xc, int& yc) const;

@@ -6,6 +6,7 @@
 #include "test_data.h"
 
 #include <QTest>
+#include <algorithm>
 #include <cmath>
 
 using namespace spex;
@@ -84,6 +85,44 @@ private slots:
       }
   }
 
+  void basisMatchesLibmFormula() {
+    // gaussHermiteBasis evaluates erf and the Gaussian four pixel edges at a time with its
+    // own polynomials (docs/benchmarks.md, "CPU engine, ninth pass"); here the same
+    // formula with glibc's std::erf and std::exp per edge. glibc's erf is within 1.1e-16 of
+    // the truth, the lanes' within 6e-16 (a degree-36 polynomial for erfc e^(x^2) evaluated
+    // in doubles; erf's values are O(1) and the basis takes differences), the Gaussians
+    // within a few ulp relative: 1e-15 absolute bounds every value (the values are <= 0.5). Widths from 0.05 pixel (edges far in the tails, where erf
+    // is +-1 and the Gaussian underflows) to 20 pixels, offsets across [-0.5, 0.5).
+    const int hsize = 8, deg = 6, n = 2 * hsize + 1;
+    std::vector<double> b((deg + 1) * n);
+    double worst = 0;
+    // (sigma 1 and 0.75 with fine offsets: erf's argument passes densely through [0, 6.2],
+    // every interval of its approximation and the joins at 1, 2, 3.5 and 6.)
+    for (double sigma : {0.05, 0.3, 0.7, 0.75, 0.93, 1.0, 1.1, 1.37, 2.0, 3.3, 7.0, 20.0})
+      for (double d = -0.5; d < 0.5; d += (sigma == 1.0 || sigma == 0.75) ? 0.0007 : 0.0371) {
+        gaussHermiteBasis(deg, hsize, d, sigma, b.data());
+        for (int c = 0; c < n; ++c) {
+          const double t0 = ((c - hsize) - 0.5 - d) / sigma, t1 = ((c - hsize) + 0.5 - d) / sigma;
+          const double ref0 = 0.5 * (std::erf(t1 * M_SQRT1_2) - std::erf(t0 * M_SQRT1_2));
+          worst = std::max(worst, std::abs(b[c] - ref0));
+          double h0 = 1, h0m = 0, h1 = 1, h1m = 0; // He_{k-1} at both edges
+          const double g0 = std::exp(-0.5 * t0 * t0) / std::sqrt(2 * M_PI);
+          const double g1 = std::exp(-0.5 * t1 * t1) / std::sqrt(2 * M_PI);
+          for (int k = 1; k <= deg; ++k) {
+            const double ref = h0 * g0 - h1 * g1;
+            worst = std::max(worst, std::abs(b[k * n + c] - ref) / std::max(1.0, std::abs(h0) + std::abs(h1)));
+            const double n0 = t0 * h0 - (k - 1) * h0m, n1 = t1 * h1 - (k - 1) * h1m;
+            h0m = h0;
+            h0 = n0;
+            h1m = h1;
+            h1 = n1;
+          }
+        }
+      }
+    QVERIFY2(worst < 1e-15, qPrintable(QString("largest difference %1").arg(worst)));
+    qInfo("basis vs glibc erf/exp: largest difference %.2g", worst);
+  }
+
   void spotsAreNonNegativeAndSumToOne() {
     int checked = 0;
     for (int fiber = 0; fiber < psf.nfiber; fiber += 37)
@@ -109,6 +148,60 @@ private slots:
         ++checked;
       }
     QVERIFY(checked > 100);
+  }
+
+  void spotMatchesSerialFormula() {
+    // spotValues forms each row once in registers and sums in four lanes (docs/
+    // benchmarks.md, "CPU engine, ninth pass"); here the textbook order: the GH sum
+    // pass per j into a zeroed stamp, clipping, one serial sum, a division per pixel.
+    // Both differ only by rounding: the 49-term GH sum by ~49 eps of the stamp's largest
+    // term, the normalisation by ~187 eps relative (sum order, a reciprocal), so 1e-14 of
+    // the peak bounds it with room; values clipped to 0 in one may be a rounding above 0
+    // in the other, also within that bound. The corner must agree exactly.
+    const int nx = psf.spotNx(), ny = psf.spotNy();
+    std::vector<double> bx((psf.ghdegX + 1) * nx), by((psf.ghdegY + 1) * ny), ref(nx * ny);
+    double worst = 0;
+    int checked = 0;
+    for (int fiber = 3; fiber < psf.nfiber; fiber += 41)
+      for (double w = psf.waveMin() + 1.7; w <= psf.waveMax(); w += 93.1) {
+        const double xx = psf.x(fiber, w), yy = psf.y(fiber, w);
+        const double dx = (xx + 0.5) - std::floor(xx + 0.5) - 0.5;
+        const double dy = (yy + 0.5) - std::floor(yy + 0.5) - 0.5;
+        gaussHermiteBasis(psf.ghdegX, psf.hsizeX, dx, psf.ghSigX.eval(fiber, w), bx.data());
+        gaussHermiteBasis(psf.ghdegY, psf.hsizeY, dy, psf.ghSigY.eval(fiber, w), by.data());
+        std::fill(ref.begin(), ref.end(), 0.0);
+        for (int i = 0; i <= psf.ghdegX; ++i)
+          for (int j = 0; j <= psf.ghdegY; ++j) {
+            const double a = psf.ghCoeff(i, j).eval(fiber, w);
+            for (int iy = 0; iy < ny; ++iy)
+              for (int ix = 0; ix < nx; ++ix) ref[iy * nx + ix] += a * bx[i * nx + ix] * by[j * ny + iy];
+          }
+        double sum = 0;
+        for (double& v : ref) {
+          v = std::max(v, 0.0);
+          sum += v;
+        }
+        for (double& v : ref) v /= sum;
+        Spot s;
+        psf.spotInto(fiber, w, s);
+        std::vector<double> raw(nx * ny + 1, -7.0); // one past the stamp: must stay untouched
+        int xc = 0, yc = 0;
+        psf.spotValues(fiber, w, xc, yc, raw.data());
+        QCOMPARE(xc, s.xc);
+        QCOMPARE(yc, s.yc);
+        QCOMPARE(raw[nx * ny], -7.0);
+        QCOMPARE(int(s.v.size()), nx * ny);
+        const double peak = *std::max_element(ref.begin(), ref.end());
+        for (int i = 0; i < nx * ny; ++i) {
+          QCOMPARE(raw[i], s.v[i]); // the same function: the same bits
+          worst = std::max(worst, std::abs(s.v[i] - ref[i]) / peak);
+        }
+        QVERIFY(std::abs(s.xc - std::floor(xx - psf.hsizeX + 0.5)) == 0);
+        ++checked;
+      }
+    QVERIFY(checked > 100);
+    QVERIFY2(worst < 1e-14, qPrintable(QString("largest difference %1 of the peak").arg(worst)));
+    qInfo("spot vs serial formula: %d spots, largest difference %.2g of the peak", checked, worst);
   }
 
   void cornerMatchesSpot() {
