@@ -52,7 +52,8 @@ void enqueueDecorrelate(Workspace& w, BatchView v, const BatchShape& shape, Devi
                         w.newtonSchulzEigh ? SyevOrtho::NewtonSchulz : SyevOrtho::CholQR,
                         w.eighValues == CudaEngineOptions::EighValues::Ratio    ? SyevValues::Ratio
                         : w.eighValues == CudaEngineOptions::EighValues::Newton ? SyevValues::Newton
-                                                                                : SyevValues::DivisionFree);
+                                                                                : SyevValues::DivisionFree,
+                        w.sharedEighVectors ? SyevVectors::Shared : SyevVectors::Global);
             return;
           }
           checkCusolver(cusolverDnXsyevBatched(

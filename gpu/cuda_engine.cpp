@@ -159,6 +159,7 @@ CudaEngine::CudaEngine(CudaEngineOptions options) : m_options(std::move(options)
       w->bisectEigh = m_options.eigh == CudaEngineOptions::Eigh::Bisect;
       w->newtonSchulzEigh = m_options.newtonSchulzEigh;
       w->eighValues = m_options.eighValues;
+      w->sharedEighVectors = m_options.sharedEighVectors;
       w->selected = m_options.selectedInverse;
       w->fusedSelected = m_options.fusedSelectedInverse;
       w->choleskyColumns = m_options.choleskyColumns;

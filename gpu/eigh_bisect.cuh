@@ -565,6 +565,126 @@ SPEX_BI_HD void twistedVector(const double* d, const double* e, const double* e2
   for (int i = s; i <= t; ++i) x[i] *= inv;
 }
 
+// twistedVector with its per-thread scratch in one column S (shared memory on the
+// device, SyevVectors::Shared; docs/benchmarks.md, Issue 12, ninth round, eighvec) in
+// place of D+ and D- in global memory: the same arithmetic in the same order, so the
+// same vector to the bit. Slot i of S holds D+(i) after the forward pass; the backward
+// pass reads it for gamma(i) and leaves D-(i) in its place; once the twist r is known,
+// D+ is recomputed over s .. r - 1 (the same recurrence: the same values), so S holds
+// D+ above r and D- below it, all that the twisted vector and the cluster's solves
+// read. Not cluster: the unnormalised z(i) then goes into slot i as it is formed, and x
+// is written once, scaled, in a single pass of stores over all n rows (zero outside
+// [s, t]), no global load. Cluster: the solves as twistedVector's, x in global memory
+// (other members read it), rows outside the block zeroed as the kernel did.
+SPEX_BI_HD void twistedVectorSlots(int n, const double* d, const double* e, const double* e2, int s, int t,
+                                   double lambda, const Scalars& sc, bool cluster, int j, Col x, Col S,
+                                   const int* rank, int nprev) {
+  const double pm = sc.pivmin;
+  double q = d[s] - lambda;
+  if (fabs(q) <= pm) q = -pm;
+  S[s] = q;
+  for (int i = s; i < t; ++i) {
+    q = (d[i + 1] - lambda) - e2[i] * recip(q);
+    if (fabs(q) <= pm) q = -pm;
+    S[i + 1] = q;
+  }
+  q = d[t] - lambda;
+  if (fabs(q) <= pm) q = -pm;
+  int r = t;
+  double best = fabs(q + S[t] - (d[t] - lambda));
+  S[t] = q;
+  for (int i = t - 1; i >= s; --i) {
+    q = (d[i] - lambda) - e2[i] * recip(q);
+    if (fabs(q) <= pm) q = -pm;
+    const double g = fabs(q + S[i] - (d[i] - lambda));
+    S[i] = q;
+    if (g < best) {
+      best = g;
+      r = i;
+    }
+  }
+  // D+ over s .. r - 1 again.
+  if (r > s) {
+    q = d[s] - lambda;
+    if (fabs(q) <= pm) q = -pm;
+    S[s] = q;
+    for (int i = s; i < r - 1; ++i) {
+      q = (d[i + 1] - lambda) - e2[i] * recip(q);
+      if (fabs(q) <= pm) q = -pm;
+      S[i + 1] = q;
+    }
+  }
+  if (!cluster) {
+    double z = 1.0, z2 = 1.0;
+    S[r] = 1.0;
+    for (int i = r - 1; i >= s; --i) {
+      z = -(e[i] * recip(S[i])) * z;
+      S[i] = z;
+      z2 += z * z;
+    }
+    z = 1.0;
+    for (int i = r; i < t; ++i) {
+      z = -(e[i] * recip(S[i + 1])) * z;
+      S[i + 1] = z;
+      z2 += z * z;
+    }
+    const double inv = 1.0 / sqrt(z2);
+    for (int i = 0; i < n; ++i) x[i] = i >= s && i <= t ? S[i] * inv : 0.0;
+    return;
+  }
+  double gr = d[r] - lambda;
+  if (r > s) gr -= e2[r - 1] * recip(S[r - 1]);
+  if (r < t) gr -= e2[r] * recip(S[r + 1]);
+  if (fabs(gr) <= pm) gr = -pm;
+  for (int i = s; i <= t; ++i) x[i] = startEntry(j, i);
+  for (int it = 0; it < kClusterIterations; ++it) {
+    for (int p = 0; p < nprev; ++p) {
+      const Col prev{x.base, x.ld, rank[j - 1 - p]};
+      double dot = 0.0;
+      for (int i = s; i <= t; ++i) dot += x[i] * prev[i];
+      for (int i = s; i <= t; ++i) x[i] -= dot * prev[i];
+    }
+    double y = 0.0;
+    for (int i = s; i < r; ++i) {
+      y = x[i] - (i > s ? e[i - 1] * recip(S[i - 1]) * y : 0.0);
+      x[i] = y;
+    }
+    const double ya = r > s ? e[r - 1] * recip(S[r - 1]) * y : 0.0;
+    y = 0.0;
+    for (int i = t; i > r; --i) {
+      y = x[i] - (i < t ? e[i] * recip(S[i + 1]) * y : 0.0);
+      x[i] = y;
+    }
+    const double yb = r < t ? e[r] * recip(S[r + 1]) * y : 0.0;
+    const double xr = (x[r] - ya - yb) / gr;
+    x[r] = xr;
+    double xmax = fabs(xr), xv = xr;
+    for (int i = r - 1; i >= s; --i) {
+      xv = (x[i] - e[i] * xv) * recip(S[i]);
+      x[i] = xv;
+      xmax = fmax(xmax, fabs(xv));
+    }
+    xv = xr;
+    for (int i = r + 1; i <= t; ++i) {
+      xv = (x[i] - e[i - 1] * xv) * recip(S[i]);
+      x[i] = xv;
+      xmax = fmax(xmax, fabs(xv));
+    }
+    const double inv = 1.0 / xmax;
+    for (int i = s; i <= t; ++i) x[i] *= inv;
+  }
+  for (int p = 0; p < nprev; ++p) {
+    const Col prev{x.base, x.ld, rank[j - 1 - p]};
+    double dot = 0.0;
+    for (int i = s; i <= t; ++i) dot += x[i] * prev[i];
+    for (int i = s; i <= t; ++i) x[i] -= dot * prev[i];
+  }
+  double x2 = 0.0;
+  for (int i = s; i <= t; ++i) x2 += x[i] * x[i];
+  const double inv = 1.0 / sqrt(x2);
+  for (int i = 0; i < n; ++i) x[i] = i >= s && i <= t ? x[i] * inv : 0.0;
+}
+
 // Cluster bookkeeping for eigenvalue j of block [s, t] (lam ascending within a block):
 // its index m among the chain of neighbours closer than tight (0: the chain's first,
 // -1: no close neighbour at all) and its shift, pushed at least pert past the shift of

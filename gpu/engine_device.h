@@ -45,6 +45,7 @@ struct Workspace {
   bool bisectEigh = false;   // syevBatched's bisection method (where A holds its workspace)
   bool newtonSchulzEigh = true; // its pass 3 (CudaEngineOptions::newtonSchulzEigh)
   CudaEngineOptions::EighValues eighValues = CudaEngineOptions::EighValues::DivisionFree; // its SyevValues
+  bool sharedEighVectors = false; // its SyevVectors (CudaEngineOptions::sharedEighVectors)
   // CudaEngineOptions::selectedInverse: no X; C holds L_kk^-1 after the Cholesky, then
   // the selected inversion's C_ss (batched_selected_inverse.h).
   bool selected = false;
