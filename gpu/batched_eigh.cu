@@ -744,7 +744,8 @@ __global__ void __launch_bounds__(96, 4) syevBisectSharedKernel(int n, double* w
   double* Sh = reinterpret_cast<double*>(shv);
   __shared__ double d[bi::kOrthoMaxN], e[bi::kOrthoMaxN], e2[bi::kOrthoMaxN], lam[bi::kOrthoMaxN],
       shift[bi::kOrthoMaxN];
-  __shared__ int rank[bi::kOrthoMaxN], member[bi::kOrthoMaxN], blkS[bi::kOrthoMaxN], blkT[bi::kOrthoMaxN];
+  __shared__ int rank[bi::kOrthoMaxN], member[bi::kOrthoMaxN], blkS[bi::kOrthoMaxN], blkT[bi::kOrthoMaxN],
+      col[bi::kOrthoMaxN];
   __shared__ bi::Scalars sc;
   __shared__ int maxMember;
   const int tid = threadIdx.x, j = tid;
@@ -782,13 +783,25 @@ __global__ void __launch_bounds__(96, 4) syevBisectSharedKernel(int n, double* w
   }
   __syncthreads();
   const int rounds = maxMember;
+  // Cluster rounds: each member's x in a column of Sh that a thread of no cluster has
+  // finished with (borrowedColumn; col[k] its column), or all of them in X.
+  const int bc = rounds >= 0 && j < n ? bi::borrowedColumn(n, member, j) : -1;
+  if (rounds >= 0 && j < n) col[j] = bc >= 0 ? bc : rank[j];
   for (int m = -1; m <= rounds; ++m) {
-    if (j < n && member[j] == m)
-      bi::twistedVectorSlots(n, d, e, e2, blkS[j], blkT[j], shift[j], sc, m >= 0, j, bi::Col{X, n, rank[j]},
-                             bi::Col{Sh, n, j}, rank, max(m, 0));
-    // Only cluster rounds read other threads' columns of X.
+    if (j < n && member[j] == m) {
+      if (m >= 0 && bc >= 0)
+        bi::twistedVectorSlots(n, d, e, e2, blkS[j], blkT[j], shift[j], sc, true, j, bi::Col{Sh, n, bc},
+                               bi::Col{Sh, n, j}, col, m);
+      else
+        bi::twistedVectorSlots(n, d, e, e2, blkS[j], blkT[j], shift[j], sc, m >= 0, j, bi::Col{X, n, rank[j]},
+                               bi::Col{Sh, n, j}, col, max(m, 0));
+    }
+    // Only cluster rounds read other threads' columns.
     if (rounds >= 0) __syncthreads();
   }
+  // The borrowed columns out to X.
+  if (bc >= 0)
+    for (int i = 0; i < n; ++i) X[(long long)i * n + rank[j]] = Sh[i * n + bc];
   if (prof) {
     if (j < n) atomicAdd(prof + 4, (unsigned long long)steps);
     if (tid == 0) atomicAdd(prof + 2, (unsigned long long)(clock64() - clk0));

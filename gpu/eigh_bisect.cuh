@@ -574,8 +574,9 @@ SPEX_BI_HD void twistedVector(const double* d, const double* e, const double* e2
 // D+ above r and D- below it, all that the twisted vector and the cluster's solves
 // read. Not cluster: the unnormalised z(i) then goes into slot i as it is formed, and x
 // is written once, scaled, in a single pass of stores over all n rows (zero outside
-// [s, t]), no global load. Cluster: the solves as twistedVector's, x in global memory
-// (other members read it), rows outside the block zeroed as the kernel did.
+// [s, t]), no global load. Cluster: the solves as twistedVector's on x (a borrowed
+// shared column, or the workspace: borrowedColumn), rank[k] naming the column of x's
+// base that holds thread k's vector, all n rows of x written (zero outside [s, t]).
 SPEX_BI_HD void twistedVectorSlots(int n, const double* d, const double* e, const double* e2, int s, int t,
                                    double lambda, const Scalars& sc, bool cluster, int j, Col x, Col S,
                                    const int* rank, int nprev) {
@@ -683,6 +684,24 @@ SPEX_BI_HD void twistedVectorSlots(int n, const double* d, const double* e, cons
   for (int i = s; i <= t; ++i) x2 += x[i] * x[i];
   const double inv = 1.0 / sqrt(x2);
   for (int i = 0; i < n; ++i) x[i] = i >= s && i <= t ? x[i] * inv : 0.0;
+}
+
+// Where cluster member j keeps its vector during the cluster rounds of
+// syevBisectSharedKernel: a column of the shared scratch that a thread of no cluster
+// (member[k] = -1) has finished with after the first round, the c-th such column for
+// the c-th cluster thread in index order, so that its solves and Gram-Schmidt run in
+// shared memory; -1 (x in the workspace, as before) for every thread of the matrix
+// when its cluster threads outnumber the others. member: clusterMember's of all n.
+SPEX_BI_HD int borrowedColumn(int n, const int* member, int j) {
+  int clustered = 0, before = 0;
+  for (int k = 0; k < n; ++k) {
+    clustered += member[k] >= 0;
+    before += k < j && member[k] >= 0;
+  }
+  if (2 * clustered > n || member[j] < 0) return -1;
+  for (int k = 0; k < n; ++k)
+    if (member[k] < 0 && before-- == 0) return k;
+  return -1;
 }
 
 // Cluster bookkeeping for eigenvalue j of block [s, t] (lam ascending within a block):
