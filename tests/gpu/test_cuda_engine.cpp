@@ -276,6 +276,26 @@ private slots:
     }
   }
 
+  void sharedEighVectorsMatchCpu() {
+    // The bisection method's vector kernel with its scratch in shared memory
+    // (SPEXLAB_CUDA_EIGH_VECTORS=new, SyevVectors::Shared; eighvec) against the CPU
+    // engine, as every eigensolver here, and against the workspace kernel (the default):
+    // syevBatched gives the same vectors to the bit (test_batched_eigh), so the frames
+    // agree as two runs of one engine do.
+    SimulationOptions so;
+    so.wave = WaveGrid::fromRange(6000, 6800, 0.8);
+    so.fiberMin = 25;
+    so.nFiber = 50;
+    const Simulation sim = simulate(realPsf, so);
+    const ExtractionRequest req = request(realPsf, sim.image, so.wave, 25, 50);
+    CudaEngineOptions o;
+    o.sharedEighVectors = true;
+    CudaEngine shared(o);
+    const ExtractionResult r = runCuda(req, &shared);
+    requireAgreement(compare(runCpu(req), r));
+    requireAgreement(compare(runCuda(req), r));
+  }
+
   void libraryCholeskyMatchesCpu() {
     // The cuSOLVER potrfBatched path (SPEXLAB_CUDA_CHOLESKY=potrf), kept for A/B runs;
     // the default blocked Cholesky runs in every other test here.
