@@ -565,6 +565,10 @@ SPEX_BI_HD void twistedVector(const double* d, const double* e, const double* e2
   for (int i = s; i <= t; ++i) x[i] *= inv;
 }
 
+SPEX_BI_HD void clusterSolveSlots(int n, const double* __restrict__ ep, int s, int t, int r, double gr, int j,
+                                  double* __restrict__ xp, int ldx, const double* __restrict__ sp, int lds,
+                                  const double* base, const int* rank, int nprev);
+
 // twistedVector with its per-thread scratch in one column S (shared memory on the
 // device, SyevVectors::Shared; docs/benchmarks.md, Issue 12, ninth round, eighvec) in
 // place of D+ and D- in global memory: the same arithmetic in the same order, so the
@@ -637,53 +641,66 @@ SPEX_BI_HD void twistedVectorSlots(int n, const double* d, const double* e, cons
   if (r > s) gr -= e2[r - 1] * recip(S[r - 1]);
   if (r < t) gr -= e2[r] * recip(S[r + 1]);
   if (fabs(gr) <= pm) gr = -pm;
-  for (int i = s; i <= t; ++i) x[i] = startEntry(j, i);
+  clusterSolveSlots(n, e, s, t, r, gr, j, &x[0], x.ld, &S[0], S.ld, x.base, rank, nprev);
+}
+
+// twistedVectorSlots' cluster member (dstein's steps as twistedVector's, the same
+// arithmetic in the same order) on raw pointers: xp = x's column (stride ldx), sp = the
+// D+/D- column (stride lds), ep = e, declared apart (__restrict__: the solves' reloads
+// of D+/D- and e may run ahead of the stores to x). base + rank[k] (stride ldx): the
+// column of earlier member k.
+SPEX_BI_HD void clusterSolveSlots(int n, const double* __restrict__ ep, int s, int t, int r, double gr, int j,
+                                  double* __restrict__ xp, int ldx, const double* __restrict__ sp, int lds,
+                                  const double* base, const int* rank, int nprev) {
+  auto X = [&](int i) -> double& { return xp[(long long)i * ldx]; };
+  auto P = [&](int i) { return sp[(long long)i * lds]; };
+  for (int i = s; i <= t; ++i) X(i) = startEntry(j, i);
   for (int it = 0; it < kClusterIterations; ++it) {
     for (int p = 0; p < nprev; ++p) {
-      const Col prev{x.base, x.ld, rank[j - 1 - p]};
+      const double* prev = base + rank[j - 1 - p];
       double dot = 0.0;
-      for (int i = s; i <= t; ++i) dot += x[i] * prev[i];
-      for (int i = s; i <= t; ++i) x[i] -= dot * prev[i];
+      for (int i = s; i <= t; ++i) dot += X(i) * prev[(long long)i * ldx];
+      for (int i = s; i <= t; ++i) X(i) -= dot * prev[(long long)i * ldx];
     }
     double y = 0.0;
     for (int i = s; i < r; ++i) {
-      y = x[i] - (i > s ? e[i - 1] * recip(S[i - 1]) * y : 0.0);
-      x[i] = y;
+      y = X(i) - (i > s ? ep[i - 1] * recip(P(i - 1)) * y : 0.0);
+      X(i) = y;
     }
-    const double ya = r > s ? e[r - 1] * recip(S[r - 1]) * y : 0.0;
+    const double ya = r > s ? ep[r - 1] * recip(P(r - 1)) * y : 0.0;
     y = 0.0;
     for (int i = t; i > r; --i) {
-      y = x[i] - (i < t ? e[i] * recip(S[i + 1]) * y : 0.0);
-      x[i] = y;
+      y = X(i) - (i < t ? ep[i] * recip(P(i + 1)) * y : 0.0);
+      X(i) = y;
     }
-    const double yb = r < t ? e[r] * recip(S[r + 1]) * y : 0.0;
-    const double xr = (x[r] - ya - yb) / gr;
-    x[r] = xr;
+    const double yb = r < t ? ep[r] * recip(P(r + 1)) * y : 0.0;
+    const double xr = (X(r) - ya - yb) / gr;
+    X(r) = xr;
     double xmax = fabs(xr), xv = xr;
     for (int i = r - 1; i >= s; --i) {
-      xv = (x[i] - e[i] * xv) * recip(S[i]);
-      x[i] = xv;
+      xv = (X(i) - ep[i] * xv) * recip(P(i));
+      X(i) = xv;
       xmax = fmax(xmax, fabs(xv));
     }
     xv = xr;
     for (int i = r + 1; i <= t; ++i) {
-      xv = (x[i] - e[i - 1] * xv) * recip(S[i]);
-      x[i] = xv;
+      xv = (X(i) - ep[i - 1] * xv) * recip(P(i));
+      X(i) = xv;
       xmax = fmax(xmax, fabs(xv));
     }
     const double inv = 1.0 / xmax;
-    for (int i = s; i <= t; ++i) x[i] *= inv;
+    for (int i = s; i <= t; ++i) X(i) *= inv;
   }
   for (int p = 0; p < nprev; ++p) {
-    const Col prev{x.base, x.ld, rank[j - 1 - p]};
+    const double* prev = base + rank[j - 1 - p];
     double dot = 0.0;
-    for (int i = s; i <= t; ++i) dot += x[i] * prev[i];
-    for (int i = s; i <= t; ++i) x[i] -= dot * prev[i];
+    for (int i = s; i <= t; ++i) dot += X(i) * prev[(long long)i * ldx];
+    for (int i = s; i <= t; ++i) X(i) -= dot * prev[(long long)i * ldx];
   }
   double x2 = 0.0;
-  for (int i = s; i <= t; ++i) x2 += x[i] * x[i];
+  for (int i = s; i <= t; ++i) x2 += X(i) * X(i);
   const double inv = 1.0 / sqrt(x2);
-  for (int i = 0; i < n; ++i) x[i] = i >= s && i <= t ? x[i] * inv : 0.0;
+  for (int i = 0; i < n; ++i) X(i) = i >= s && i <= t ? X(i) * inv : 0.0;
 }
 
 // Where cluster member j keeps its vector during the cluster rounds of
