@@ -620,21 +620,55 @@ SPEX_BI_HD void twistedVectorSlots(int n, const double* d, const double* e, cons
     }
   }
   if (!cluster) {
+    // Four rows' D+/D- and e loaded before the four rows' stores (the compiler may not
+    // move a load of S past a store to it): the same operations in the same order.
     double z = 1.0, z2 = 1.0;
     S[r] = 1.0;
-    for (int i = r - 1; i >= s; --i) {
+    int i = r - 1;
+    for (; i - 3 >= s; i -= 4) {
+      double p[4], f[4];
+      for (int k = 0; k < 4; ++k) {
+        p[k] = S[i - k];
+        f[k] = e[i - k];
+      }
+      for (int k = 0; k < 4; ++k) {
+        z = -(f[k] * recip(p[k])) * z;
+        S[i - k] = z;
+        z2 += z * z;
+      }
+    }
+    for (; i >= s; --i) {
       z = -(e[i] * recip(S[i])) * z;
       S[i] = z;
       z2 += z * z;
     }
     z = 1.0;
-    for (int i = r; i < t; ++i) {
+    i = r;
+    for (; i + 3 < t; i += 4) {
+      double p[4], f[4];
+      for (int k = 0; k < 4; ++k) {
+        p[k] = S[i + k + 1];
+        f[k] = e[i + k];
+      }
+      for (int k = 0; k < 4; ++k) {
+        z = -(f[k] * recip(p[k])) * z;
+        S[i + k + 1] = z;
+        z2 += z * z;
+      }
+    }
+    for (; i < t; ++i) {
       z = -(e[i] * recip(S[i + 1])) * z;
       S[i + 1] = z;
       z2 += z * z;
     }
     const double inv = 1.0 / sqrt(z2);
-    for (int i = 0; i < n; ++i) x[i] = i >= s && i <= t ? S[i] * inv : 0.0;
+    i = 0;
+    for (; i + 3 < n; i += 4) {
+      double v[4];
+      for (int k = 0; k < 4; ++k) v[k] = S[i + k];
+      for (int k = 0; k < 4; ++k) x[i + k] = i + k >= s && i + k <= t ? v[k] * inv : 0.0;
+    }
+    for (; i < n; ++i) x[i] = i >= s && i <= t ? S[i] * inv : 0.0;
     return;
   }
   double gr = d[r] - lambda;
@@ -662,14 +696,32 @@ SPEX_BI_HD void clusterSolveSlots(int n, const double* __restrict__ ep, int s, i
       for (int i = s; i <= t; ++i) dot += X(i) * prev[(long long)i * ldx];
       for (int i = s; i <= t; ++i) X(i) -= dot * prev[(long long)i * ldx];
     }
-    double y = 0.0;
-    for (int i = s; i < r; ++i) {
+    // Each sweep loads x four rows ahead of the four rows' stores (the compiler may not
+    // move a load of x past a store to it): the same operations in the same order.
+    double y = 0.0, b[4];
+    int i = s;
+    for (; i + 3 < r; i += 4) {
+      for (int k = 0; k < 4; ++k) b[k] = X(i + k);
+      for (int k = 0; k < 4; ++k) {
+        y = b[k] - (i + k > s ? ep[i + k - 1] * recip(P(i + k - 1)) * y : 0.0);
+        X(i + k) = y;
+      }
+    }
+    for (; i < r; ++i) {
       y = X(i) - (i > s ? ep[i - 1] * recip(P(i - 1)) * y : 0.0);
       X(i) = y;
     }
     const double ya = r > s ? ep[r - 1] * recip(P(r - 1)) * y : 0.0;
     y = 0.0;
-    for (int i = t; i > r; --i) {
+    i = t;
+    for (; i - 3 > r; i -= 4) {
+      for (int k = 0; k < 4; ++k) b[k] = X(i - k);
+      for (int k = 0; k < 4; ++k) {
+        y = b[k] - (i - k < t ? ep[i - k] * recip(P(i - k + 1)) * y : 0.0);
+        X(i - k) = y;
+      }
+    }
+    for (; i > r; --i) {
       y = X(i) - (i < t ? ep[i] * recip(P(i + 1)) * y : 0.0);
       X(i) = y;
     }
@@ -677,13 +729,31 @@ SPEX_BI_HD void clusterSolveSlots(int n, const double* __restrict__ ep, int s, i
     const double xr = (X(r) - ya - yb) / gr;
     X(r) = xr;
     double xmax = fabs(xr), xv = xr;
-    for (int i = r - 1; i >= s; --i) {
+    i = r - 1;
+    for (; i - 3 >= s; i -= 4) {
+      for (int k = 0; k < 4; ++k) b[k] = X(i - k);
+      for (int k = 0; k < 4; ++k) {
+        xv = (b[k] - ep[i - k] * xv) * recip(P(i - k));
+        X(i - k) = xv;
+        xmax = fmax(xmax, fabs(xv));
+      }
+    }
+    for (; i >= s; --i) {
       xv = (X(i) - ep[i] * xv) * recip(P(i));
       X(i) = xv;
       xmax = fmax(xmax, fabs(xv));
     }
     xv = xr;
-    for (int i = r + 1; i <= t; ++i) {
+    i = r + 1;
+    for (; i + 3 <= t; i += 4) {
+      for (int k = 0; k < 4; ++k) b[k] = X(i + k);
+      for (int k = 0; k < 4; ++k) {
+        xv = (b[k] - ep[i + k - 1] * xv) * recip(P(i + k));
+        X(i + k) = xv;
+        xmax = fmax(xmax, fabs(xv));
+      }
+    }
+    for (; i <= t; ++i) {
       xv = (X(i) - ep[i - 1] * xv) * recip(P(i));
       X(i) = xv;
       xmax = fmax(xmax, fabs(xv));
