@@ -122,6 +122,7 @@ CudaEngineOptions cudaOptions(const EngineOptions& eo) {
   if (const int k = pick("SPEXLAB_CUDA_EIGH_ORTHO", {"ns", "cholqr"}); k >= 0) o.newtonSchulzEigh = k == 0;
   if (const int k = pick("SPEXLAB_CUDA_EIGH_VALUES", {"divfree", "newton", "ratio"}); k >= 0)
     o.eighValues = std::array{O::EighValues::DivisionFree, O::EighValues::Newton, O::EighValues::Ratio}[k];
+  if (const int k = pick("SPEXLAB_CUDA_EIGH_VECTORS", {"new", "old"}); k >= 0) o.sharedEighVectors = k == 0;
   if (const int k = pick("SPEXLAB_CUDA_CHOLESKY", {"tiled", "fused", "blocked", "potrf"}); k >= 0) {
     o.blockedCholesky = k != 3;
     o.choleskyColumns = std::array{O::CholeskyColumns::Tiled, O::CholeskyColumns::Fused,

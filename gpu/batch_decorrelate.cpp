@@ -53,7 +53,8 @@ void enqueueDecorrelate(Workspace& w, BatchView v, const BatchShape& shape, Devi
                         w.eighValues == CudaEngineOptions::EighValues::Ratio    ? SyevValues::Ratio
                         : w.eighValues == CudaEngineOptions::EighValues::Newton ? SyevValues::Newton
                                                                                 : SyevValues::DivisionFree,
-                        w.warpReduce ? SyevReduce::Warp : SyevReduce::Block);
+                        w.warpReduce ? SyevReduce::Warp : SyevReduce::Block,
+                        w.sharedEighVectors ? SyevVectors::Shared : SyevVectors::Global);
             return;
           }
           checkCusolver(cusolverDnXsyevBatched(

@@ -765,6 +765,85 @@ __global__ void __launch_bounds__(96, 6) syevBisectKernel(int n, double* work, l
   }
 }
 
+// Pass 2 with its per-thread scratch in shared memory (SyevVectors::Shared;
+// docs/benchmarks.md, Issue 12, ninth round, eighvec): syevBisectKernel but for the
+// vectors, twistedVectorSlots on column j of an n x n shared array (element i at
+// Sh[i n + j]: a warp's lanes on consecutive doubles) in place of D+ and D- in the
+// workspace, x stored once (non-cluster). The same vectors to the bit. n^2 doubles of
+// dynamic shared memory (43.8 KB at n = 74: 4 blocks an SM).
+template <bool kGivenValues>
+__global__ void __launch_bounds__(96, 4) syevBisectSharedKernel(int n, double* work, long long S, double* Wg,
+                                                             unsigned long long* prof) {
+  namespace bi = bisect;
+  extern __shared__ double2 shv[];
+  double* Sh = reinterpret_cast<double*>(shv);
+  __shared__ double d[bi::kOrthoMaxN], e[bi::kOrthoMaxN], e2[bi::kOrthoMaxN], lam[bi::kOrthoMaxN],
+      shift[bi::kOrthoMaxN];
+  __shared__ int rank[bi::kOrthoMaxN], member[bi::kOrthoMaxN], blkS[bi::kOrthoMaxN], blkT[bi::kOrthoMaxN],
+      col[bi::kOrthoMaxN];
+  __shared__ bi::Scalars sc;
+  __shared__ int maxMember;
+  const int tid = threadIdx.x, j = tid;
+  double* wk = work + (long long)blockIdx.x * S;
+  double* X = wk + recordStart(n);
+  long long clk0 = 0;
+  if (prof && tid == 0) clk0 = clock64();
+  for (int i = tid; i < n; i += blockDim.x) {
+    d[i] = wk[2 + i];
+    e[i] = wk[2 + n + i];
+  }
+  if (tid == 0) maxMember = -1;
+  __syncthreads();
+  if (tid == 0) bi::setup(n, d, e, e2, sc);
+  __syncthreads();
+  int steps = 0;
+  if (j < n) {
+    int s, t;
+    bi::blockOf(n, e, j, s, t);
+    blkS[j] = s;
+    blkT[j] = t;
+    if (kGivenValues)
+      lam[j] = wk[valuesSlot(n) + j];
+    else
+      lam[j] = bi::bisectEigenvalue(d, e, e2, s, t, j - s, sc, &steps);
+  }
+  __syncthreads();
+  if (j < n) {
+    rank[j] = bi::rankOf(n, lam, j);
+    Wg[(long long)blockIdx.x * n + rank[j]] = lam[j];
+    double sh;
+    member[j] = bi::clusterMember(lam, blkS[j], blkT[j], j, sc, sh);
+    shift[j] = sh;
+    atomicMax(&maxMember, member[j]);
+  }
+  __syncthreads();
+  const int rounds = maxMember;
+  // Cluster rounds: each member's x in a column of Sh that a thread of no cluster has
+  // finished with (borrowedColumn; col[k] its column), or all of them in X.
+  const int bc = rounds >= 0 && j < n ? bi::borrowedColumn(n, member, j) : -1;
+  if (rounds >= 0 && j < n) col[j] = bc >= 0 ? bc : rank[j];
+  for (int m = -1; m <= rounds; ++m) {
+    if (j < n && member[j] == m) {
+      if (m >= 0 && bc >= 0)
+        bi::twistedVectorSlots(n, d, e, e2, blkS[j], blkT[j], shift[j], sc, true, j, bi::Col{Sh, n, bc},
+                               bi::Col{Sh, n, j}, col, m);
+      else
+        bi::twistedVectorSlots(n, d, e, e2, blkS[j], blkT[j], shift[j], sc, m >= 0, j, bi::Col{X, n, rank[j]},
+                               bi::Col{Sh, n, j}, col, max(m, 0));
+    }
+    // Only cluster rounds read other threads' columns.
+    if (rounds >= 0) __syncthreads();
+  }
+  // The borrowed columns out to X.
+  if (bc >= 0)
+    for (int i = 0; i < n; ++i) X[(long long)i * n + rank[j]] = Sh[i * n + bc];
+  if (prof) {
+    if (j < n) atomicAdd(prof + 4, (unsigned long long)steps);
+    if (tid == 0) atomicAdd(prof + 2, (unsigned long long)(clock64() - clk0));
+    if (tid == 0 && rounds > 0) atomicAdd(prof + 6, 1ull);
+  }
+}
+
 // Pass 3 of the bisection method, 256 threads a matrix: X (pass 2) orthonormalised by
 // CholQR in shared memory, twice where the first Gram matrix is far from I
 // (eigh_bisect.cuh), then Z = Q X by the register-tile
@@ -1384,7 +1463,8 @@ void launchReduceWarp(int n, double* A, int lda, long long strideA, double* work
 void launchSyev(int n, double* A, int lda, long long strideA, double* W, int* info, int batch, double* work,
                 std::size_t lwork, cudaStream_t stream, unsigned long long* prof, cudaEvent_t* ev,
                 int qlLanes = 0, int applyGroup = 0, int reduce = 0, SyevMethod method = SyevMethod::Chain,
-                SyevOrtho ortho = SyevOrtho::NewtonSchulz, SyevValues values = SyevValues::DivisionFree) {
+                SyevOrtho ortho = SyevOrtho::NewtonSchulz, SyevValues values = SyevValues::DivisionFree,
+                SyevVectors vectors = SyevVectors::Global) {
   if (n < 1 || n > kSyevMaxN || lda < n || strideA < (long long)lda * n || batch < 0)
     throw GpuError("syevBatched: bad arguments (" + shape(n, lda, strideA, batch) + "; n must be 1.." +
                    std::to_string(kSyevMaxN) + ")");
@@ -1433,12 +1513,23 @@ void launchSyev(int n, double* A, int lda, long long strideA, double* W, int* in
         syevSturmValuesKernel<false><<<grid, block, 0, stream>>>(n, batch, mats, work, S, prof);
       SPEX_CUDA_LAUNCH("syevSturmValuesKernel");
       if (ev) SPEX_CUDA(cudaEventRecord(ev[4], stream));
-      syevBisectKernel<true><<<batch, (n + 31) / 32 * 32, 0, stream>>>(n, work, S, W, prof);
     } else {
       if (ev) SPEX_CUDA(cudaEventRecord(ev[4], stream));
-      syevBisectKernel<false><<<batch, (n + 31) / 32 * 32, 0, stream>>>(n, work, S, W, prof);
     }
-    SPEX_CUDA_LAUNCH("syevBisectKernel");
+    const bool given = values != SyevValues::Ratio;
+    if (vectors == SyevVectors::Shared) {
+      const std::size_t shmV = sizeof(double) * std::size_t(n) * n;
+      auto vk = given ? syevBisectSharedKernel<true> : syevBisectSharedKernel<false>;
+      SPEX_CUDA(cudaFuncSetAttribute(vk, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shmV)));
+      vk<<<batch, (n + 31) / 32 * 32, shmV, stream>>>(n, work, S, W, prof);
+      SPEX_CUDA_LAUNCH("syevBisectSharedKernel");
+    } else {
+      if (given)
+        syevBisectKernel<true><<<batch, (n + 31) / 32 * 32, 0, stream>>>(n, work, S, W, prof);
+      else
+        syevBisectKernel<false><<<batch, (n + 31) / 32 * 32, 0, stream>>>(n, work, S, W, prof);
+      SPEX_CUDA_LAUNCH("syevBisectKernel");
+    }
     if (ev) SPEX_CUDA(cudaEventRecord(ev[2], stream));
     if (ns) {
       nsKernel<<<batch, bisect::kNsThreads, shmO, stream>>>(n, A, lda, strideA, work, S, info, prof);
@@ -1539,14 +1630,14 @@ std::size_t syevBatchedWorkspace(int n, int batch, long long sweepsPerMatrix) {
 
 void syevBatched(int n, double* A, int lda, long long strideA, double* W, int* info, int batch, double* work,
                  std::size_t lwork, cudaStream_t stream, SyevMethod method, SyevOrtho ortho,
-                 SyevValues values, SyevReduce reduce) {
+                 SyevValues values, SyevReduce reduce, SyevVectors vectors) {
   launchSyev(n, A, lda, strideA, W, info, batch, work, lwork, stream, nullptr, nullptr, 0, 0,
-             reduce == SyevReduce::Warp ? 3 : 0, method, ortho, values);
+             reduce == SyevReduce::Warp ? 3 : 0, method, ortho, values, vectors);
 }
 
 SyevProfile syevBatchedProfile(int n, double* A, int lda, long long strideA, double* W, int* info, int batch,
                                double* work, std::size_t lwork, int qlLanes, int applyGroup, int reduce,
-                               SyevMethod method, SyevOrtho ortho, SyevValues values) {
+                               SyevMethod method, SyevOrtho ortho, SyevValues values, SyevVectors vectors) {
   unsigned long long* prof = nullptr;
   SPEX_CUDA(cudaMalloc(&prof, 16 * sizeof(unsigned long long)));
   cudaEvent_t ev[5] = {};
@@ -1555,7 +1646,7 @@ SyevProfile syevBatchedProfile(int n, double* A, int lda, long long strideA, dou
     SPEX_CUDA(cudaMemset(prof, 0, 16 * sizeof(unsigned long long)));
     for (cudaEvent_t& e : ev) SPEX_CUDA(cudaEventCreate(&e));
     launchSyev(n, A, lda, strideA, W, info, batch, work, lwork, nullptr, prof, ev, qlLanes, applyGroup, reduce,
-               method, ortho, values);
+               method, ortho, values, vectors);
     SPEX_CUDA(cudaEventSynchronize(ev[3]));
     float ms[3] = {};
     for (int k = 0; k < 3; ++k) SPEX_CUDA(cudaEventElapsedTime(&ms[k], ev[k], ev[k + 1]));

@@ -160,6 +160,7 @@ CudaEngine::CudaEngine(CudaEngineOptions options) : m_options(std::move(options)
       w->warpReduce = m_options.eighReduce == CudaEngineOptions::EighReduce::Warp;
       w->newtonSchulzEigh = m_options.newtonSchulzEigh;
       w->eighValues = m_options.eighValues;
+      w->sharedEighVectors = m_options.sharedEighVectors;
       w->selected = m_options.selectedInverse;
       w->fusedSelected = m_options.fusedSelectedInverse;
       w->choleskyColumns = m_options.choleskyColumns;

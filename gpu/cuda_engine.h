@@ -89,6 +89,11 @@ struct CudaEngineOptions {
   // SPEXLAB_CUDA_EIGH_VALUES=divfree|newton|ratio.
   enum class EighValues { DivisionFree, Newton, Ratio };
   EighValues eighValues = EighValues::DivisionFree;
+  // Bisect's vector kernel (syevBatched's SyevVectors; docs/benchmarks.md, Issue 12,
+  // ninth round, eighvec): false (default), D+, D- and x in the workspace (global
+  // memory); true, D+ and D- in shared memory, x stored once (the same vectors to the
+  // bit). Factory switch: SPEXLAB_CUDA_EIGH_VECTORS=new|old.
+  bool sharedEighVectors = false;
   // Cholesky: true (default), blocked by fiber with batched GEMMs (docs/benchmarks.md,
   // version 6); false, cusolverDnDpotrfBatched. Factory switch: SPEXLAB_CUDA_CHOLESKY.
   bool blockedCholesky = true;

@@ -565,6 +565,232 @@ SPEX_BI_HD void twistedVector(const double* d, const double* e, const double* e2
   for (int i = s; i <= t; ++i) x[i] *= inv;
 }
 
+SPEX_BI_HD void clusterSolveSlots(int n, const double* __restrict__ ep, int s, int t, int r, double gr, int j,
+                                  double* __restrict__ xp, int ldx, const double* __restrict__ sp, int lds,
+                                  const double* base, const int* rank, int nprev);
+
+// twistedVector with its per-thread scratch in one column S (shared memory on the
+// device, SyevVectors::Shared; docs/benchmarks.md, Issue 12, ninth round, eighvec) in
+// place of D+ and D- in global memory: the same arithmetic in the same order, so the
+// same vector to the bit. Slot i of S holds D+(i) after the forward pass; the backward
+// pass reads it for gamma(i) and leaves D-(i) in its place; once the twist r is known,
+// D+ is recomputed over s .. r - 1 (the same recurrence: the same values), so S holds
+// D+ above r and D- below it, all that the twisted vector and the cluster's solves
+// read. Not cluster: the unnormalised z(i) then goes into slot i as it is formed, and x
+// is written once, scaled, in a single pass of stores over all n rows (zero outside
+// [s, t]), no global load. Cluster: the solves as twistedVector's on x (a borrowed
+// shared column, or the workspace: borrowedColumn), rank[k] naming the column of x's
+// base that holds thread k's vector, all n rows of x written (zero outside [s, t]).
+SPEX_BI_HD void twistedVectorSlots(int n, const double* d, const double* e, const double* e2, int s, int t,
+                                   double lambda, const Scalars& sc, bool cluster, int j, Col x, Col S,
+                                   const int* rank, int nprev) {
+  const double pm = sc.pivmin;
+  double q = d[s] - lambda;
+  if (fabs(q) <= pm) q = -pm;
+  S[s] = q;
+  for (int i = s; i < t; ++i) {
+    q = (d[i + 1] - lambda) - e2[i] * recip(q);
+    if (fabs(q) <= pm) q = -pm;
+    S[i + 1] = q;
+  }
+  q = d[t] - lambda;
+  if (fabs(q) <= pm) q = -pm;
+  int r = t;
+  double best = fabs(q + S[t] - (d[t] - lambda));
+  S[t] = q;
+  for (int i = t - 1; i >= s; --i) {
+    q = (d[i] - lambda) - e2[i] * recip(q);
+    if (fabs(q) <= pm) q = -pm;
+    const double g = fabs(q + S[i] - (d[i] - lambda));
+    S[i] = q;
+    if (g < best) {
+      best = g;
+      r = i;
+    }
+  }
+  // D+ over s .. r - 1 again.
+  if (r > s) {
+    q = d[s] - lambda;
+    if (fabs(q) <= pm) q = -pm;
+    S[s] = q;
+    for (int i = s; i < r - 1; ++i) {
+      q = (d[i + 1] - lambda) - e2[i] * recip(q);
+      if (fabs(q) <= pm) q = -pm;
+      S[i + 1] = q;
+    }
+  }
+  if (!cluster) {
+    // Four rows' D+/D- and e loaded before the four rows' stores (the compiler may not
+    // move a load of S past a store to it): the same operations in the same order.
+    double z = 1.0, z2 = 1.0;
+    S[r] = 1.0;
+    int i = r - 1;
+    for (; i - 3 >= s; i -= 4) {
+      double p[4], f[4];
+      for (int k = 0; k < 4; ++k) {
+        p[k] = S[i - k];
+        f[k] = e[i - k];
+      }
+      for (int k = 0; k < 4; ++k) {
+        z = -(f[k] * recip(p[k])) * z;
+        S[i - k] = z;
+        z2 += z * z;
+      }
+    }
+    for (; i >= s; --i) {
+      z = -(e[i] * recip(S[i])) * z;
+      S[i] = z;
+      z2 += z * z;
+    }
+    z = 1.0;
+    i = r;
+    for (; i + 3 < t; i += 4) {
+      double p[4], f[4];
+      for (int k = 0; k < 4; ++k) {
+        p[k] = S[i + k + 1];
+        f[k] = e[i + k];
+      }
+      for (int k = 0; k < 4; ++k) {
+        z = -(f[k] * recip(p[k])) * z;
+        S[i + k + 1] = z;
+        z2 += z * z;
+      }
+    }
+    for (; i < t; ++i) {
+      z = -(e[i] * recip(S[i + 1])) * z;
+      S[i + 1] = z;
+      z2 += z * z;
+    }
+    const double inv = 1.0 / sqrt(z2);
+    i = 0;
+    for (; i + 3 < n; i += 4) {
+      double v[4];
+      for (int k = 0; k < 4; ++k) v[k] = S[i + k];
+      for (int k = 0; k < 4; ++k) x[i + k] = i + k >= s && i + k <= t ? v[k] * inv : 0.0;
+    }
+    for (; i < n; ++i) x[i] = i >= s && i <= t ? S[i] * inv : 0.0;
+    return;
+  }
+  double gr = d[r] - lambda;
+  if (r > s) gr -= e2[r - 1] * recip(S[r - 1]);
+  if (r < t) gr -= e2[r] * recip(S[r + 1]);
+  if (fabs(gr) <= pm) gr = -pm;
+  clusterSolveSlots(n, e, s, t, r, gr, j, &x[0], x.ld, &S[0], S.ld, x.base, rank, nprev);
+}
+
+// twistedVectorSlots' cluster member (dstein's steps as twistedVector's, the same
+// arithmetic in the same order) on raw pointers: xp = x's column (stride ldx), sp = the
+// D+/D- column (stride lds), ep = e, declared apart (__restrict__: the solves' reloads
+// of D+/D- and e may run ahead of the stores to x). base + rank[k] (stride ldx): the
+// column of earlier member k.
+SPEX_BI_HD void clusterSolveSlots(int n, const double* __restrict__ ep, int s, int t, int r, double gr, int j,
+                                  double* __restrict__ xp, int ldx, const double* __restrict__ sp, int lds,
+                                  const double* base, const int* rank, int nprev) {
+  auto X = [&](int i) -> double& { return xp[(long long)i * ldx]; };
+  auto P = [&](int i) { return sp[(long long)i * lds]; };
+  for (int i = s; i <= t; ++i) X(i) = startEntry(j, i);
+  for (int it = 0; it < kClusterIterations; ++it) {
+    for (int p = 0; p < nprev; ++p) {
+      const double* prev = base + rank[j - 1 - p];
+      double dot = 0.0;
+      for (int i = s; i <= t; ++i) dot += X(i) * prev[(long long)i * ldx];
+      for (int i = s; i <= t; ++i) X(i) -= dot * prev[(long long)i * ldx];
+    }
+    // Each sweep loads x four rows ahead of the four rows' stores (the compiler may not
+    // move a load of x past a store to it): the same operations in the same order.
+    double y = 0.0, b[4];
+    int i = s;
+    for (; i + 3 < r; i += 4) {
+      for (int k = 0; k < 4; ++k) b[k] = X(i + k);
+      for (int k = 0; k < 4; ++k) {
+        y = b[k] - (i + k > s ? ep[i + k - 1] * recip(P(i + k - 1)) * y : 0.0);
+        X(i + k) = y;
+      }
+    }
+    for (; i < r; ++i) {
+      y = X(i) - (i > s ? ep[i - 1] * recip(P(i - 1)) * y : 0.0);
+      X(i) = y;
+    }
+    const double ya = r > s ? ep[r - 1] * recip(P(r - 1)) * y : 0.0;
+    y = 0.0;
+    i = t;
+    for (; i - 3 > r; i -= 4) {
+      for (int k = 0; k < 4; ++k) b[k] = X(i - k);
+      for (int k = 0; k < 4; ++k) {
+        y = b[k] - (i - k < t ? ep[i - k] * recip(P(i - k + 1)) * y : 0.0);
+        X(i - k) = y;
+      }
+    }
+    for (; i > r; --i) {
+      y = X(i) - (i < t ? ep[i] * recip(P(i + 1)) * y : 0.0);
+      X(i) = y;
+    }
+    const double yb = r < t ? ep[r] * recip(P(r + 1)) * y : 0.0;
+    const double xr = (X(r) - ya - yb) / gr;
+    X(r) = xr;
+    double xmax = fabs(xr), xv = xr;
+    i = r - 1;
+    for (; i - 3 >= s; i -= 4) {
+      for (int k = 0; k < 4; ++k) b[k] = X(i - k);
+      for (int k = 0; k < 4; ++k) {
+        xv = (b[k] - ep[i - k] * xv) * recip(P(i - k));
+        X(i - k) = xv;
+        xmax = fmax(xmax, fabs(xv));
+      }
+    }
+    for (; i >= s; --i) {
+      xv = (X(i) - ep[i] * xv) * recip(P(i));
+      X(i) = xv;
+      xmax = fmax(xmax, fabs(xv));
+    }
+    xv = xr;
+    i = r + 1;
+    for (; i + 3 <= t; i += 4) {
+      for (int k = 0; k < 4; ++k) b[k] = X(i + k);
+      for (int k = 0; k < 4; ++k) {
+        xv = (b[k] - ep[i + k - 1] * xv) * recip(P(i + k));
+        X(i + k) = xv;
+        xmax = fmax(xmax, fabs(xv));
+      }
+    }
+    for (; i <= t; ++i) {
+      xv = (X(i) - ep[i - 1] * xv) * recip(P(i));
+      X(i) = xv;
+      xmax = fmax(xmax, fabs(xv));
+    }
+    const double inv = 1.0 / xmax;
+    for (int i = s; i <= t; ++i) X(i) *= inv;
+  }
+  for (int p = 0; p < nprev; ++p) {
+    const double* prev = base + rank[j - 1 - p];
+    double dot = 0.0;
+    for (int i = s; i <= t; ++i) dot += X(i) * prev[(long long)i * ldx];
+    for (int i = s; i <= t; ++i) X(i) -= dot * prev[(long long)i * ldx];
+  }
+  double x2 = 0.0;
+  for (int i = s; i <= t; ++i) x2 += X(i) * X(i);
+  const double inv = 1.0 / sqrt(x2);
+  for (int i = 0; i < n; ++i) X(i) = i >= s && i <= t ? X(i) * inv : 0.0;
+}
+
+// Where cluster member j keeps its vector during the cluster rounds of
+// syevBisectSharedKernel: a column of the shared scratch that a thread of no cluster
+// (member[k] = -1) has finished with after the first round, the c-th such column for
+// the c-th cluster thread in index order, so that its solves and Gram-Schmidt run in
+// shared memory; -1 (x in the workspace, as before) for every thread of the matrix
+// when its cluster threads outnumber the others. member: clusterMember's of all n.
+SPEX_BI_HD int borrowedColumn(int n, const int* member, int j) {
+  int clustered = 0, before = 0;
+  for (int k = 0; k < n; ++k) {
+    clustered += member[k] >= 0;
+    before += k < j && member[k] >= 0;
+  }
+  if (2 * clustered > n || member[j] < 0) return -1;
+  for (int k = 0; k < n; ++k)
+    if (member[k] < 0 && before-- == 0) return k;
+  return -1;
+}
+
 // Cluster bookkeeping for eigenvalue j of block [s, t] (lam ascending within a block):
 // its index m among the chain of neighbours closer than tight (0: the chain's first,
 // -1: no close neighbour at all) and its shift, pushed at least pert past the shift of

@@ -145,7 +145,8 @@ private slots:
                          Case{"SPEXLAB_CUDA_OVERLAP", "yes"}, Case{"SPEXLAB_CUDA_GEMM", "magma"},
                          Case{"SPEXLAB_CUDA_PLANAHEAD", "2"}, Case{"SPEXLAB_CUDA_SELINV", "split"},
                          Case{"SPEXLAB_CUDA_KEEPRESULT", "no"}, Case{"SPEXLAB_CUDA_EIGH_REDUCE", "thread"},
-                         Case{"SPEXLAB_CUDA_EIGH_ORTHO", "qr"}, Case{"SPEXLAB_CUDA_EIGH_VALUES", "ql"}}) {
+                         Case{"SPEXLAB_CUDA_EIGH_ORTHO", "qr"}, Case{"SPEXLAB_CUDA_EIGH_VALUES", "ql"},
+                         Case{"SPEXLAB_CUDA_EIGH_VECTORS", "shared"}}) {
       qputenv(c.name, c.value);
       try {
         makeEngine("auto");

@@ -10,8 +10,10 @@
 #include <QTest>
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
+#include <tuple>
 #include <vector>
 
 using namespace spex;
@@ -151,7 +153,8 @@ Errors compareWithLapack(int n, int lda, long long stride, int batch, double dec
                          std::vector<double>* Wout = nullptr, int reduce = 0,
                          gpu::SyevMethod method = gpu::SyevMethod::Chain, double clusterRel = 0,
                          gpu::SyevOrtho ortho = gpu::SyevOrtho::NewtonSchulz,
-                         gpu::SyevValues values = gpu::SyevValues::DivisionFree) {
+                         gpu::SyevValues values = gpu::SyevValues::DivisionFree,
+                         gpu::SyevVectors vectors = gpu::SyevVectors::Global) {
   const std::vector<double> A = randomSpd(n, lda, stride, batch, decades, seed, clusterRel);
   Device d;
   const std::size_t lwork = workDoubles(wk, n, batch);
@@ -166,10 +169,11 @@ Errors compareWithLapack(int n, int lda, long long stride, int batch, double dec
   // reduce 0: syevBatched as the engine calls it (its default pass 1); else
   // syevBatchedProfile's reduce, 4 standing for its 0 (the block kernel).
   if (reduce == 0)
-    gpu::syevBatched(n, d.A, lda, stride, d.W, d.info, batch, d.work, lwork, nullptr, method, ortho, values);
+    gpu::syevBatched(n, d.A, lda, stride, d.W, d.info, batch, d.work, lwork, nullptr, method, ortho, values,
+                     gpu::SyevReduce::Warp, vectors);
   else
     gpu::syevBatchedProfile(n, d.A, lda, stride, d.W, d.info, batch, d.work, lwork, 0, 0, reduce == 4 ? 0 : reduce,
-                            method, ortho, values);
+                            method, ortho, values, vectors);
   check(cudaDeviceSynchronize(), "syevBatched");
   std::vector<double> V(A.size()), W(std::size_t(n) * batch);
   std::vector<int> info(batch);
@@ -224,11 +228,12 @@ Errors compareWithLapack(int n, int lda, long long stride, int batch, double dec
   qInfo("%sn %d, lda %d, batch %d, %.0f decades%s, workspace %s, reduce %s: eigenvalues %.2e, residual %.2e, "
         "orthogonality %.2e, C^-1/2 %.2e",
         method != gpu::SyevMethod::Bisect ? ""
-        : qPrintable(QString("bisect (%1, %2 values): ")
+        : qPrintable(QString("bisect (%1, %2 values%3): ")
                          .arg(ortho == gpu::SyevOrtho::CholQR ? "CholQR" : "Newton-Schulz")
                          .arg(values == gpu::SyevValues::Ratio    ? "ratio"
                               : values == gpu::SyevValues::Newton ? "division-free, Newton"
-                                                                  : "division-free")),
+                                                                  : "division-free")
+                         .arg(vectors == gpu::SyevVectors::Shared ? ", shared vectors" : "")),
         n, lda, batch,
         decades, clusterRel > 0 ? qPrintable(QString(", clusters within %1").arg(clusterRel)) : "",
         wk == Work::Full ? "full" : wk == Work::Least ? "least" : wk == Work::Bisect ? "bisect's least" : "short",
@@ -420,25 +425,30 @@ private slots:
   // Both ways to the eigenvalues (gpu::SyevValues).
   void bisectMatchesLapack_data() {
     QTest::addColumn<int>("values");
-    QTest::newRow("divfree") << int(gpu::SyevValues::DivisionFree);
-    QTest::newRow("newton") << int(gpu::SyevValues::Newton);
-    QTest::newRow("ratio") << int(gpu::SyevValues::Ratio);
+    QTest::addColumn<bool>("shared"); // gpu::SyevVectors::Shared (eighvec)
+    QTest::newRow("divfree") << int(gpu::SyevValues::DivisionFree) << false;
+    QTest::newRow("newton") << int(gpu::SyevValues::Newton) << false;
+    QTest::newRow("ratio") << int(gpu::SyevValues::Ratio) << false;
+    QTest::newRow("divfree, shared vectors") << int(gpu::SyevValues::DivisionFree) << true;
+    QTest::newRow("ratio, shared vectors") << int(gpu::SyevValues::Ratio) << true;
   }
   void bisectMatchesLapack() {
     QFETCH(int, values);
+    QFETCH(bool, shared);
     const auto V = gpu::SyevValues(values);
+    const auto SV = shared ? gpu::SyevVectors::Shared : gpu::SyevVectors::Global;
     const auto B = gpu::SyevMethod::Bisect;
     Errors e = compareWithLapack(74, 74, 74 * 74, 300, 4.0, 1, Work::Full, nullptr, nullptr, 0, B, 0,
-                                 gpu::SyevOrtho::NewtonSchulz, V);
+                                 gpu::SyevOrtho::NewtonSchulz, V, SV);
     QVERIFY2(e.eig < 1e-12 && e.residual < 1e-12 && e.orth < 1e-13 && e.invSqrt < 1e-10,
              qPrintable(QString("%1 %2 %3 %4").arg(e.eig).arg(e.residual).arg(e.orth).arg(e.invSqrt)));
     e = compareWithLapack(74, 74, 74 * 74, 100, 10.0, 2, Work::Bisect, nullptr, nullptr, 0, B, 0,
-                          gpu::SyevOrtho::NewtonSchulz, V);
+                          gpu::SyevOrtho::NewtonSchulz, V, SV);
     QVERIFY2(e.eig < 1e-12 && e.residual < 1e-12 && e.orth < 1e-13,
              qPrintable(QString("%1 %2 %3").arg(e.eig).arg(e.residual).arg(e.orth)));
     for (double rel : {1e-9, 1e-12}) {
       e = compareWithLapack(74, 74, 74 * 74, 64, 4.0, 3, Work::Full, nullptr, nullptr, 0, B, rel,
-                            gpu::SyevOrtho::NewtonSchulz, V);
+                            gpu::SyevOrtho::NewtonSchulz, V, SV);
       QVERIFY2(e.eig < 1e-12 && e.residual < 1e-12 && e.orth < 1e-13 && e.invSqrt < 1e-10,
                qPrintable(QString("clusters %1: %2 %3 %4 %5").arg(rel).arg(e.eig).arg(e.residual).arg(e.orth).arg(e.invSqrt)));
     }
@@ -449,7 +459,7 @@ private slots:
       for (int n : {1, 2, 3, 4, 5, 8, 17, 31, 32, 33, 47, 64, 73, 74, 75, 79, 80, 81, 100}) {
         const int lda = n + 3;
         e = compareWithLapack(n, lda, (long long)lda * n + 7, 24, 4.0, 50 + n, n <= 80 ? Work::Bisect : Work::Full,
-                              nullptr, nullptr, 0, B, 0, ortho, V);
+                              nullptr, nullptr, 0, B, 0, ortho, V, SV);
         QVERIFY2(e.eig < 1e-12 && e.residual < 1e-12 && e.orth < 1e-13 && e.invSqrt < 1e-10,
                  qPrintable(QString("n %1").arg(n)));
       }
@@ -460,6 +470,39 @@ private slots:
                                                               gpu::syevBatchedBisectWorkspace(10, 100) - 2,
                                                               nullptr, B));
     cudaFree(work);
+  }
+
+  // Pass 2's vectors with the scratch in shared memory (SyevVectors::Shared,
+  // syevBisectSharedKernel) do the global kernel's arithmetic in the same order
+  // (eigh_bisect.cuh twistedVectorSlots): the same eigenvalues and eigenvectors to the
+  // bit, on plain blocks, blocks with clusters within 1e-9 and 1e-12 (the cluster rounds)
+  // and odd orders, with each way to the eigenvalues that feeds the vector kernel
+  // (division-free: given; ratio: found in it). Small: the sanitizer slot of eighvec.
+  // SPEXLAB_EIGH_SANITIZE=1: 4 blocks a batch, division-free values only (for
+  // compute-sanitizer). Clusters within 1e-15 of the 1e-12 and 1e-15 cases hold more than
+  // half of a block's eigenvalues: their vectors stay in the workspace (borrowedColumn).
+  void sharedVectorsMatchGlobalToTheBit() {
+    const auto B = gpu::SyevMethod::Bisect;
+    const bool small = qgetenv("SPEXLAB_EIGH_SANITIZE") == "1";
+    int cases = 0;
+    for (auto values : {gpu::SyevValues::DivisionFree, gpu::SyevValues::Ratio})
+      for (const auto& [n, rel, seed] : {std::tuple{74, 0.0, 5u}, std::tuple{74, 1e-9, 3u}, std::tuple{74, 1e-12, 3u},
+                                         std::tuple{74, 1e-15, 4u}, std::tuple{33, 0.0, 7u}, std::tuple{80, 1e-9, 8u},
+                                         std::tuple{1, 0.0, 9u}}) {
+        if (small && (values != gpu::SyevValues::DivisionFree || n == 80 || rel == 1e-9)) continue;
+        std::vector<double> V[2], W[2];
+        for (int k = 0; k < 2; ++k)
+          compareWithLapack(n, n, (long long)n * n, small ? 4 : 16, 4.0, seed, Work::Bisect, &V[k], &W[k], 0, B, rel,
+                            gpu::SyevOrtho::NewtonSchulz, values,
+                            k ? gpu::SyevVectors::Shared : gpu::SyevVectors::Global);
+        QCOMPARE(V[1].size(), V[0].size());
+        QVERIFY2(std::memcmp(V[0].data(), V[1].data(), V[0].size() * sizeof(double)) == 0,
+                 qPrintable(QString("vectors differ: n %1, clusters %2").arg(n).arg(rel)));
+        QVERIFY2(std::memcmp(W[0].data(), W[1].data(), W[0].size() * sizeof(double)) == 0,
+                 qPrintable(QString("eigenvalues differ: n %1, clusters %2").arg(n).arg(rel)));
+        ++cases;
+      }
+    qInfo("shared vs global pass-2 scratch: %d batches, eigenvalues and vectors the same to the bit", cases);
   }
 
   void bisectAgreesWithChain() {
@@ -515,28 +558,35 @@ private slots:
     const std::vector<double> A = frameSizedBlocks(n, base, batch);
     Device d;
     allocateForFrame(d, n, batch);
-    // Five ways in turn: the chain; bisection with the eighth round's pass 2 and 3
+    // Six ways in turn: the chain; bisection with the eighth round's pass 2 and 3
     // (ratio values, CholQR); Newton-Schulz pass 3 with each way to the eigenvalues
-    // (ratio, division-free: the default, division-free with Newton's steps).
-    std::vector<double> W[3];
+    // (ratio, division-free: the default, division-free with Newton's steps), then the
+    // default with pass 2's scratch in shared memory (SyevVectors::Shared, eighvec).
+    // SPEXLAB_EIGH_TIMED_VECTORS=1: only the last two (the vector kernels' A/B, 5 each).
+    const bool onlyVectors = qgetenv("SPEXLAB_EIGH_TIMED_VECTORS") == "1";
+    std::vector<double> W[3], Wshared;
     const gpu::SyevValues values[3] = {gpu::SyevValues::Ratio, gpu::SyevValues::DivisionFree,
                                        gpu::SyevValues::Newton};
     const char* names[3] = {"ratio", "division-free", "Newton"};
     for (int small : {batch, 1235, 995})
-      for (int rep = 0; rep < 10; ++rep) {
-        const int kind = rep % 5; // 0 chain, 1 CholQR + ratio, 2.. Newton-Schulz + values[kind - 2]
+      for (int rep = 0; rep < (onlyVectors ? 10 : 12); ++rep) {
+        // 0 chain, 1 CholQR + ratio, 2.. 4 Newton-Schulz + values[kind - 2], 5 the
+        // default with shared vectors
+        const int kind = onlyVectors ? 3 + 2 * (rep % 2) : rep % 6;
         const bool ns = kind >= 2;
-        const int v = ns ? kind - 2 : 0;
+        const bool shared = kind == 5;
+        const int v = !ns ? 0 : shared ? 1 : kind - 2;
         check(cudaMemcpy(d.A, A.data(), std::size_t(n) * n * small * sizeof(double), cudaMemcpyHostToDevice), "H2D");
         const gpu::SyevProfile q = gpu::syevBatchedProfile(
             n, d.A, n, n * n, d.W, d.info, small, d.work, gpu::syevBatchedWorkspace(n, small), 0, 0, 0,
             kind ? gpu::SyevMethod::Bisect : gpu::SyevMethod::Chain,
-            ns ? gpu::SyevOrtho::NewtonSchulz : gpu::SyevOrtho::CholQR, values[v]);
+            ns ? gpu::SyevOrtho::NewtonSchulz : gpu::SyevOrtho::CholQR, values[v],
+            shared ? gpu::SyevVectors::Shared : gpu::SyevVectors::Global);
         if (kind) {
-          qInfo("%d blocks of %d, bisect, %s values, %s: %.3f ms (reduce %.3f, values + vectors %.3f [values %.3f], "
+          qInfo("%d blocks of %d, bisect, %s values%s, %s: %.3f ms (reduce %.3f, values + vectors %.3f [values %.3f], "
                 "pass 3 %.3f); per block %.0f / %.0f cycles (values %.0f a block), %.0f %s a matrix, %lld with "
                 "clusters, %.0f with %s CholQR, %.3f Newton-Schulz passes before the last",
-                small, n, names[v], ns ? "Newton-Schulz" : "CholQR", q.seconds * 1e3, q.reduceSeconds * 1e3,
+                small, n, names[v], shared ? ", shared vectors" : "", ns ? "Newton-Schulz" : "CholQR", q.seconds * 1e3, q.reduceSeconds * 1e3,
                 q.qlSeconds * 1e3, q.valuesSeconds * 1e3, q.applySeconds * 1e3, q.qlCycles, q.applyCycles,
                 q.valuesCycles, q.sweeps, v == 0 ? "quadsection steps" : "counts", q.fallbacks, q.rotations * small,
                 ns ? "a" : "a second", q.orthoPasses);
@@ -552,12 +602,16 @@ private slots:
         check(cudaMemcpy(info.data(), d.info, small * sizeof(int), cudaMemcpyDeviceToHost), "D2H info");
         for (int b = 0; b < small; ++b) QCOMPARE(info[b], 0);
         if (ns && small == batch) {
-          W[v].resize(std::size_t(n) * small);
-          check(cudaMemcpy(W[v].data(), d.W, W[v].size() * sizeof(double), cudaMemcpyDeviceToHost), "D2H W");
+          std::vector<double>& w = shared ? Wshared : W[v];
+          w.resize(std::size_t(n) * small);
+          check(cudaMemcpy(w.data(), d.W, w.size() * sizeof(double), cudaMemcpyDeviceToHost), "D2H W");
         }
       }
     // The frame's eigenvalues by the three value paths: every copy of a base block the
     // same to the bit, the paths within 1e-14 of the block's largest of the ratio path's.
+    QCOMPARE(Wshared.size(), W[1].size());
+    QVERIFY(std::memcmp(Wshared.data(), W[1].data(), Wshared.size() * sizeof(double)) == 0);
+    if (onlyVectors) return;
     for (int v = 1; v < 3; ++v) {
       double dw = 0;
       for (int b = 0; b < batch; ++b)

@@ -298,6 +298,26 @@ private slots:
     }
   }
 
+  void otherEighVectorsMatchCpu() {
+    // The bisection method's vector kernel other than the default (SPEXLAB_CUDA_EIGH_VECTORS:
+    // scratch in shared memory, SyevVectors::Shared, or in the workspace; eighvec) against
+    // the CPU engine, as every eigensolver here, and against the default: syevBatched
+    // gives the same vectors to the bit either way (test_batched_eigh), so the frames
+    // agree as two runs of one engine do.
+    SimulationOptions so;
+    so.wave = WaveGrid::fromRange(6000, 6800, 0.8);
+    so.fiberMin = 25;
+    so.nFiber = 50;
+    const Simulation sim = simulate(realPsf, so);
+    const ExtractionRequest req = request(realPsf, sim.image, so.wave, 25, 50);
+    CudaEngineOptions o;
+    o.sharedEighVectors = !CudaEngineOptions().sharedEighVectors;
+    CudaEngine other(o);
+    const ExtractionResult r = runCuda(req, &other);
+    requireAgreement(compare(runCpu(req), r));
+    requireAgreement(compare(runCuda(req), r));
+  }
+
   void libraryCholeskyMatchesCpu() {
     // The cuSOLVER potrfBatched path (SPEXLAB_CUDA_CHOLESKY=potrf), kept for A/B runs;
     // the default blocked Cholesky runs in every other test here.

@@ -10,6 +10,7 @@
 #include <QTest>
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -37,13 +38,19 @@ bool g_ns = true;
 enum class Values { DivisionFree, Newton, Ratio };
 Values g_values = Values::DivisionFree;
 
+// Pass 2's vectors (gpu::SyevVectors): false, twistedVector with D+ and D- in their own
+// arrays (the workspace: Global); true, twistedVectorSlots with one column of scratch a
+// thread (syevBisectSharedKernel's shared memory: Shared).
+bool g_shared = false;
+
 struct Result {
   std::vector<double> w; // ascending
   std::vector<double> V; // n x n column-major, eigenvectors of T
-  int fail = 0, clustered = 0;
+  int fail = 0, clustered = 0, borrowed = 0; // borrowed: cluster vectors in shared columns
   bool secondPass = false; // CholQR: a second pass; Newton-Schulz: any CholQR pass
   double steps = 0;
   int nsPasses = 0;       // Newton-Schulz passes before the last step
+  std::vector<double> X;  // pass 2's vectors of T (element i of vector c at X[i n + c])
   std::vector<double> zt; // Newton-Schulz: the lanes' registers z (group, lane, row, column)
   int nc = 0;             // their columns a lane (the kernel's NC)
 };
@@ -180,6 +187,15 @@ Result emulate(int n, std::vector<double> d, std::vector<double> e) {
     member[j] = bi::clusterMember(lam.data(), s, t, j, sc, shift[j]);
     maxMember = std::max(maxMember, member[j]);
   }
+  // Shared: the kernel's scratch Sh in P's place (element i of thread j's column at
+  // P[i n + j]); cluster members' x in borrowed columns of it (col) where they fit.
+  std::vector<int> bc(n, -1), col(rank);
+  if (g_shared && maxMember >= 0)
+    for (int j = 0; j < n; ++j) {
+      bc[j] = bi::borrowedColumn(n, member.data(), j);
+      if (bc[j] >= 0) col[j] = bc[j];
+      out.borrowed += bc[j] >= 0;
+    }
   for (int m = -1; m <= maxMember; ++m) // one phase a member index
     for (int j = 0; j < n; ++j) {
       if (member[j] != m) continue;
@@ -187,10 +203,21 @@ Result emulate(int n, std::vector<double> d, std::vector<double> e) {
       bi::blockOf(n, e.data(), j, s, t);
       out.clustered += m >= 0;
       // X as the device holds it: element i of vector rank(j) at X[i * n + rank(j)].
-      bi::twistedVector(d.data(), e.data(), e2.data(), s, t, shift[j], sc, m >= 0, j,
-                        bi::Col{X.data(), n, rank[j]}, bi::Col{P.data(), n, j}, bi::Col{M.data(), n, j}, rank.data(),
-                        std::max(m, 0));
+      if (g_shared && m >= 0 && bc[j] >= 0)
+        bi::twistedVectorSlots(n, d.data(), e.data(), e2.data(), s, t, shift[j], sc, true, j,
+                               bi::Col{P.data(), n, bc[j]}, bi::Col{P.data(), n, j}, col.data(), m);
+      else if (g_shared)
+        bi::twistedVectorSlots(n, d.data(), e.data(), e2.data(), s, t, shift[j], sc, m >= 0, j,
+                               bi::Col{X.data(), n, rank[j]}, bi::Col{P.data(), n, j}, col.data(), std::max(m, 0));
+      else
+        bi::twistedVector(d.data(), e.data(), e2.data(), s, t, shift[j], sc, m >= 0, j,
+                          bi::Col{X.data(), n, rank[j]}, bi::Col{P.data(), n, j}, bi::Col{M.data(), n, j},
+                          rank.data(), std::max(m, 0));
     }
+  for (int j = 0; j < n; ++j) // phase: the borrowed columns out to X
+    if (bc[j] >= 0)
+      for (int i = 0; i < n; ++i) X[std::size_t(i) * n + rank[j]] = P[std::size_t(i) * n + bc[j]];
+  out.X = X;
   if (g_ns && n <= bi::kOrthoMaxN) {
     // The kernel's choice: 19 columns a lane where they cover n.
     if (n <= 4 * 19)
@@ -360,8 +387,8 @@ Errors spdCase(int n, const std::vector<double>& A, Result* res = nullptr) {
 
 void report(const char* what, const Errors& e) {
   const char* values = g_values == Values::Ratio ? "ratio" : g_values == Values::Newton ? "newton" : "divfree";
-  qInfo("%s%s: %-40s eigenvalues %.2e, residual %.2e, orthogonality %.2e, C^-1/2 %.2e", g_ns ? "NS, " : "CholQR, ",
-        values, what, e.eig, e.residual, e.orth, e.invSqrt);
+  qInfo("%s%s%s: %-40s eigenvalues %.2e, residual %.2e, orthogonality %.2e, C^-1/2 %.2e", g_ns ? "NS, " : "CholQR, ",
+        values, g_shared ? ", shared vectors" : "", what, e.eig, e.residual, e.orth, e.invSqrt);
 }
 
 // The criteria of test_batched_eigh (eigenvalues, residuals within 1e-12 of the largest)
@@ -379,11 +406,13 @@ void verify(const Errors& e, double orth = 1e-14) {
 void orthoData() {
   QTest::addColumn<bool>("ns");
   QTest::addColumn<int>("values");
-  QTest::newRow("newton-schulz, divfree") << true << int(Values::DivisionFree);
-  QTest::newRow("newton-schulz, newton") << true << int(Values::Newton);
-  QTest::newRow("newton-schulz, ratio") << true << int(Values::Ratio);
-  QTest::newRow("cholqr, divfree") << false << int(Values::DivisionFree);
-  QTest::newRow("cholqr, ratio") << false << int(Values::Ratio);
+  QTest::addColumn<bool>("shared");
+  QTest::newRow("newton-schulz, divfree") << true << int(Values::DivisionFree) << false;
+  QTest::newRow("newton-schulz, newton") << true << int(Values::Newton) << false;
+  QTest::newRow("newton-schulz, ratio") << true << int(Values::Ratio) << false;
+  QTest::newRow("cholqr, divfree") << false << int(Values::DivisionFree) << false;
+  QTest::newRow("cholqr, ratio") << false << int(Values::Ratio) << false;
+  QTest::newRow("newton-schulz, divfree, shared vectors") << true << int(Values::DivisionFree) << true;
 }
 
 class TestEighBisect : public QObject {
@@ -397,6 +426,8 @@ private slots:
     g_ns = ns;
     QFETCH(int, values);
     g_values = Values(values);
+    QFETCH(bool, shared);
+    g_shared = shared;
     std::mt19937_64 rng(11);
     std::normal_distribution<double> g;
     Errors all;
@@ -416,6 +447,8 @@ private slots:
     g_ns = ns;
     QFETCH(int, values);
     g_values = Values(values);
+    QFETCH(bool, shared);
+    g_shared = shared;
     Errors all;
     std::mt19937_64 rng(12);
     std::uniform_real_distribution<double> u(0.0, 1.0);
@@ -564,6 +597,8 @@ private slots:
     g_ns = ns;
     QFETCH(int, values);
     g_values = Values(values);
+    QFETCH(bool, shared);
+    g_shared = shared;
     // The engine's blocks: 74 x 74 SPD, condition 1e1 ... 1e12.
     std::mt19937_64 rng(13);
     for (double decades : {1.0, 4.0, 8.0, 12.0}) {
@@ -595,6 +630,8 @@ private slots:
     g_ns = ns;
     QFETCH(int, values);
     g_values = Values(values);
+    QFETCH(bool, shared);
+    g_shared = shared;
     std::mt19937_64 rng(14);
     for (double rel : {1e-9, 1e-12, 1e-15}) {
       Errors all;
@@ -620,6 +657,8 @@ private slots:
     g_ns = ns;
     QFETCH(int, values);
     g_values = Values(values);
+    QFETCH(bool, shared);
+    g_shared = shared;
     // test_batched_eigh's construction (bisectMatchesLapack, seed 3, clusters within 1e-9
     // relative on odd matrices, a 3- and a 2-fold eigenvalue on every fourth), here on
     // the host: the same matrices the device test decomposes.
@@ -667,12 +706,71 @@ private slots:
     QVERIFY2(all.invSqrt < 1e-10, qPrintable(QString::number(all.invSqrt)));
   }
 
+  // twistedVectorSlots (one scratch column a thread, D- over D+ below the twist, D+
+  // recomputed above it) does twistedVector's arithmetic in the same order: pass 2's
+  // vectors must be the same to the bit, cluster members included (their solves read
+  // the same D+ and D-), on tridiagonals with isolated, split, tied, clustered and
+  // graded spectra and on SPD blocks with clusters within 1e-9 ... 1e-15.
+  void sharedVectorsMatchToTheBit() {
+    g_ns = true;
+    g_values = Values::DivisionFree;
+    int cases = 0, clustered = 0, borrowed = 0;
+    auto same = [&](auto run) {
+      Result a, b;
+      g_shared = false;
+      run(&a);
+      g_shared = true;
+      run(&b);
+      g_shared = false;
+      QCOMPARE(a.X.size(), b.X.size());
+      QVERIFY(std::memcmp(a.X.data(), b.X.data(), a.X.size() * sizeof(double)) == 0);
+      QVERIFY(std::memcmp(a.w.data(), b.w.data(), a.w.size() * sizeof(double)) == 0);
+      ++cases;
+      clustered += a.clustered;
+      borrowed += b.borrowed;
+    };
+    std::mt19937_64 rng(16);
+    std::normal_distribution<double> g;
+    for (int n = 1; n <= 160; n += (n < 12 ? 1 : 7)) {
+      std::vector<double> d(n), e(n, 0.0);
+      for (int i = 0; i < n; ++i) d[i] = g(rng);
+      for (int i = 0; i + 1 < n; ++i) e[i] = g(rng);
+      same([&](Result* r) { tridiagonalCase(n, d, e, r); });
+      // Wilkinson W+ (pairs closer than eps), split blocks repeated, diagonal with ties,
+      // graded over 10 decades.
+      const int m = (n - 1) / 2;
+      for (int i = 0; i < n; ++i) d[i] = std::abs(m - i);
+      for (int i = 0; i + 1 < n; ++i) e[i] = 1.0;
+      same([&](Result* r) { tridiagonalCase(n, d, e, r); });
+      for (int i = 0; i < n; ++i) d[i] = double(i % 5) - 2.0;
+      for (int i = 0; i + 1 < n; ++i) e[i] = (i % 5 == 4) ? 0.0 : 0.5;
+      same([&](Result* r) { tridiagonalCase(n, d, e, r); });
+      for (int i = 0; i < n; ++i) d[i] = double(i % 3);
+      for (int i = 0; i + 1 < n; ++i) e[i] = 0.0;
+      same([&](Result* r) { tridiagonalCase(n, d, e, r); });
+      for (int i = 0; i < n; ++i) d[i] = std::pow(10.0, -10.0 * i / std::max(n - 1, 1));
+      for (int i = 0; i + 1 < n; ++i) e[i] = 0.3 * std::sqrt(d[i] * d[i + 1]);
+      same([&](Result* r) { tridiagonalCase(n, d, e, r); });
+    }
+    for (double rel : {0.0, 1e-9, 1e-12, 1e-15})
+      for (int b = 0; b < 6; ++b) {
+        const std::vector<double> A = randomSpd(74, 4.0, rel > 0 ? 2 + b % 2 : b % 2, rel, rng);
+        same([&](Result* r) { spdCase(74, A, r); });
+      }
+    qInfo("shared vs global scratch: %d cases, %d cluster vectors (%d in borrowed shared columns), pass 2's "
+          "vectors the same to the bit", cases, clustered, borrowed);
+    // Both cluster paths were exercised: borrowed columns and x in the workspace.
+    QVERIFY(borrowed > 0 && borrowed < clustered);
+  }
+
   void everyOrder_data() { orthoData(); }
   void everyOrder() {
     QFETCH(bool, ns);
     g_ns = ns;
     QFETCH(int, values);
     g_values = Values(values);
+    QFETCH(bool, shared);
+    g_shared = shared;
     std::mt19937_64 rng(15);
     Errors all;
     for (int n = 1; n <= 160; ++n) all.max(spdCase(n, randomSpd(n, 4.0, n % 2, 0, rng)));
