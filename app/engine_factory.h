@@ -43,8 +43,8 @@ struct EngineChoice {
 //                                          own on the division-free Sturm count, bisecting to the
 //                                          end (default) or with Newton's steps once isolated, or
 //                                          by the ratio count inside the vector kernel
-//   SPEXLAB_CUDA_EIGH_VECTORS=new|old      bisect's vector kernel: D+/D- in shared memory, or in the
-//                                          workspace (old, default)
+//   SPEXLAB_CUDA_EIGH_VECTORS=new|old      bisect's vector kernel: D+/D- in shared memory (default), or in the
+//                                          workspace (old)
 //   SPEXLAB_CUDA_CHOLESKY=tiled|fused|blocked|potrf  batched Cholesky: block columns by one
 //                                          kernel, diagonal block by tiles (default) or in one
 //                                          sweep, by four launches, or cuSOLVER

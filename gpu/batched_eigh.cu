@@ -1464,7 +1464,7 @@ void launchSyev(int n, double* A, int lda, long long strideA, double* W, int* in
                 std::size_t lwork, cudaStream_t stream, unsigned long long* prof, cudaEvent_t* ev,
                 int qlLanes = 0, int applyGroup = 0, int reduce = 0, SyevMethod method = SyevMethod::Chain,
                 SyevOrtho ortho = SyevOrtho::NewtonSchulz, SyevValues values = SyevValues::DivisionFree,
-                SyevVectors vectors = SyevVectors::Global) {
+                SyevVectors vectors = SyevVectors::Shared) {
   if (n < 1 || n > kSyevMaxN || lda < n || strideA < (long long)lda * n || batch < 0)
     throw GpuError("syevBatched: bad arguments (" + shape(n, lda, strideA, batch) + "; n must be 1.." +
                    std::to_string(kSyevMaxN) + ")");

@@ -69,8 +69,8 @@ enum class SyevValues { DivisionFree, Newton, Ratio };
 // (docs/benchmarks.md, Issue 12, ninth round, eighvec). Global: D+, D- and the vector
 // in the workspace (the eighth and ninth rounds' syevBisectKernel). Shared: D+ and D- in
 // one column of shared memory a thread (D- over D+ below the twist, D+ recomputed above
-// it), the vector stored once (syevBisectSharedKernel, 4 blocks an SM at n = 74). The
-// same vectors to the bit.
+// it), the vector stored once (syevBisectSharedKernel, 4 blocks an SM at n = 74; the
+// default). The same vectors to the bit.
 enum class SyevVectors { Global, Shared };
 
 // Largest n the shared-memory solver takes (n * n doubles must fit in a block's
@@ -99,7 +99,7 @@ std::size_t syevBatchedMinWorkspace(int n, int batch);
 void syevBatched(int n, double* A, int lda, long long strideA, double* W, int* info, int batch,
                  double* work, std::size_t lwork, cudaStream_t stream, SyevMethod method = SyevMethod::Chain,
                  SyevOrtho ortho = SyevOrtho::NewtonSchulz, SyevValues values = SyevValues::DivisionFree,
-                 SyevReduce reduce = SyevReduce::Warp, SyevVectors vectors = SyevVectors::Global);
+                 SyevReduce reduce = SyevReduce::Warp, SyevVectors vectors = SyevVectors::Shared);
 
 // The same, synchronous on the default stream, each pass timed (CUDA events), with
 // clock-cycle counts per stage (thread 0 of a block, or the matrix's thread in the QL
@@ -138,6 +138,6 @@ SyevProfile syevBatchedProfile(int n, double* A, int lda, long long strideA, dou
                                int applyGroup = 0, int reduce = 0, SyevMethod method = SyevMethod::Chain,
                                SyevOrtho ortho = SyevOrtho::NewtonSchulz,
                                SyevValues values = SyevValues::DivisionFree,
-                               SyevVectors vectors = SyevVectors::Global);
+                               SyevVectors vectors = SyevVectors::Shared);
 
 } // namespace spex::gpu

@@ -90,10 +90,11 @@ struct CudaEngineOptions {
   enum class EighValues { DivisionFree, Newton, Ratio };
   EighValues eighValues = EighValues::DivisionFree;
   // Bisect's vector kernel (syevBatched's SyevVectors; docs/benchmarks.md, Issue 12,
-  // ninth round, eighvec): false (default), D+, D- and x in the workspace (global
-  // memory); true, D+ and D- in shared memory, x stored once (the same vectors to the
-  // bit). Factory switch: SPEXLAB_CUDA_EIGH_VECTORS=new|old.
-  bool sharedEighVectors = false;
+  // ninth round, eighvec): true (default since the lead's second check of that round),
+  // D+ and D- in shared memory, x stored once; false, D+, D- and x in the workspace
+  // (global memory). The same vectors to the bit. Factory switch:
+  // SPEXLAB_CUDA_EIGH_VECTORS=new|old.
+  bool sharedEighVectors = true;
   // Cholesky: true (default), blocked by fiber with batched GEMMs (docs/benchmarks.md,
   // version 6); false, cusolverDnDpotrfBatched. Factory switch: SPEXLAB_CUDA_CHOLESKY.
   bool blockedCholesky = true;

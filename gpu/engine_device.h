@@ -46,7 +46,7 @@ struct Workspace {
   bool warpReduce = false;   // syevBatched's pass 1 by one warp a block (SyevReduce::Warp)
   bool newtonSchulzEigh = true; // its pass 3 (CudaEngineOptions::newtonSchulzEigh)
   CudaEngineOptions::EighValues eighValues = CudaEngineOptions::EighValues::DivisionFree; // its SyevValues
-  bool sharedEighVectors = false; // its SyevVectors (CudaEngineOptions::sharedEighVectors)
+  bool sharedEighVectors = true;  // its SyevVectors (CudaEngineOptions::sharedEighVectors)
   // CudaEngineOptions::selectedInverse: no X; C holds L_kk^-1 after the Cholesky, then
   // the selected inversion's C_ss (batched_selected_inverse.h).
   bool selected = false;

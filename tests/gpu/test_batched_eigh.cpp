@@ -674,31 +674,38 @@ private slots:
   }
 
   void warpReduceFrameTimed() {
-    // 23 500 blocks (a frame) and the engine's batch sizes, the bisection method with
-    // the block reduce (0) and the one-warp reduce (3) alternating, three times each:
-    // for docs/benchmarks.md (Issue 12, ninth round). The frame's eigenvalues by both
-    // agree to rounding.
+    // 23 500 blocks (a frame) and the engine's batch sizes, the bisection method three
+    // ways in turn, three times each: the block reduce (0) with the workspace vector
+    // kernel (the eighth round's passes 1 and 2), the one-warp reduce (3) with it, and the
+    // one-warp reduce with the shared-memory vector kernel (eighvec): for
+    // docs/benchmarks.md (Issue 12, ninth round). The frame's eigenvalues agree to
+    // rounding between the reduce kernels, and to the bit between the vector kernels
+    // (they differ only in where the vectors' scratch lives).
     const int n = 74, base = 300, batch = 23500;
     const std::vector<double> A = frameSizedBlocks(n, base, batch);
     Device d;
     allocateForFrame(d, n, batch);
-    std::vector<double> Wr[2];
+    std::vector<double> Wr[3];
+    const char* names[3] = {"block reduce, workspace vectors", "one-warp reduce, workspace vectors",
+                            "one-warp reduce, shared vectors"};
     for (int small : {batch, 1235, 995})
-      for (int rep = 0; rep < 6; ++rep) {
-        const int reduce = rep % 2 ? 3 : 0;
+      for (int rep = 0; rep < 9; ++rep) {
+        const int way = rep % 3, reduce = way ? 3 : 0;
         check(cudaMemcpy(d.A, A.data(), std::size_t(n) * n * small * sizeof(double), cudaMemcpyHostToDevice), "H2D");
-        const gpu::SyevProfile q = gpu::syevBatchedProfile(n, d.A, n, n * n, d.W, d.info, small, d.work,
-                                                           gpu::syevBatchedWorkspace(n, small), 0, 0, reduce,
-                                                           gpu::SyevMethod::Bisect);
-        qInfo("%d blocks of %d, bisect, reduce %s: %.3f ms (reduce %.3f, values + vectors %.3f, pass 3 %.3f); "
-              "tridiagonal %.0f cycles a block", small, n, reduce ? "one warp" : "block   ", q.seconds * 1e3,
-              q.reduceSeconds * 1e3, q.qlSeconds * 1e3, q.applySeconds * 1e3, q.tridiagonalCycles);
+        const gpu::SyevProfile q = gpu::syevBatchedProfile(
+            n, d.A, n, n * n, d.W, d.info, small, d.work, gpu::syevBatchedWorkspace(n, small), 0, 0, reduce,
+            gpu::SyevMethod::Bisect, gpu::SyevOrtho::NewtonSchulz, gpu::SyevValues::DivisionFree,
+            way == 2 ? gpu::SyevVectors::Shared : gpu::SyevVectors::Global);
+        qInfo("%d blocks of %d, bisect, %s: %.3f ms (reduce %.3f, values + vectors %.3f [values %.3f], pass 3 "
+              "%.3f); tridiagonal %.0f cycles a block", small, n, names[way], q.seconds * 1e3,
+              q.reduceSeconds * 1e3, q.qlSeconds * 1e3, q.valuesSeconds * 1e3, q.applySeconds * 1e3,
+              q.tridiagonalCycles);
         std::vector<int> info(small);
         check(cudaMemcpy(info.data(), d.info, small * sizeof(int), cudaMemcpyDeviceToHost), "D2H info");
         for (int b = 0; b < small; ++b) QCOMPARE(info[b], 0);
-        if (small == batch && rep < 2) {
-          Wr[rep].resize(std::size_t(n) * batch);
-          check(cudaMemcpy(Wr[rep].data(), d.W, Wr[rep].size() * sizeof(double), cudaMemcpyDeviceToHost), "D2H W");
+        if (small == batch && rep < 3) {
+          Wr[way].resize(std::size_t(n) * batch);
+          check(cudaMemcpy(Wr[way].data(), d.W, Wr[way].size() * sizeof(double), cudaMemcpyDeviceToHost), "D2H W");
         }
       }
     double dw = 0, wmax = 0;
@@ -708,6 +715,7 @@ private slots:
     }
     qInfo("frame eigenvalues, one warp vs block reduce: max |dW| / max W %.2e", dw / wmax);
     QVERIFY2(dw < 1e-13 * wmax, qPrintable(QString::number(dw / wmax)));
+    QVERIFY(Wr[1] == Wr[2]);
   }
 
   void badArgumentsAreErrors() {
