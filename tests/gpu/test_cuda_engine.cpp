@@ -1004,13 +1004,19 @@ private slots:
       // The copy phases move large host arrays through the pinned ring (gpu/staging.h):
       // their span is paced by the host's copies into and out of it, and the DMAs
       // under them cover only part of it, so they count apart (activities never more
-      // than their phase); the whole-frame ratio is over the compute phases.
+      // than their phase); the whole-frame ratio is over the compute phases. So does
+      // "spots" where the prefetch made the spot table: it is two phases of that name,
+      // the prefetch lane's (the table's kernel; engine_prefetch.cpp) and the main
+      // lane's, which waits for the table's event (engine_run_device.cpp), so its span
+      // overlaps the other's kernel by however long the host took to get there (on an
+      // H100 with the ninth round's code: 7.0 ms of phases for 5.2 ms of kernels, where
+      // the eighth round's had 5.3 / 5.2).
       double phaseTotal = 0, actTotal = 0;
       qInfo("  %-18s %12s %14s %8s", "phase", "device ms", "activities ms", "ratio");
       for (const auto& [name, v] : sums) {
         qInfo("  %-18s %12.3f %14.3f %8.4f", name.c_str(), 1e3 * v.first, 1e3 * v.second,
               v.first > 0 ? v.second / v.first : 0.0);
-        if (name == "H2D" || name == "D2H" || name == "plan corners") {
+        if (name == "H2D" || name == "D2H" || name == "plan corners" || name == "spots") {
           QVERIFY2(v.second <= 1.05 * v.first, name.c_str());
           continue;
         }
