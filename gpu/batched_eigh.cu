@@ -698,26 +698,17 @@ __global__ void __launch_bounds__(kValuesThreads) syevSturmValuesKernel(int n, i
   }
 }
 
-// Pass 2: a thread per eigenvalue (n <= kOrthoMaxN). Eigenvalues by bisection (the ratio
-// form, quadsection) or, with kGivenValues, from syevSturmValuesKernel (valuesSlot), ranked
-// ascending into W, the vectors of T into X (the cluster members in rounds, member m
-// after members 0 .. m - 1 of its cluster).
+// Pass 2's first steps, the same in both vector kernels: d and e from the workspace,
+// the split (thread 0), each thread's block and eigenvalue (from the values kernel, or
+// by quadsection on the ratio count), its rank into W, its cluster membership and
+// shift. Returns the cluster rounds (the largest member index, -1 where none); steps:
+// this thread's quadsection steps. The arrays are the kernel's shared memory.
 template <bool kGivenValues>
-__global__ void __launch_bounds__(96, 6) syevBisectKernel(int n, double* work, long long S, double* Wg,
-                                                       unsigned long long* prof) {
+__device__ __forceinline__ int bisectPrologue(int n, const double* wk, double* Wg, double* d, double* e, double* e2,
+                                              double* lam, double* shift, int* rank, int* member, int* blkS,
+                                              int* blkT, bisect::Scalars& sc, int& maxMember, int& steps) {
   namespace bi = bisect;
-  __shared__ double d[bi::kOrthoMaxN], e[bi::kOrthoMaxN], e2[bi::kOrthoMaxN], lam[bi::kOrthoMaxN],
-      shift[bi::kOrthoMaxN];
-  __shared__ int rank[bi::kOrthoMaxN], member[bi::kOrthoMaxN], blkS[bi::kOrthoMaxN], blkT[bi::kOrthoMaxN];
-  __shared__ bi::Scalars sc;
-  __shared__ int maxMember;
   const int tid = threadIdx.x, j = tid;
-  double* wk = work + (long long)blockIdx.x * S;
-  double* X = wk + recordStart(n);
-  double* P = X + (long long)n * n;
-  double* M = P + (long long)n * n;
-  long long clk0 = 0;
-  if (prof && tid == 0) clk0 = clock64();
   for (int i = tid; i < n; i += blockDim.x) {
     d[i] = wk[2 + i];
     e[i] = wk[2 + n + i];
@@ -726,7 +717,6 @@ __global__ void __launch_bounds__(96, 6) syevBisectKernel(int n, double* work, l
   __syncthreads();
   if (tid == 0) bi::setup(n, d, e, e2, sc);
   __syncthreads();
-  int steps = 0;
   if (j < n) {
     int s, t;
     bi::blockOf(n, e, j, s, t);
@@ -747,7 +737,32 @@ __global__ void __launch_bounds__(96, 6) syevBisectKernel(int n, double* work, l
     atomicMax(&maxMember, member[j]);
   }
   __syncthreads();
-  const int rounds = maxMember;
+  return maxMember;
+}
+
+// Pass 2: a thread per eigenvalue (n <= kOrthoMaxN). Eigenvalues by bisection (the ratio
+// form, quadsection) or, with kGivenValues, from syevSturmValuesKernel (valuesSlot), ranked
+// ascending into W, the vectors of T into X (the cluster members in rounds, member m
+// after members 0 .. m - 1 of its cluster).
+template <bool kGivenValues>
+__global__ void __launch_bounds__(96, 6) syevBisectKernel(int n, double* work, long long S, double* Wg,
+                                                       unsigned long long* prof) {
+  namespace bi = bisect;
+  __shared__ double d[bi::kOrthoMaxN], e[bi::kOrthoMaxN], e2[bi::kOrthoMaxN], lam[bi::kOrthoMaxN],
+      shift[bi::kOrthoMaxN];
+  __shared__ int rank[bi::kOrthoMaxN], member[bi::kOrthoMaxN], blkS[bi::kOrthoMaxN], blkT[bi::kOrthoMaxN];
+  __shared__ bi::Scalars sc;
+  __shared__ int maxMember;
+  const int tid = threadIdx.x, j = tid;
+  double* wk = work + (long long)blockIdx.x * S;
+  double* X = wk + recordStart(n);
+  double* P = X + (long long)n * n;
+  double* M = P + (long long)n * n;
+  long long clk0 = 0;
+  if (prof && tid == 0) clk0 = clock64();
+  int steps = 0;
+  const int rounds = bisectPrologue<kGivenValues>(n, wk, Wg, d, e, e2, lam, shift, rank, member, blkS, blkT, sc,
+                                                  maxMember, steps);
   for (int m = -1; m <= rounds; ++m) {
     if (j < n && member[j] == m) {
       bi::twistedVector(d, e, e2, blkS[j], blkT[j], shift[j], sc, m >= 0, j, bi::Col{X, n, rank[j]},
@@ -788,36 +803,9 @@ __global__ void __launch_bounds__(96, 4) syevBisectSharedKernel(int n, double* w
   double* X = wk + recordStart(n);
   long long clk0 = 0;
   if (prof && tid == 0) clk0 = clock64();
-  for (int i = tid; i < n; i += blockDim.x) {
-    d[i] = wk[2 + i];
-    e[i] = wk[2 + n + i];
-  }
-  if (tid == 0) maxMember = -1;
-  __syncthreads();
-  if (tid == 0) bi::setup(n, d, e, e2, sc);
-  __syncthreads();
   int steps = 0;
-  if (j < n) {
-    int s, t;
-    bi::blockOf(n, e, j, s, t);
-    blkS[j] = s;
-    blkT[j] = t;
-    if (kGivenValues)
-      lam[j] = wk[valuesSlot(n) + j];
-    else
-      lam[j] = bi::bisectEigenvalue(d, e, e2, s, t, j - s, sc, &steps);
-  }
-  __syncthreads();
-  if (j < n) {
-    rank[j] = bi::rankOf(n, lam, j);
-    Wg[(long long)blockIdx.x * n + rank[j]] = lam[j];
-    double sh;
-    member[j] = bi::clusterMember(lam, blkS[j], blkT[j], j, sc, sh);
-    shift[j] = sh;
-    atomicMax(&maxMember, member[j]);
-  }
-  __syncthreads();
-  const int rounds = maxMember;
+  const int rounds = bisectPrologue<kGivenValues>(n, wk, Wg, d, e, e2, lam, shift, rank, member, blkS, blkT, sc,
+                                                  maxMember, steps);
   // Cluster rounds: each member's x in a column of Sh that a thread of no cluster has
   // finished with (borrowedColumn; col[k] its column), or all of them in X.
   const int bc = rounds >= 0 && j < n ? bi::borrowedColumn(n, member, j) : -1;

@@ -294,6 +294,22 @@ SPEX_BI_HD int sturmCountDivisionFree(const DiagE2* de, int s, int t, double x) 
   return int(c);
 }
 
+// The Gershgorin interval of block [s, t] of the scaled tridiagonal (de, e), widened
+// as dstebz does, so that rounding in the counts cannot put an eigenvalue outside.
+SPEX_BI_HD void gershgorinBracket(const DiagE2* de, const double* e, int s, int t, double tnorm, double& lo,
+                                  double& hi) {
+  lo = de[s].d;
+  hi = de[s].d;
+  for (int i = s; i <= t; ++i) {
+    const double r = (i > s ? fabs(e[i - 1]) : 0.0) + (i < t ? fabs(e[i]) : 0.0);
+    lo = fmin(lo, de[i].d - r);
+    hi = fmax(hi, de[i].d + r);
+  }
+  const double w = 2.0 * kEpsB * tnorm * (t - s + 1);
+  lo -= w;
+  hi += w;
+}
+
 // The k-th (from 0) eigenvalue of block [s, t] by bisection on sturmCountDivisionFree to
 // a width of eps tnorm, in the units of de, e (scaled: tnorm in [1, 2)). One count a
 // step (its chain is one DFMA a row, so quadsection's three interleaved counts for two
@@ -301,17 +317,8 @@ SPEX_BI_HD int sturmCountDivisionFree(const DiagE2* de, int s, int t, double x) 
 // steps taken (for the benchmark notes).
 SPEX_BI_HD double bisectEigenvalueDivisionFree(const DiagE2* de, const double* e, int s, int t, int k,
                                                double tnorm, int* counts = nullptr) {
-  double lo = de[s].d, hi = de[s].d;
-  for (int i = s; i <= t; ++i) {
-    const double r = (i > s ? fabs(e[i - 1]) : 0.0) + (i < t ? fabs(e[i]) : 0.0);
-    lo = fmin(lo, de[i].d - r);
-    hi = fmax(hi, de[i].d + r);
-  }
-  // Widened as dstebz does, so that rounding in the counts cannot put an eigenvalue
-  // outside.
-  const double w = 2.0 * kEpsB * tnorm * (t - s + 1);
-  lo -= w;
-  hi += w;
+  double lo, hi;
+  gershgorinBracket(de, e, s, t, tnorm, lo, hi);
   const double atol = kEpsB * tnorm;
   int steps = 0;
   while (hi - lo > atol) {
@@ -387,15 +394,8 @@ SPEX_BI_HD int sturmCountNewton(const DiagE2* de, int s, int t, double x, double
 // guarantee as bisection; the counts are the same function. counts: evaluations.
 SPEX_BI_HD double newtonEigenvalueDivisionFree(const DiagE2* de, const double* e, int s, int t, int k, double tnorm,
                                                int* counts = nullptr) {
-  double lo = de[s].d, hi = de[s].d;
-  for (int i = s; i <= t; ++i) {
-    const double r = (i > s ? fabs(e[i - 1]) : 0.0) + (i < t ? fabs(e[i]) : 0.0);
-    lo = fmin(lo, de[i].d - r);
-    hi = fmax(hi, de[i].d + r);
-  }
-  const double w = 2.0 * kEpsB * tnorm * (t - s + 1);
-  lo -= w;
-  hi += w;
+  double lo, hi;
+  gershgorinBracket(de, e, s, t, tnorm, lo, hi);
   const double atol = kEpsB * tnorm;
   int clo = 0, chi = t - s + 1, steps = 0;
   double x = 0.5 * (lo + hi), dPrev = HUGE_VAL;
