@@ -289,6 +289,48 @@ static inline __attribute__((always_inline)) void rotateRows(int n, int l, int M
   }
 }
 
+// The lanes' bookkeeping between sweeps of tridiagQL4 and tridiagPWK4. Split point per
+// lane: the first m >= l with e[m] negligible (dsteqr's test on the squares,
+// e^2 <= eps^2 |d_m| |d_m+1| + safmin; kSquared: ee holds e, else e^2 as in PWK), n - 1
+// where none is; a lane whose m is its l has converged there and moves on. A lane past
+// 30 sweeps for one eigenvalue gives up (its e from l on set to 0, bit j of failed: it is
+// solved again). [L, M]: the union of the unfinished lanes' ranges; L = n when every lane
+// has all its eigenvalues. Inlined into each caller (and its clones), so its arithmetic
+// is compiled as it was written there.
+template <bool kSquared>
+static inline __attribute__((always_inline)) void laneRanges(int n, const double* __restrict dd,
+                                                             double* __restrict ee, int (&lj)[4], int (&iter)[4],
+                                                             int (&ml)[4], unsigned& failed, int& L, int& M) {
+  const double eps = std::numeric_limits<double>::epsilon() / 2; // dlamch('E')
+  const double eps2 = eps * eps, safmin = std::numeric_limits<double>::min();
+  for (int j = 0; j < 4; ++j) {
+    for (;;) {
+      int m = lj[j];
+      for (; m + 1 < n; ++m) {
+        const double em = ee[4 * m + j];
+        if ((kSquared ? em * em : em) <= eps2 * std::abs(dd[4 * m + j]) * std::abs(dd[4 * (m + 1) + j]) + safmin)
+          break;
+      }
+      ml[j] = std::min(m, n - 1);
+      if (ml[j] != lj[j] || lj[j] >= n - 1) break;
+      ++lj[j];
+      iter[j] = 0;
+    }
+    if (ml[j] != lj[j] && ++iter[j] > 30) {
+      failed |= 1u << j;
+      for (int i = lj[j]; i < n; ++i) ee[4 * i + j] = 0.0;
+      lj[j] = ml[j] = n - 1;
+    }
+  }
+  L = n;
+  M = 0;
+  for (int j = 0; j < 4; ++j)
+    if (ml[j] != lj[j]) {
+      L = std::min(L, lj[j]);
+      M = std::max(M, ml[j]);
+    }
+}
+
 // Implicit QL with Wilkinson shifts (EISPACK's tql2; LAPACK's dsteqr in its QL
 // direction, its convergence test) on four tridiagonal matrices of order n at once,
 // lane j holding matrix j: d[4 i + j] its diagonal, e[4 i + j] its subdiagonal (e[4 (n
@@ -315,8 +357,6 @@ SPEX_CLONES unsigned tridiagQL4(int n, double* __restrict dd, double* __restrict
     for (std::size_t i = 0; i < N * N; ++i) Z[i] = zero4;
     for (std::size_t i = 0; i < N; ++i) Z[i * N + i] = one;
   }
-  const double eps = std::numeric_limits<double>::epsilon() / 2; // dlamch('E')
-  const double eps2 = eps * eps, safmin = std::numeric_limits<double>::min();
   Lanes4* C = reinterpret_cast<Lanes4*>(rot);
   Lanes4* S = C + N;
   // Each lane has its own position l (its eigenvalues 0..l-1 are found) and goes on to
@@ -328,31 +368,8 @@ SPEX_CLONES unsigned tridiagQL4(int n, double* __restrict dd, double* __restrict
     // Split point per lane: the first m >= l with e[m] negligible (dsteqr's test,
     // |e|^2 <= eps^2 |d_m| |d_m+1| + safmin), n - 1 where none is; a lane whose m is its
     // l has converged there and moves on.
-    int ml[4];
-    for (int j = 0; j < 4; ++j) {
-      for (;;) {
-        int m = lj[j];
-        for (; m + 1 < n; ++m) {
-          const double em = ee[4 * m + j];
-          if (em * em <= eps2 * std::abs(dd[4 * m + j]) * std::abs(dd[4 * (m + 1) + j]) + safmin) break;
-        }
-        ml[j] = std::min(m, n - 1);
-        if (ml[j] != lj[j] || lj[j] >= n - 1) break;
-        ++lj[j];
-        iter[j] = 0;
-      }
-      if (ml[j] != lj[j] && ++iter[j] > 30) { // gives up on this lane: it is solved again
-        failed |= 1u << j;
-        for (int i = lj[j]; i < n; ++i) ee[4 * i + j] = 0.0;
-        lj[j] = ml[j] = n - 1;
-      }
-    }
-    int L = n, M = 0;
-    for (int j = 0; j < 4; ++j)
-      if (ml[j] != lj[j]) {
-        L = std::min(L, lj[j]);
-        M = std::max(M, ml[j]);
-      }
+    int ml[4], L, M;
+    laneRanges<true>(n, dd, ee, lj, iter, ml, failed, L, M);
     if (L == n) break; // every lane has all its eigenvalues
     const Lanes4 mlv = {double(ml[0]), double(ml[1]), double(ml[2]), double(ml[3])};
     const Lanes4 llv = {double(lj[0]), double(lj[1]), double(lj[2]), double(lj[3])};
@@ -427,34 +444,11 @@ SPEX_CLONES unsigned tridiagPWK4(int n, double* __restrict dd, double* __restric
   Lanes4* D = reinterpret_cast<Lanes4*>(dd);
   Lanes4* E = reinterpret_cast<Lanes4*>(ee);
   const Lanes4 one = {1.0, 1.0, 1.0, 1.0};
-  const double eps = std::numeric_limits<double>::epsilon() / 2; // dlamch('E')
-  const double eps2 = eps * eps, safmin = std::numeric_limits<double>::min();
   int lj[4] = {0, 0, 0, 0}, iter[4] = {0, 0, 0, 0};
   unsigned failed = 0;
   for (;;) {
-    int ml[4];
-    for (int j = 0; j < 4; ++j) {
-      for (;;) {
-        int m = lj[j];
-        for (; m + 1 < n; ++m)
-          if (ee[4 * m + j] <= eps2 * std::abs(dd[4 * m + j]) * std::abs(dd[4 * (m + 1) + j]) + safmin) break;
-        ml[j] = std::min(m, n - 1);
-        if (ml[j] != lj[j] || lj[j] >= n - 1) break;
-        ++lj[j];
-        iter[j] = 0;
-      }
-      if (ml[j] != lj[j] && ++iter[j] > 30) {
-        failed |= 1u << j;
-        for (int i = lj[j]; i < n; ++i) ee[4 * i + j] = 0.0;
-        lj[j] = ml[j] = n - 1;
-      }
-    }
-    int L = n, M = 0;
-    for (int j = 0; j < 4; ++j)
-      if (ml[j] != lj[j]) {
-        L = std::min(L, lj[j]);
-        M = std::max(M, ml[j]);
-      }
+    int ml[4], L, M;
+    laneRanges<false>(n, dd, ee, lj, iter, ml, failed, L, M);
     if (L == n) break;
     const Lanes4 mlv = {double(ml[0]), double(ml[1]), double(ml[2]), double(ml[3])};
     const Lanes4 llv = {double(lj[0]), double(lj[1]), double(lj[2]), double(lj[3])};
