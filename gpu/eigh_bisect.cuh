@@ -453,6 +453,20 @@ struct Col {
   SPEX_BI_HD double& operator[](int i) const { return base[(long long)i * ld + j]; }
 };
 
+// D+ of T - lambda on block [s, t], from the top, into P[s .. t]: each pivot kept at
+// least pm in size (dstebz's guard: a pivot that small becomes -pm). Both vector
+// routines begin with it.
+SPEX_BI_HD void dPlus(const double* d, const double* e2, int s, int t, double lambda, double pm, Col P) {
+  double q = d[s] - lambda;
+  if (fabs(q) <= pm) q = -pm;
+  P[s] = q;
+  for (int i = s; i < t; ++i) {
+    q = (d[i + 1] - lambda) - e2[i] * recip(q);
+    if (fabs(q) <= pm) q = -pm;
+    P[i + 1] = q;
+  }
+}
+
 // Eigenvector of block [s, t] for the shift lambda into x (rows s..t; rows outside are
 // not touched), unit 2-norm. P, M: D+ and D- (per-thread scratch). Not cluster: the
 // twisted vector. Cluster (dstein): three inverse-iteration steps from the start
@@ -465,15 +479,8 @@ SPEX_BI_HD void twistedVector(const double* d, const double* e, const double* e2
                               int nprev) {
   const double pm = sc.pivmin;
   // D+ from the top, D- from the bottom, gamma and the twist r.
-  double q = d[s] - lambda;
-  if (fabs(q) <= pm) q = -pm;
-  P[s] = q;
-  for (int i = s; i < t; ++i) {
-    q = (d[i + 1] - lambda) - e2[i] * recip(q);
-    if (fabs(q) <= pm) q = -pm;
-    P[i + 1] = q;
-  }
-  q = d[t] - lambda;
+  dPlus(d, e2, s, t, lambda, pm, P);
+  double q = d[t] - lambda;
   if (fabs(q) <= pm) q = -pm;
   M[t] = q;
   int r = t;
@@ -585,15 +592,8 @@ SPEX_BI_HD void twistedVectorSlots(int n, const double* d, const double* e, cons
                                    double lambda, const Scalars& sc, bool cluster, int j, Col x, Col S,
                                    const int* rank, int nprev) {
   const double pm = sc.pivmin;
-  double q = d[s] - lambda;
-  if (fabs(q) <= pm) q = -pm;
-  S[s] = q;
-  for (int i = s; i < t; ++i) {
-    q = (d[i + 1] - lambda) - e2[i] * recip(q);
-    if (fabs(q) <= pm) q = -pm;
-    S[i + 1] = q;
-  }
-  q = d[t] - lambda;
+  dPlus(d, e2, s, t, lambda, pm, S);
+  double q = d[t] - lambda;
   if (fabs(q) <= pm) q = -pm;
   int r = t;
   double best = fabs(q + S[t] - (d[t] - lambda));

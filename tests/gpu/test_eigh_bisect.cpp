@@ -323,6 +323,20 @@ Errors tridiagonalCase(int n, const std::vector<double>& d, const std::vector<do
   return err;
 }
 
+// The eigenvalues of the tridiagonal (d, e) by LAPACK's dsyevd on it as a dense
+// matrix, ascending.
+std::vector<double> lapackTridiagonalEigenvalues(const std::vector<double>& d, const std::vector<double>& e) {
+  const int n = int(d.size());
+  std::vector<double> S(std::size_t(n) * n, 0.0), w(n), work;
+  std::vector<int> iwork;
+  for (int i = 0; i < n; ++i) {
+    S[i + std::size_t(i) * n] = d[i];
+    if (i + 1 < n) S[i + 1 + std::size_t(i) * n] = S[i + std::size_t(i + 1) * n] = e[i];
+  }
+  if (lapack::syevd(n, S.data(), n, w.data(), work, iwork) != 0) qFatal("dsyevd failed");
+  return w;
+}
+
 // V diag(lambda) V^T with V from a random symmetric matrix and lambda log-uniform over
 // `decades` below 10^U(-3, 3); kind 1: 3-fold and 2-fold repeated eigenvalues; kind 2:
 // half the eigenvalues within rel of one value; kind 3: eigenvalues in pairs within rel.
@@ -505,13 +519,7 @@ private slots:
           e[i] = kind == 0   ? g(rng)
                  : kind == 1 ? 0.3 * std::sqrt(d[i] * d[i + 1]) * (u(rng) < 0.5 ? -1 : 1)
                              : 2.0 * bi::kEpsB * (1 + u(rng)) * (u(rng) < 0.5 ? -1 : 1);
-        std::vector<double> S(std::size_t(n) * n, 0.0), w(n), work;
-        std::vector<int> iwork;
-        for (int i = 0; i < n; ++i) {
-          S[i + std::size_t(i) * n] = d[i];
-          if (i + 1 < n) S[i + 1 + std::size_t(i) * n] = S[i + std::size_t(i + 1) * n] = e[i];
-        }
-        if (lapack::syevd(n, S.data(), n, w.data(), work, iwork) != 0) qFatal("dsyevd failed");
+        const std::vector<double> w = lapackTridiagonalEigenvalues(d, e);
         bi::Scalars sc;
         bi::setup(n, d.data(), e.data(), e2.data(), sc);
         int s0, t0;
@@ -569,13 +577,7 @@ private slots:
         for (bool newton : {false, true}) {
         std::vector<double> lam = sturmValues(n, d, e, nullptr, newton);
         std::sort(lam.begin(), lam.end());
-        std::vector<double> S(std::size_t(n) * n, 0.0), w(n), work;
-        std::vector<int> iwork;
-        for (int i = 0; i < n; ++i) {
-          S[i + std::size_t(i) * n] = d0[i];
-          if (i + 1 < n) S[i + 1 + std::size_t(i) * n] = S[i + std::size_t(i + 1) * n] = e0[i];
-        }
-        if (lapack::syevd(n, S.data(), n, w.data(), work, iwork) != 0) qFatal("dsyevd failed");
+        const std::vector<double> w = lapackTridiagonalEigenvalues(d0, e0);
         const double wmax = std::max(std::abs(w[0]), std::abs(w[n - 1]));
         for (int k = 0; k < n; ++k) {
           QVERIFY2(std::isfinite(lam[k]), qPrintable(QString("scale %1").arg(scale)));
