@@ -417,6 +417,7 @@ void verify(const Errors& e, double orth = 1e-14) {
 
 // Every slot runs both pass-3 methods
 // and each way to the eigenvalues (with CholQR: the default's and the eighth round's).
+// useRowsMethod() in the slot sets the emulation to its row's method.
 void orthoData() {
   QTest::addColumn<bool>("ns");
   QTest::addColumn<int>("values");
@@ -429,6 +430,16 @@ void orthoData() {
   QTest::newRow("newton-schulz, divfree, shared vectors") << true << int(Values::DivisionFree) << true;
 }
 
+// The current data row's method (orthoData's columns) for the emulation.
+void useRowsMethod() {
+  QFETCH(bool, ns);
+  g_ns = ns;
+  QFETCH(int, values);
+  g_values = Values(values);
+  QFETCH(bool, shared);
+  g_shared = shared;
+}
+
 class TestEighBisect : public QObject {
   Q_OBJECT
 private slots:
@@ -436,12 +447,7 @@ private slots:
 
   void randomTridiagonals_data() { orthoData(); }
   void randomTridiagonals() {
-    QFETCH(bool, ns);
-    g_ns = ns;
-    QFETCH(int, values);
-    g_values = Values(values);
-    QFETCH(bool, shared);
-    g_shared = shared;
+    useRowsMethod();
     std::mt19937_64 rng(11);
     std::normal_distribution<double> g;
     Errors all;
@@ -457,12 +463,7 @@ private slots:
 
   void specialTridiagonals_data() { orthoData(); }
   void specialTridiagonals() {
-    QFETCH(bool, ns);
-    g_ns = ns;
-    QFETCH(int, values);
-    g_values = Values(values);
-    QFETCH(bool, shared);
-    g_shared = shared;
+    useRowsMethod();
     Errors all;
     std::mt19937_64 rng(12);
     std::uniform_real_distribution<double> u(0.0, 1.0);
@@ -595,12 +596,7 @@ private slots:
 
   void spdBlocks_data() { orthoData(); }
   void spdBlocks() {
-    QFETCH(bool, ns);
-    g_ns = ns;
-    QFETCH(int, values);
-    g_values = Values(values);
-    QFETCH(bool, shared);
-    g_shared = shared;
+    useRowsMethod();
     // The engine's blocks: 74 x 74 SPD, condition 1e1 ... 1e12.
     std::mt19937_64 rng(13);
     for (double decades : {1.0, 4.0, 8.0, 12.0}) {
@@ -628,12 +624,7 @@ private slots:
 
   void clusteredBlocks_data() { orthoData(); }
   void clusteredBlocks() {
-    QFETCH(bool, ns);
-    g_ns = ns;
-    QFETCH(int, values);
-    g_values = Values(values);
-    QFETCH(bool, shared);
-    g_shared = shared;
+    useRowsMethod();
     std::mt19937_64 rng(14);
     for (double rel : {1e-9, 1e-12, 1e-15}) {
       Errors all;
@@ -655,12 +646,7 @@ private slots:
 
   void deviceTestClusters_data() { orthoData(); }
   void deviceTestClusters() {
-    QFETCH(bool, ns);
-    g_ns = ns;
-    QFETCH(int, values);
-    g_values = Values(values);
-    QFETCH(bool, shared);
-    g_shared = shared;
+    useRowsMethod();
     // test_batched_eigh's construction (bisectMatchesLapack, seed 3, clusters within 1e-9
     // relative on odd matrices, a 3- and a 2-fold eigenvalue on every fourth), here on
     // the host: the same matrices the device test decomposes.
@@ -767,12 +753,7 @@ private slots:
 
   void everyOrder_data() { orthoData(); }
   void everyOrder() {
-    QFETCH(bool, ns);
-    g_ns = ns;
-    QFETCH(int, values);
-    g_values = Values(values);
-    QFETCH(bool, shared);
-    g_shared = shared;
+    useRowsMethod();
     std::mt19937_64 rng(15);
     Errors all;
     for (int n = 1; n <= 160; ++n) all.max(spdCase(n, randomSpd(n, 4.0, n % 2, 0, rng)));
