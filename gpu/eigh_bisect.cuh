@@ -267,6 +267,29 @@ SPEX_BI_HD void rescalePair(double& p0, double& p1) {
   p1 *= f;
 }
 
+// One row of the division-free count: p(i) = (d(i) - x) p(i-1) - e(i-1)^2 p(i-2), c
+// counting the sign changes of the sequence (from the sign bits).
+SPEX_BI_HD void countRow(const DiagE2 row, double x, double& p0, double& p1, unsigned& c) {
+  const double p = fma(row.d - x, p1, -(row.e2 * p0));
+  c += unsigned(hiWord(p) ^ hiWord(p1)) >> 31;
+  p0 = p1;
+  p1 = p;
+}
+
+// The same row with the derivative q = dp/dx beside it (q(i) = (d(i) - x) q(i-1)
+// - e(i-1)^2 q(i-2) - p(i-1)), for Newton's steps.
+SPEX_BI_HD void countRowNewton(const DiagE2 row, double x, double& p0, double& p1, double& q0, double& q1,
+                               unsigned& c) {
+  const double a = row.d - x;
+  const double p = fma(a, p1, -(row.e2 * p0));
+  const double q = fma(a, q1, -fma(row.e2, q0, p1));
+  c += unsigned(hiWord(p) ^ hiWord(p1)) >> 31;
+  p0 = p1;
+  p1 = p;
+  q0 = q1;
+  q1 = q;
+}
+
 // Eigenvalues of block [s, t] below x: sign changes of p(s - 1) = 1, p(s), ..., p(t)
 // (de scaled by unitScale, x in the same units; de[i].e2 = e(i - 1)^2). The change
 // between p(i - 1) and p(i) is the sign bit of hiWord(p(i - 1)) ^ hiWord(p(i)).
@@ -276,20 +299,12 @@ SPEX_BI_HD int sturmCountDivisionFree(const DiagE2* de, int s, int t, double x) 
   int i = s + 1;
   for (; i + kRescaleRows - 1 <= t; i += kRescaleRows) {
     for (int r = 0; r < kRescaleRows; ++r) { // a constant trip count: unrolled by nvcc
-      const DiagE2 row = de[i + r];
-      const double p = fma(row.d - x, p1, -(row.e2 * p0));
-      c += unsigned(hiWord(p) ^ hiWord(p1)) >> 31;
-      p0 = p1;
-      p1 = p;
+      countRow(de[i + r], x, p0, p1, c);
     }
     rescalePair(p0, p1);
   }
   for (; i <= t; ++i) {
-    const DiagE2 row = de[i];
-    const double p = fma(row.d - x, p1, -(row.e2 * p0));
-    c += unsigned(hiWord(p) ^ hiWord(p1)) >> 31;
-    p0 = p1;
-    p1 = p;
+    countRow(de[i], x, p0, p1, c);
   }
   return int(c);
 }
@@ -355,28 +370,12 @@ SPEX_BI_HD int sturmCountNewton(const DiagE2* de, int s, int t, double x, double
   int i = s + 1;
   for (; i + kRescaleRows - 1 <= t; i += kRescaleRows) {
     for (int r = 0; r < kRescaleRows; ++r) { // a constant trip count: unrolled by nvcc
-      const DiagE2 row = de[i + r];
-      const double a = row.d - x;
-      const double p = fma(a, p1, -(row.e2 * p0));
-      const double q = fma(a, q1, -fma(row.e2, q0, p1));
-      c += unsigned(hiWord(p) ^ hiWord(p1)) >> 31;
-      p0 = p1;
-      p1 = p;
-      q0 = q1;
-      q1 = q;
+      countRowNewton(de[i + r], x, p0, p1, q0, q1, c);
     }
     rescaleQuad(p0, p1, q0, q1);
   }
   for (; i <= t; ++i) {
-    const DiagE2 row = de[i];
-    const double a = row.d - x;
-    const double p = fma(a, p1, -(row.e2 * p0));
-    const double q = fma(a, q1, -fma(row.e2, q0, p1));
-    c += unsigned(hiWord(p) ^ hiWord(p1)) >> 31;
-    p0 = p1;
-    p1 = p;
-    q0 = q1;
-    q1 = q;
+    countRowNewton(de[i], x, p0, p1, q0, q1, c);
   }
   delta = p1 / q1;
   return int(c);
